@@ -1,0 +1,101 @@
+//! Line-oriented parsing shared by the readers: fields of a line, and a body split into
+//! chunks of whole lines parsed in parallel.
+
+use rayon::prelude::*;
+
+/// The whitespace-separated fields of one line.
+pub(crate) struct Fields<'a> {
+    line: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    pub fn new(line: &'a [u8]) -> Self {
+        Self { line, at: 0 }
+    }
+
+    #[inline]
+    pub fn next_field(&mut self) -> Option<&'a [u8]> {
+        let l = self.line;
+        while self.at < l.len() && matches!(l[self.at], b' ' | b'\t' | b'\r') {
+            self.at += 1;
+        }
+        if self.at == l.len() {
+            return None;
+        }
+        let start = self.at;
+        while self.at < l.len() && !matches!(l[self.at], b' ' | b'\t' | b'\r') {
+            self.at += 1;
+        }
+        Some(&l[start..self.at])
+    }
+}
+
+/// A decimal non-negative integer (an optional `+` allowed); `None` on anything else or
+/// overflow.
+#[inline]
+pub(crate) fn parse_index(field: &[u8]) -> Option<usize> {
+    let digits = field.strip_prefix(b"+").unwrap_or(field);
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    let mut v: usize = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + d as usize;
+    }
+    Some(v)
+}
+
+/// Shows a field in a message, shortened and printable.
+pub(crate) fn show(field: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
+    if field.len() > 40 { format!("{s}...") } else { s }
+}
+
+/// The lines of `text` with their 0-based index: `\n`-separated, a final line without `\n`
+/// included.
+pub(crate) fn lines(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let empty = text.is_empty();
+    body.split(|&b| b == b'\n').enumerate().filter(move |_| !empty)
+}
+
+pub(crate) fn count_lines(text: &[u8]) -> usize {
+    text.iter().filter(|&&b| b == b'\n').count()
+}
+
+/// A parse failure inside a chunk: line index within the chunk and message.
+pub(crate) type ChunkError = (usize, String);
+
+/// Splits `body` into chunks of whole lines and runs `parse` on each in parallel. On failure,
+/// returns the 0-based line index within `body` and the message of the first failing chunk.
+pub(crate) fn parse_chunks<A: Send>(
+    body: &[u8],
+    parse: impl Fn(&[u8]) -> Result<A, ChunkError> + Sync,
+) -> Result<Vec<A>, (usize, String)> {
+    let target = (body.len() / (rayon::current_num_threads() * 4)).max(1 << 16);
+    let mut bounds = vec![0usize];
+    let mut at = 0;
+    while at < body.len() {
+        let mut end = (at + target).min(body.len());
+        while end < body.len() && body[end - 1] != b'\n' {
+            end += 1;
+        }
+        bounds.push(end);
+        at = end;
+    }
+    let results: Vec<Result<A, ChunkError>> =
+        bounds.par_windows(2).map(|w| parse(&body[w[0]..w[1]])).collect();
+    let mut out = Vec::with_capacity(results.len());
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(a) => out.push(a),
+            Err((line, message)) => return Err((count_lines(&body[..bounds[i]]) + line, message)),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,341 @@
+//! Matrix Market: `coordinate` and `array` layouts; `real`, `integer` and `pattern` fields;
+//! `general`, `symmetric` and `skew-symmetric` storage.
+//!
+//! Reading expands symmetric storage (a mirrored entry for each off-diagonal one, negated for
+//! skew-symmetric), gives pattern entries the value 1, and sums nothing: duplicates stay in the
+//! coordinate list for the tensor builder to sum or reject. Array files are column-major, as
+//! the standard says; their zeros are not listed.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::lines::{ChunkError, Fields, count_lines, lines, parse_chunks, parse_index, show};
+use super::{output_components, read_file, write_atomically, write_value};
+use crate::build::CoordinateList;
+use crate::error::IoError;
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+/// `coordinate` (sparse triplets) or `array` (dense, column-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtxLayout {
+    /// One `i j [v]` line per stored entry.
+    Coordinate,
+    /// One value per line, column by column.
+    Array,
+}
+
+/// The value field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtxField {
+    /// Floating point (`real` or `double`).
+    Real,
+    /// Integers.
+    Integer,
+    /// No values: every entry is 1.
+    Pattern,
+}
+
+/// Which part of the matrix the file stores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MtxSymmetry {
+    /// Every entry.
+    General,
+    /// The lower triangle; `a(j,i) = a(i,j)`.
+    Symmetric,
+    /// The strict lower triangle; `a(j,i) = -a(i,j)`.
+    SkewSymmetric,
+}
+
+/// The banner and size line of a Matrix Market file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MtxHeader {
+    /// Layout.
+    pub layout: MtxLayout,
+    /// Value field.
+    pub field: MtxField,
+    /// Symmetry.
+    pub symmetry: MtxSymmetry,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Entries the file stores (before symmetric expansion).
+    pub stored: usize,
+}
+
+/// A parsed Matrix Market file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatrixMarket<T> {
+    /// Banner and sizes.
+    pub header: MtxHeader,
+    /// The entries, symmetric storage expanded.
+    pub data: CoordinateList<T>,
+}
+
+/// Reads a Matrix Market file.
+pub fn read_mtx<T: Value>(path: impl AsRef<Path>) -> Result<MatrixMarket<T>, IoError> {
+    let path = path.as_ref();
+    let bytes = read_file(path)?;
+    parse_mtx(&bytes).map_err(|e| match e {
+        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
+        other => other,
+    })
+}
+
+/// Parses Matrix Market text.
+pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
+    let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
+    let mut all = lines(text);
+    let (_, banner) = all.next().ok_or_else(|| err(0, "empty file: expected a `%%MatrixMarket` banner".into()))?;
+    let (layout, field, symmetry) = parse_banner(banner).map_err(|m| err(0, m))?;
+
+    // Comments, then the size line.
+    let (size_line, size_text) = loop {
+        match all.next() {
+            None => return Err(err(count_lines(text), "file ends before the size line".into())),
+            Some((_, l)) if l.first() == Some(&b'%') || l.iter().all(u8::is_ascii_whitespace) => continue,
+            Some((i, l)) => break (i, l),
+        }
+    };
+    let mut f = Fields::new(size_text);
+    let mut size = |what: &str| -> Result<usize, IoError> {
+        let tok = f.next_field().ok_or_else(|| err(size_line, format!("size line: expected {what}, found end of line")))?;
+        parse_index(tok).ok_or_else(|| err(size_line, format!("size line: expected {what}, found `{}`", show(tok))))
+    };
+    let rows = size("the number of rows")?;
+    let cols = size("the number of columns")?;
+    let stored = match layout {
+        MtxLayout::Coordinate => size("the number of entries")?,
+        MtxLayout::Array => match symmetry {
+            MtxSymmetry::General => rows.checked_mul(cols),
+            MtxSymmetry::Symmetric => rows.checked_mul(rows + 1).map(|x| x / 2),
+            MtxSymmetry::SkewSymmetric => rows.checked_mul(rows.saturating_sub(1)).map(|x| x / 2),
+        }
+        .ok_or_else(|| err(size_line, "array size overflows".into()))?,
+    };
+    if let Some(tok) = f.next_field() {
+        return Err(err(size_line, format!("size line: unexpected `{}` after the sizes", show(tok))));
+    }
+    if symmetry != MtxSymmetry::General && rows != cols {
+        return Err(err(size_line, format!("a {rows}×{cols} matrix cannot be symmetric")));
+    }
+    let header = MtxHeader { layout, field, symmetry, rows, cols, stored };
+
+    // The body: everything after the size line.
+    let body_start = line_start(text, size_line + 1);
+    let body = &text[body_start..];
+    let first = size_line + 1;
+    let data = match layout {
+        MtxLayout::Coordinate => coordinate_body(body, &header),
+        MtxLayout::Array => array_body(body, &header),
+    }
+    .map_err(|(line, message)| err(first + line, message))?;
+    Ok(MatrixMarket { header, data })
+}
+
+fn line_start(text: &[u8], line: usize) -> usize {
+    if line == 0 {
+        return 0;
+    }
+    text.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'\n')
+        .nth(line - 1)
+        .map_or(text.len(), |(i, _)| i + 1)
+}
+
+fn parse_banner(line: &[u8]) -> Result<(MtxLayout, MtxField, MtxSymmetry), String> {
+    let text = String::from_utf8_lossy(line).to_ascii_lowercase();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.first() != Some(&"%%matrixmarket") {
+        return Err(format!("expected a `%%MatrixMarket` banner, found `{}`", show(line)));
+    }
+    if words.len() != 5 {
+        return Err(format!(
+            "banner: expected `%%MatrixMarket matrix <layout> <field> <symmetry>`, found {} words",
+            words.len()
+        ));
+    }
+    if words[1] != "matrix" {
+        return Err(format!("banner: only `matrix` objects are supported, found `{}`", words[1]));
+    }
+    let layout = match words[2] {
+        "coordinate" => MtxLayout::Coordinate,
+        "array" => MtxLayout::Array,
+        w => return Err(format!("banner: expected `coordinate` or `array`, found `{w}`")),
+    };
+    let field = match words[3] {
+        "real" | "double" => MtxField::Real,
+        "integer" => MtxField::Integer,
+        "pattern" if layout == MtxLayout::Coordinate => MtxField::Pattern,
+        "pattern" => return Err("banner: `pattern` needs the `coordinate` layout".into()),
+        "complex" => return Err("banner: `complex` matrices are not supported".into()),
+        w => return Err(format!("banner: expected `real`, `integer` or `pattern`, found `{w}`")),
+    };
+    let symmetry = match words[4] {
+        "general" => MtxSymmetry::General,
+        "symmetric" => MtxSymmetry::Symmetric,
+        "skew-symmetric" => MtxSymmetry::SkewSymmetric,
+        "hermitian" => return Err("banner: `hermitian` matrices are not supported".into()),
+        w => return Err(format!("banner: expected `general`, `symmetric` or `skew-symmetric`, found `{w}`")),
+    };
+    Ok((layout, field, symmetry))
+}
+
+fn is_skipped(line: &[u8]) -> bool {
+    line.first() == Some(&b'%') || line.iter().all(u8::is_ascii_whitespace)
+}
+
+fn parse_value<T: Value>(field: MtxField, tok: Option<&[u8]>) -> Result<T, String> {
+    let tok = tok.ok_or_else(|| "expected a value, found end of line".to_string())?;
+    let text = std::str::from_utf8(tok).map_err(|_| format!("expected a value, found `{}`", show(tok)))?;
+    if field == MtxField::Integer && text.parse::<i64>().is_err() {
+        return Err(format!("expected an integer value, found `{}`", show(tok)));
+    }
+    T::parse_text(text).ok_or_else(|| format!("expected a value, found `{}`", show(tok)))
+}
+
+struct Chunk<T> {
+    rows: Vec<usize>,
+    cols: Vec<usize>,
+    values: Vec<T>,
+    stored: usize,
+}
+
+fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>, (usize, String)> {
+    let chunks = parse_chunks(body, |chunk| -> Result<Chunk<T>, ChunkError> {
+        let guess = chunk.len() / 16;
+        let mut out = Chunk { rows: Vec::with_capacity(guess), cols: Vec::with_capacity(guess), values: Vec::with_capacity(guess), stored: 0 };
+        for (i, line) in lines(chunk) {
+            if is_skipped(line) {
+                continue;
+            }
+            let mut f = Fields::new(line);
+            let mut index = |what: &str, limit: usize| -> Result<usize, ChunkError> {
+                let tok = f.next_field().ok_or_else(|| (i, format!("expected a {what} index, found end of line")))?;
+                let v = parse_index(tok).ok_or_else(|| (i, format!("expected a {what} index, found `{}`", show(tok))))?;
+                if v == 0 || v > limit {
+                    return Err((i, format!("{what} index {v} is out of range 1..={limit}")));
+                }
+                Ok(v - 1)
+            };
+            let r = index("row", h.rows)?;
+            let c = index("column", h.cols)?;
+            let v: T = if h.field == MtxField::Pattern { T::ONE } else { parse_value(h.field, f.next_field()).map_err(|m| (i, m))? };
+            if let Some(tok) = f.next_field() {
+                return Err((i, format!("unexpected `{}` after the entry", show(tok))));
+            }
+            out.stored += 1;
+            out.rows.push(r);
+            out.cols.push(c);
+            out.values.push(v);
+            match h.symmetry {
+                MtxSymmetry::General => {}
+                _ if r == c && h.symmetry == MtxSymmetry::SkewSymmetric => {
+                    return Err((i, format!("skew-symmetric matrix stores a diagonal entry ({}, {})", r + 1, c + 1)));
+                }
+                _ if r == c => {}
+                sym => {
+                    out.rows.push(c);
+                    out.cols.push(r);
+                    out.values.push(if sym == MtxSymmetry::SkewSymmetric { -v } else { v });
+                }
+            }
+        }
+        Ok(out)
+    })?;
+    let stored: usize = chunks.iter().map(|c| c.stored).sum();
+    if stored != h.stored {
+        return Err(count_mismatch(body, h.stored, stored));
+    }
+    let total = chunks.iter().map(|c| c.values.len()).sum();
+    let mut list = CoordinateList::new(vec![h.rows, h.cols]);
+    list.coords[0].reserve_exact(total);
+    list.coords[1].reserve_exact(total);
+    list.values.reserve_exact(total);
+    for c in chunks {
+        list.coords[0].extend_from_slice(&c.rows);
+        list.coords[1].extend_from_slice(&c.cols);
+        list.values.extend_from_slice(&c.values);
+    }
+    Ok(list)
+}
+
+/// The error for a body holding more or fewer entries than the size line declared.
+fn count_mismatch(body: &[u8], declared: usize, found: usize) -> (usize, String) {
+    if found < declared {
+        let end = lines(body).count();
+        (end, format!("file ends after {found} entries; the size line declares {declared}"))
+    } else {
+        let line = lines(body).filter(|(_, l)| !is_skipped(l)).nth(declared).map_or(0, |(i, _)| i);
+        (line, format!("entry {} is beyond the {declared} the size line declares", declared + 1))
+    }
+}
+
+fn array_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>, (usize, String)> {
+    let chunks = parse_chunks(body, |chunk| -> Result<Vec<T>, ChunkError> {
+        let mut out = Vec::new();
+        for (i, line) in lines(chunk) {
+            if is_skipped(line) {
+                continue;
+            }
+            let mut f = Fields::new(line);
+            out.push(parse_value(h.field, f.next_field()).map_err(|m| (i, m))?);
+            if let Some(tok) = f.next_field() {
+                return Err((i, format!("unexpected `{}` after the value", show(tok))));
+            }
+        }
+        Ok(out)
+    })?;
+    let found: usize = chunks.iter().map(Vec::len).sum();
+    if found != h.stored {
+        return Err(count_mismatch(body, h.stored, found));
+    }
+    let mut list = CoordinateList::new(vec![h.rows, h.cols]);
+    let (mut r, mut c) = (0, 0);
+    let first_row = |c: usize| match h.symmetry {
+        MtxSymmetry::General => 0,
+        MtxSymmetry::Symmetric => c,
+        MtxSymmetry::SkewSymmetric => c + 1,
+    };
+    if h.rows > 0 {
+        r = first_row(0);
+    }
+    for v in chunks.into_iter().flatten() {
+        while r >= h.rows {
+            c += 1;
+            r = first_row(c);
+        }
+        if v != T::ZERO {
+            list.push(&[r, c], v);
+            if h.symmetry != MtxSymmetry::General && r != c {
+                list.push(&[c, r], if h.symmetry == MtxSymmetry::SkewSymmetric { -v } else { v });
+            }
+        }
+        r += 1;
+    }
+    Ok(list)
+}
+
+/// Writes an order-2 tensor as `coordinate real general` (components in storage order; see
+/// [`output_components`] for which zeros are written).
+pub fn write_mtx<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
+    if tensor.order() != 2 {
+        return Err(IoError::Unsupported {
+            message: format!("Matrix Market holds matrices; this tensor has order {} (write .tns)", tensor.order()),
+        });
+    }
+    let list = output_components(tensor);
+    write_atomically(path.as_ref(), |w: &mut dyn Write| {
+        writeln!(w, "%%MatrixMarket matrix coordinate real general")?;
+        writeln!(w, "% written by nm-format {}", env!("CARGO_PKG_VERSION"))?;
+        writeln!(w, "{} {} {}", list.shape[0], list.shape[1], list.len())?;
+        for e in 0..list.len() {
+            write!(w, "{} {} ", list.coords[0][e] + 1, list.coords[1][e] + 1)?;
+            write_value(w, list.values[e])?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,125 @@
+//! FROSTT `.tns`: one line per component, 1-based coordinates then the value; `#` starts a
+//! comment. The file does not state the shape: it is the largest coordinate of each
+//! dimension.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::lines::{ChunkError, Fields, lines, parse_chunks, parse_index, show};
+use super::{output_components, read_file, write_atomically, write_value};
+use crate::build::CoordinateList;
+use crate::error::IoError;
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+/// Reads a `.tns` file.
+pub fn read_tns<T: Value>(path: impl AsRef<Path>) -> Result<CoordinateList<T>, IoError> {
+    let path = path.as_ref();
+    let bytes = read_file(path)?;
+    parse_tns(&bytes).map_err(|e| match e {
+        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
+        other => other,
+    })
+}
+
+struct Chunk<T> {
+    /// Coordinates, `order` per entry.
+    coords: Vec<usize>,
+    values: Vec<T>,
+}
+
+/// Parses `.tns` text; the order is the number of fields of the first component line minus one.
+/// A comment `# shape s1 s2 ...` before the first component (as [`write_tns`] writes) gives the
+/// shape; otherwise it is the largest coordinate of each dimension.
+pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
+    let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
+    let is_skipped = |l: &[u8]| l.first() == Some(&b'#') || l.iter().all(u8::is_ascii_whitespace);
+    let Some((first, line)) = lines(text).find(|(_, l)| !is_skipped(l)) else {
+        return Err(err(0, "no components: expected lines of 1-based coordinates and a value".into()));
+    };
+    let mut f = Fields::new(line);
+    let fields = std::iter::from_fn(|| f.next_field()).count();
+    if fields < 2 {
+        return Err(err(first, format!("expected coordinates and a value, found {fields} field")));
+    }
+    let order = fields - 1;
+    let declared = declared_shape(text, first, order).map_err(|(line, m)| err(line, m))?;
+    let chunks = parse_chunks(text, |chunk| -> Result<Chunk<T>, ChunkError> {
+        let mut out = Chunk { coords: Vec::with_capacity(chunk.len() / 8), values: Vec::with_capacity(chunk.len() / 16) };
+        for (i, line) in lines(chunk) {
+            if is_skipped(line) {
+                continue;
+            }
+            let mut f = Fields::new(line);
+            for d in 0..order {
+                let tok = f.next_field().ok_or_else(|| (i, format!("expected {order} coordinates and a value, found {d} fields")))?;
+                match parse_index(tok) {
+                    Some(0) => return Err((i, format!("coordinate {} is 0; .tns coordinates start at 1", d + 1))),
+                    Some(c) => out.coords.push(c - 1),
+                    None => return Err((i, format!("expected coordinate {} (an integer >= 1), found `{}`", d + 1, show(tok)))),
+                }
+            }
+            let tok = f.next_field().ok_or_else(|| (i, format!("expected a value after {order} coordinates, found end of line")))?;
+            let v = std::str::from_utf8(tok).ok().and_then(T::parse_text);
+            out.values.push(v.ok_or_else(|| (i, format!("expected a value, found `{}`", show(tok))))?);
+            if let Some(tok) = f.next_field() {
+                return Err((i, format!("unexpected `{}`: the first component line has {order} coordinates", show(tok))));
+            }
+        }
+        Ok(out)
+    })
+    .map_err(|(line, message)| err(line, message))?;
+    let mut list = CoordinateList::new(vec![0; order]);
+    for chunk in &chunks {
+        for (e, &v) in chunk.values.iter().enumerate() {
+            for d in 0..order {
+                let c = chunk.coords[e * order + d];
+                list.coords[d].push(c);
+                list.shape[d] = list.shape[d].max(c + 1);
+            }
+            list.values.push(v);
+        }
+    }
+    if let Some((line, shape)) = declared {
+        if let Some(d) = (0..order).find(|&d| list.shape[d] > shape[d]) {
+            let message = format!("dimension {} has coordinate {} beyond the declared shape {shape:?}", d + 1, list.shape[d]);
+            return Err(err(line, message));
+        }
+        list.shape = shape;
+    }
+    Ok(list)
+}
+
+/// The `# shape ...` comment among the lines before the first component, if any.
+fn declared_shape(text: &[u8], first: usize, order: usize) -> Result<Option<(usize, Vec<usize>)>, (usize, String)> {
+    for (i, line) in lines(text).take(first) {
+        let mut f = Fields::new(line);
+        if f.next_field() != Some(b"#") || f.next_field() != Some(b"shape") {
+            continue;
+        }
+        let shape: Option<Vec<usize>> = std::iter::from_fn(|| f.next_field()).map(parse_index).collect();
+        return match shape {
+            Some(s) if s.len() == order => Ok(Some((i, s))),
+            _ => Err((i, format!("`# shape` must list {order} sizes, one per coordinate of the components"))),
+        };
+    }
+    Ok(None)
+}
+
+/// Writes a tensor as `.tns` (components in storage order; a `#` comment line records the
+/// shape, since the format has no header).
+pub fn write_tns<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
+    let list = output_components(tensor);
+    write_atomically(path.as_ref(), |w: &mut dyn Write| {
+        let dims: Vec<String> = list.shape.iter().map(usize::to_string).collect();
+        writeln!(w, "# shape {}", dims.join(" "))?;
+        for e in 0..list.len() {
+            for d in 0..list.shape.len() {
+                write!(w, "{} ", list.coords[d][e] + 1)?;
+            }
+            write_value(w, list.values[e])?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+}

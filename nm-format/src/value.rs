@@ -1,0 +1,72 @@
+//! The value types a tensor can hold.
+
+use std::fmt::{Debug, Display, LowerExp};
+use std::ops::{Add, AddAssign, Mul, Neg, Sub};
+
+/// A scalar a [`Tensor`](crate::Tensor) stores: `f32` or `f64`.
+///
+/// Kept deliberately small: what storage, conversion, pruning and file I/O need, nothing that
+/// belongs to a linear-algebra crate.
+pub trait Value:
+    Copy
+    + Default
+    + PartialEq
+    + PartialOrd
+    + Debug
+    + Display
+    + LowerExp
+    + Add<Output = Self>
+    + AddAssign
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Neg<Output = Self>
+    + Send
+    + Sync
+    + 'static
+{
+    /// The additive identity; also the value of every component that is not stored.
+    const ZERO: Self;
+    /// The multiplicative identity; the value of a `pattern` Matrix Market entry.
+    const ONE: Self;
+    /// A short name used in messages and file headers (`"f32"`, `"f64"`).
+    const NAME: &'static str;
+
+    /// Magnitude, used by pruning.
+    fn abs(self) -> Self;
+    /// Conversion from `f64` (rounding for `f32`).
+    fn from_f64(v: f64) -> Self;
+    /// Widening conversion to `f64`.
+    fn to_f64(self) -> f64;
+    /// Parses a decimal or scientific literal (`1`, `-2.5e-3`, `inf`, `nan`).
+    fn parse_text(text: &str) -> Option<Self>;
+}
+
+macro_rules! impl_value {
+    ($t:ty, $name:literal) => {
+        impl Value for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            const NAME: &'static str = $name;
+
+            #[inline]
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            #[inline]
+            fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            #[inline]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline]
+            fn parse_text(text: &str) -> Option<Self> {
+                text.parse::<$t>().ok()
+            }
+        }
+    };
+}
+
+impl_value!(f32, "f32");
+impl_value!(f64, "f64");
