@@ -30,13 +30,21 @@ impl<T: Value> CoordinateList<T> {
     /// An empty list for a tensor of `shape`.
     pub fn new(shape: Vec<usize>) -> Self {
         let coords = vec![Vec::new(); shape.len()];
-        Self { shape, coords, values: Vec::new() }
+        Self {
+            shape,
+            coords,
+            values: Vec::new(),
+        }
     }
 
     /// Appends one component. Panics if `coords` has the wrong order (a programming error);
     /// ranges are checked when the tensor is built.
     pub fn push(&mut self, coords: &[usize], value: T) {
-        assert_eq!(coords.len(), self.shape.len(), "component of the wrong order");
+        assert_eq!(
+            coords.len(),
+            self.shape.len(),
+            "component of the wrong order"
+        );
         for (d, &c) in coords.iter().enumerate() {
             self.coords[d].push(c);
         }
@@ -56,7 +64,13 @@ impl<T: Value> CoordinateList<T> {
     /// Sorts the entries row-major (lexicographically by coordinates), keeping duplicates.
     pub fn sort_row_major(&mut self) {
         let mut perm: Vec<usize> = (0..self.len()).collect();
-        perm.sort_by(|&a, &b| self.coords.iter().map(|c| c[a].cmp(&c[b])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal));
+        perm.sort_by(|&a, &b| {
+            self.coords
+                .iter()
+                .map(|c| c[a].cmp(&c[b]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         for c in &mut self.coords {
             *c = perm.iter().map(|&e| c[e]).collect();
         }
@@ -91,17 +105,30 @@ pub struct PruneReport {
 
 impl<T: Value> Tensor<T> {
     /// Builds a tensor from a coordinate list. Explicit zeros are stored as given.
-    pub fn from_coordinates(list: &CoordinateList<T>, format: &Format, duplicates: Duplicates) -> Result<Self> {
+    pub fn from_coordinates(
+        list: &CoordinateList<T>,
+        format: &Format,
+        duplicates: Duplicates,
+    ) -> Result<Self> {
         check_list(list, format)?;
         let entries = Entries::from_list(list, format);
-        Builder { format, shape: &list.shape }.build(entries, duplicates, false).map(|(t, _)| t)
+        Builder {
+            format,
+            shape: &list.shape,
+        }
+        .build(entries, duplicates, false)
+        .map(|(t, _)| t)
     }
 
     /// Builds a tensor from a dense row-major array, storing its nonzeros.
     pub fn from_dense(shape: &[usize], data: &[T], format: &Format) -> Result<Self> {
         let expected = checked_product(shape, "the dense array")?;
         if data.len() != expected {
-            return Err(TensorError::DenseLength { shape: shape.to_vec(), expected, actual: data.len() });
+            return Err(TensorError::DenseLength {
+                shape: shape.to_vec(),
+                expected,
+                actual: data.len(),
+            });
         }
         let mut list = CoordinateList::new(shape.to_vec());
         let mut coords = vec![0usize; shape.len()];
@@ -148,11 +175,19 @@ impl<T: Value> Tensor<T> {
     /// fits the pattern; see [`Tensor::prune`].
     pub fn convert(&self, format: &Format) -> Result<Self> {
         if format.order() != self.order() {
-            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
+            return Err(TensorError::OrderMismatch {
+                format_order: format.order(),
+                shape_order: self.order(),
+            });
         }
         let list = self.components(|v| v != T::ZERO);
         let entries = Entries::from_list(&list, format);
-        Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
+        Builder {
+            format,
+            shape: &self.shape,
+        }
+        .build(entries, Duplicates::Sum, false)
+        .map(|(t, _)| t)
     }
 
     /// Converts into `format`, first dropping what does not fit its structured N:M levels:
@@ -162,27 +197,50 @@ impl<T: Value> Tensor<T> {
     /// levels drop nothing.
     pub fn prune(&self, format: &Format) -> Result<(Self, PruneReport)> {
         if format.order() != self.order() {
-            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
+            return Err(TensorError::OrderMismatch {
+                format_order: format.order(),
+                shape_order: self.order(),
+            });
         }
         let list = self.components(|v| v != T::ZERO);
         let entries = Entries::from_list(&list, format);
-        Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, true)
+        Builder {
+            format,
+            shape: &self.shape,
+        }
+        .build(entries, Duplicates::Sum, true)
     }
 }
 
 fn check_list<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<()> {
     if list.shape.len() != format.order() {
-        return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: list.shape.len() });
+        return Err(TensorError::OrderMismatch {
+            format_order: format.order(),
+            shape_order: list.shape.len(),
+        });
     }
     if list.coords.len() != list.shape.len() {
-        return Err(TensorError::CoordinatesLength { dim: list.coords.len(), expected: list.values.len(), actual: 0 });
+        return Err(TensorError::CoordinatesLength {
+            dim: list.coords.len(),
+            expected: list.values.len(),
+            actual: 0,
+        });
     }
     for (d, c) in list.coords.iter().enumerate() {
         if c.len() != list.values.len() {
-            return Err(TensorError::CoordinatesLength { dim: d, expected: list.values.len(), actual: c.len() });
+            return Err(TensorError::CoordinatesLength {
+                dim: d,
+                expected: list.values.len(),
+                actual: c.len(),
+            });
         }
         if let Some(e) = c.iter().position(|&x| x >= list.shape[d]) {
-            return Err(TensorError::OutOfShape { entry: e, dim: d, coordinate: c[e], size: list.shape[d] });
+            return Err(TensorError::OutOfShape {
+                entry: e,
+                dim: d,
+                coordinate: c[e],
+                size: list.shape[d],
+            });
         }
     }
     Ok(())
@@ -199,9 +257,17 @@ impl<T: Value> Entries<T> {
         let level = format
             .levels()
             .iter()
-            .map(|lv| list.coords[lv.expr.dim()].iter().map(|&c| lv.expr.apply(c)).collect())
+            .map(|lv| {
+                list.coords[lv.expr.dim()]
+                    .iter()
+                    .map(|&c| lv.expr.apply(c))
+                    .collect()
+            })
             .collect();
-        Self { level, values: list.values.clone() }
+        Self {
+            level,
+            values: list.values.clone(),
+        }
     }
 
     fn len(&self) -> usize {
@@ -241,7 +307,14 @@ impl<T: Value> Entries<T> {
             }
         } else {
             let level = &self.level;
-            perm.sort_unstable_by(|&a, &b| level.iter().map(|c| c[a].cmp(&c[b])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b)));
+            perm.sort_unstable_by(|&a, &b| {
+                level
+                    .iter()
+                    .map(|c| c[a].cmp(&c[b]))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(a.cmp(&b))
+            });
         }
         for c in &mut self.level {
             *c = perm.iter().map(|&e| c[e]).collect();
@@ -254,7 +327,11 @@ impl<T: Value> Entries<T> {
     }
 
     fn compare(&self, a: usize, b: usize) -> std::cmp::Ordering {
-        self.level.iter().map(|c| c[a].cmp(&c[b])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
+        self.level
+            .iter()
+            .map(|c| c[a].cmp(&c[b]))
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
     }
 
     /// Keeps the entries `keep[e]` holds for, in order.
@@ -280,7 +357,12 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn build<T: Value>(&self, mut entries: Entries<T>, duplicates: Duplicates, prune: bool) -> Result<(Tensor<T>, PruneReport)> {
+    fn build<T: Value>(
+        &self,
+        mut entries: Entries<T>,
+        duplicates: Duplicates,
+        prune: bool,
+    ) -> Result<(Tensor<T>, PruneReport)> {
         let sizes = self.format.level_sizes(self.shape);
         checked_product(&self.format.padded_shape(self.shape), "the padded shape")?;
         entries.sort(&sizes);
@@ -298,13 +380,18 @@ impl Builder<'_> {
         for (l, level) in self.format.levels().iter().enumerate() {
             let lc = &entries.level[l];
             let size = sizes[l];
-            let too_large = || TensorError::TooLarge { what: format!("level {l} ({parents} parents × {size})") };
+            let too_large = || TensorError::TooLarge {
+                what: format!("level {l} ({parents} parents × {size})"),
+            };
             let (storage, positions) = match level.kind {
                 LevelKind::Dense => {
                     for (p, &c) in at.iter_mut().zip(lc) {
                         *p = *p * size + c;
                     }
-                    (LevelStorage::Dense { size }, parents.checked_mul(size).ok_or_else(too_large)?)
+                    (
+                        LevelStorage::Dense { size },
+                        parents.checked_mul(size).ok_or_else(too_large)?,
+                    )
                 }
                 LevelKind::Compressed(props) => {
                     let mut pos = vec![0usize; parents + 1];
@@ -322,17 +409,31 @@ impl Builder<'_> {
                         pos[i] += pos[i - 1];
                     }
                     let positions = crd.len();
-                    (LevelStorage::Compressed { pos: Indices::from_usize(pos), crd: Indices::from_usize(crd) }, positions)
+                    (
+                        LevelStorage::Compressed {
+                            pos: Indices::from_usize(pos),
+                            crd: Indices::from_usize(crd),
+                        },
+                        positions,
+                    )
                 }
                 LevelKind::Singleton(_) => {
                     let mut crd = vec![usize::MAX; parents];
                     for (e, (&p, &c)) in at.iter().zip(lc).enumerate() {
                         if crd[p] != usize::MAX && crd[p] != c {
-                            return Err(TensorError::SingletonCannotHold { level: l, coordinates: self.tensor_coords(&entries, e) });
+                            return Err(TensorError::SingletonCannotHold {
+                                level: l,
+                                coordinates: self.tensor_coords(&entries, e),
+                            });
                         }
                         crd[p] = c;
                     }
-                    (LevelStorage::Singleton { crd: Indices::from_usize(crd) }, parents)
+                    (
+                        LevelStorage::Singleton {
+                            crd: Indices::from_usize(crd),
+                        },
+                        parents,
+                    )
                 }
                 LevelKind::Structured { n: keep, m } => {
                     let (keep, m) = (keep as usize, m as usize);
@@ -384,16 +485,29 @@ impl Builder<'_> {
             parents = positions;
         }
         let mut values = Vec::new();
-        values.try_reserve_exact(parents).map_err(|_| TensorError::TooLarge { what: format!("{parents} values") })?;
+        values
+            .try_reserve_exact(parents)
+            .map_err(|_| TensorError::TooLarge {
+                what: format!("{parents} values"),
+            })?;
         values.resize(parents, T::ZERO);
         for (&q, &v) in at.iter().zip(&entries.values) {
             values[q] += v;
         }
-        let tensor = Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values };
+        let tensor = Tensor {
+            shape: self.shape.to_vec(),
+            format: self.format.clone(),
+            levels,
+            values,
+        };
         Ok((tensor, report))
     }
 
-    fn merge_duplicates<T: Value>(&self, entries: &mut Entries<T>, duplicates: Duplicates) -> Result<()> {
+    fn merge_duplicates<T: Value>(
+        &self,
+        entries: &mut Entries<T>,
+        duplicates: Duplicates,
+    ) -> Result<()> {
         let n = entries.len();
         if (1..n).all(|e| entries.compare(e - 1, e).is_ne()) {
             return Ok(());
@@ -403,7 +517,9 @@ impl Builder<'_> {
         for e in 1..n {
             if entries.compare(head, e).is_eq() {
                 if duplicates == Duplicates::Reject {
-                    return Err(TensorError::DuplicateEntry { coordinates: self.tensor_coords(entries, e) });
+                    return Err(TensorError::DuplicateEntry {
+                        coordinates: self.tensor_coords(entries, e),
+                    });
                 }
                 let v = entries.values[e];
                 entries.values[head] += v;
@@ -420,7 +536,9 @@ impl Builder<'_> {
     fn prune_structured<T: Value>(&self, entries: &mut Entries<T>) -> PruneReport {
         let mut report = PruneReport::default();
         for (l, level) in self.format.levels().iter().enumerate() {
-            let LevelKind::Structured { n: keep, m } = level.kind else { continue };
+            let LevelKind::Structured { n: keep, m } = level.kind else {
+                continue;
+            };
             let (keep, m) = (keep as usize, m as usize);
             let n = entries.len();
             let mut kept = vec![true; n];
@@ -428,7 +546,10 @@ impl Builder<'_> {
             while e < n {
                 // A block: same coordinates above level l, same block of level l.
                 let mut end = e + 1;
-                while end < n && (0..l).all(|k| entries.level[k][end] == entries.level[k][e]) && entries.level[l][end] / m == entries.level[l][e] / m {
+                while end < n
+                    && (0..l).all(|k| entries.level[k][end] == entries.level[k][e])
+                    && entries.level[l][end] / m == entries.level[l][e] / m
+                {
                     end += 1;
                 }
                 // Runs of one coordinate inside the block, scored by total magnitude.

@@ -29,7 +29,11 @@ impl Values {
             Values::SmallIntegers(k) => {
                 let k = k.max(1);
                 let v = rng.random_range(1..=k);
-                T::from_f64(if rng.random::<bool>() { v as f64 } else { -(v as f64) })
+                T::from_f64(if rng.random::<bool>() {
+                    v as f64
+                } else {
+                    -(v as f64)
+                })
             }
         }
     }
@@ -41,7 +45,12 @@ fn rng(seed: u64) -> Pcg64Mcg {
 
 /// Each element of `shape` nonzero independently with probability about `density`; exactly
 /// `round(density · size)` distinct components, in row-major order.
-pub fn uniform<T: Value>(shape: &[usize], density: f64, values: Values, seed: u64) -> CoordinateList<T> {
+pub fn uniform<T: Value>(
+    shape: &[usize],
+    density: f64,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
     let mut r = rng(seed);
     let total: usize = shape.iter().product();
     let target = ((density.clamp(0.0, 1.0) * total as f64).round() as usize).min(total);
@@ -87,7 +96,12 @@ pub fn uniform<T: Value>(shape: &[usize], density: f64, values: Values, seed: u6
 }
 
 /// An `n×n` banded matrix: every component with `|i - j| <= half_width` is nonzero.
-pub fn banded<T: Value>(n: usize, half_width: usize, values: Values, seed: u64) -> CoordinateList<T> {
+pub fn banded<T: Value>(
+    n: usize,
+    half_width: usize,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
     let mut r = rng(seed);
     let mut list = CoordinateList::new(vec![n, n]);
     for i in 0..n {
@@ -101,9 +115,18 @@ pub fn banded<T: Value>(n: usize, half_width: usize, values: Values, seed: u64) 
 /// A `rows×cols` matrix whose row lengths follow a power law (row `i` of a random permutation
 /// gets about `c / (i+1)^exponent` nonzeros, scaled to an average of `avg_per_row`), with
 /// columns uniform in each row: the skew of social and web graphs.
-pub fn power_law_rows<T: Value>(rows: usize, cols: usize, avg_per_row: f64, exponent: f64, values: Values, seed: u64) -> CoordinateList<T> {
+pub fn power_law_rows<T: Value>(
+    rows: usize,
+    cols: usize,
+    avg_per_row: f64,
+    exponent: f64,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
     let mut r = rng(seed);
-    let weights: Vec<f64> = (0..rows).map(|i| 1.0 / ((i + 1) as f64).powf(exponent)).collect();
+    let weights: Vec<f64> = (0..rows)
+        .map(|i| 1.0 / ((i + 1) as f64).powf(exponent))
+        .collect();
     let scale = avg_per_row * rows as f64 / weights.iter().sum::<f64>().max(f64::MIN_POSITIVE);
     let mut order: Vec<usize> = (0..rows).collect();
     for i in (1..rows).rev() {
@@ -112,7 +135,8 @@ pub fn power_law_rows<T: Value>(rows: usize, cols: usize, avg_per_row: f64, expo
     let mut list = CoordinateList::new(vec![rows, cols]);
     let mut lengths = vec![0usize; rows];
     for (rank, &row) in order.iter().enumerate() {
-        lengths[row] = ((weights[rank] * scale).round() as usize).clamp(usize::from(cols > 0), cols);
+        lengths[row] =
+            ((weights[rank] * scale).round() as usize).clamp(usize::from(cols > 0), cols);
     }
     for (row, &len) in lengths.iter().enumerate() {
         let picked = uniform::<T>(&[cols], len as f64 / cols.max(1) as f64, values, r.random());
@@ -125,7 +149,15 @@ pub fn power_law_rows<T: Value>(rows: usize, cols: usize, avg_per_row: f64, expo
 
 /// A `k×n` matrix that fits `nm(N,M,L)`: in every window of `m` rows and group of `l` columns,
 /// exactly `min(N, rows in the window)` rows are nonzero across the group, chosen at random.
-pub fn nm_vectorwise<T: Value>(k: usize, n: usize, keep: usize, m: usize, l: usize, values: Values, seed: u64) -> CoordinateList<T> {
+pub fn nm_vectorwise<T: Value>(
+    k: usize,
+    n: usize,
+    keep: usize,
+    m: usize,
+    l: usize,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
     let mut r = rng(seed);
     let mut list = CoordinateList::new(vec![k, n]);
     let (m, l) = (m.max(1), l.max(1));
@@ -145,7 +177,14 @@ pub fn nm_vectorwise<T: Value>(k: usize, n: usize, keep: usize, m: usize, l: usi
 
 /// A `rows×cols` matrix with `keep` nonzeros in every block of `m` columns of every row
 /// (element-wise N:M along the last dimension; `nv24` is `keep = 2, m = 4`).
-pub fn nm_elementwise<T: Value>(rows: usize, cols: usize, keep: usize, m: usize, values: Values, seed: u64) -> CoordinateList<T> {
+pub fn nm_elementwise<T: Value>(
+    rows: usize,
+    cols: usize,
+    keep: usize,
+    m: usize,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
     let mut r = rng(seed);
     let mut list = CoordinateList::new(vec![rows, cols]);
     let m = m.max(1);

@@ -26,9 +26,15 @@ pub struct LevelProperties {
 
 impl LevelProperties {
     /// Ordered and unique: the default for every named format except COO.
-    pub const ORDERED_UNIQUE: Self = Self { ordered: true, unique: true };
+    pub const ORDERED_UNIQUE: Self = Self {
+        ordered: true,
+        unique: true,
+    };
     /// Ordered, duplicates allowed: the first levels of COO.
-    pub const ORDERED_NONUNIQUE: Self = Self { ordered: true, unique: false };
+    pub const ORDERED_NONUNIQUE: Self = Self {
+        ordered: true,
+        unique: false,
+    };
 }
 
 impl Default for LevelProperties {
@@ -113,5 +119,9 @@ impl fmt::Display for LevelKind {
 
 /// Bits needed for one N:M metadata entry: ⌈log2 m⌉.
 pub fn metadata_bits(m: u32) -> u32 {
-    if m <= 1 { 0 } else { 32 - (m - 1).leading_zeros() }
+    if m <= 1 {
+        0
+    } else {
+        32 - (m - 1).leading_zeros()
+    }
 }
