@@ -30,21 +30,13 @@ impl<T: Value> CoordinateList<T> {
     /// An empty list for a tensor of `shape`.
     pub fn new(shape: Vec<usize>) -> Self {
         let coords = vec![Vec::new(); shape.len()];
-        Self {
-            shape,
-            coords,
-            values: Vec::new(),
-        }
+        Self { shape, coords, values: Vec::new() }
     }
 
     /// Appends one component. Panics if `coords` has the wrong order (a programming error);
     /// ranges are checked when the tensor is built.
     pub fn push(&mut self, coords: &[usize], value: T) {
-        assert_eq!(
-            coords.len(),
-            self.shape.len(),
-            "component of the wrong order"
-        );
+        assert_eq!(coords.len(), self.shape.len(), "component of the wrong order");
         for (d, &c) in coords.iter().enumerate() {
             self.coords[d].push(c);
         }
@@ -65,11 +57,7 @@ impl<T: Value> CoordinateList<T> {
     pub fn sort_row_major(&mut self) {
         let mut perm: Vec<usize> = (0..self.len()).collect();
         perm.sort_by(|&a, &b| {
-            self.coords
-                .iter()
-                .map(|c| c[a].cmp(&c[b]))
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
+            self.coords.iter().map(|c| c[a].cmp(&c[b])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
         });
         for c in &mut self.coords {
             *c = perm.iter().map(|&e| c[e]).collect();
@@ -105,30 +93,17 @@ pub struct PruneReport {
 
 impl<T: Value> Tensor<T> {
     /// Builds a tensor from a coordinate list. Explicit zeros are stored as given.
-    pub fn from_coordinates(
-        list: &CoordinateList<T>,
-        format: &Format,
-        duplicates: Duplicates,
-    ) -> Result<Self> {
+    pub fn from_coordinates(list: &CoordinateList<T>, format: &Format, duplicates: Duplicates) -> Result<Self> {
         check_list(list, format)?;
         let entries = Entries::from_list(list, format);
-        Builder {
-            format,
-            shape: &list.shape,
-        }
-        .build(entries, duplicates, false)
-        .map(|(t, _)| t)
+        Builder { format, shape: &list.shape }.build(entries, duplicates, false).map(|(t, _)| t)
     }
 
     /// Builds a tensor from a dense row-major array, storing its nonzeros.
     pub fn from_dense(shape: &[usize], data: &[T], format: &Format) -> Result<Self> {
         let expected = checked_product(shape, "the dense array")?;
         if data.len() != expected {
-            return Err(TensorError::DenseLength {
-                shape: shape.to_vec(),
-                expected,
-                actual: data.len(),
-            });
+            return Err(TensorError::DenseLength { shape: shape.to_vec(), expected, actual: data.len() });
         }
         let mut list = CoordinateList::new(shape.to_vec());
         let mut coords = vec![0usize; shape.len()];
@@ -175,19 +150,11 @@ impl<T: Value> Tensor<T> {
     /// fits the pattern; see [`Tensor::prune`].
     pub fn convert(&self, format: &Format) -> Result<Self> {
         if format.order() != self.order() {
-            return Err(TensorError::OrderMismatch {
-                format_order: format.order(),
-                shape_order: self.order(),
-            });
+            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
         }
         let list = self.components(|v| v != T::ZERO);
         let entries = Entries::from_list(&list, format);
-        Builder {
-            format,
-            shape: &self.shape,
-        }
-        .build(entries, Duplicates::Sum, false)
-        .map(|(t, _)| t)
+        Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
     }
 
     /// Converts into `format`, first dropping what does not fit its structured N:M levels:
@@ -197,50 +164,29 @@ impl<T: Value> Tensor<T> {
     /// levels drop nothing.
     pub fn prune(&self, format: &Format) -> Result<(Self, PruneReport)> {
         if format.order() != self.order() {
-            return Err(TensorError::OrderMismatch {
-                format_order: format.order(),
-                shape_order: self.order(),
-            });
+            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
         }
         let list = self.components(|v| v != T::ZERO);
         let entries = Entries::from_list(&list, format);
-        Builder {
-            format,
-            shape: &self.shape,
-        }
-        .build(entries, Duplicates::Sum, true)
+        Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, true)
     }
 }
 
 fn check_list<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<()> {
     if list.shape.len() != format.order() {
-        return Err(TensorError::OrderMismatch {
-            format_order: format.order(),
-            shape_order: list.shape.len(),
-        });
+        return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: list.shape.len() });
     }
     if list.coords.len() != list.shape.len() {
-        return Err(TensorError::CoordinatesLength {
-            dim: list.coords.len(),
-            expected: list.values.len(),
-            actual: 0,
-        });
+        return Err(TensorError::CoordinatesLength { dim: list.coords.len(), expected: list.values.len(), actual: 0 });
     }
     for (d, c) in list.coords.iter().enumerate() {
         if c.len() != list.values.len() {
-            return Err(TensorError::CoordinatesLength {
-                dim: d,
-                expected: list.values.len(),
-                actual: c.len(),
-            });
+            return Err(TensorError::CoordinatesLength { dim: d, expected: list.values.len(), actual: c.len() });
         }
+    }
+    for (d, c) in list.coords.iter().enumerate() {
         if let Some(e) = c.iter().position(|&x| x >= list.shape[d]) {
-            return Err(TensorError::OutOfShape {
-                entry: e,
-                dim: d,
-                coordinate: c[e],
-                size: list.shape[d],
-            });
+            return Err(TensorError::OutOfShape { entry: e, dim: d, coordinate: c[e], size: list.shape[d] });
         }
     }
     Ok(())
@@ -257,17 +203,9 @@ impl<T: Value> Entries<T> {
         let level = format
             .levels()
             .iter()
-            .map(|lv| {
-                list.coords[lv.expr.dim()]
-                    .iter()
-                    .map(|&c| lv.expr.apply(c))
-                    .collect()
-            })
+            .map(|lv| list.coords[lv.expr.dim()].iter().map(|&c| lv.expr.apply(c)).collect())
             .collect();
-        Self {
-            level,
-            values: list.values.clone(),
-        }
+        Self { level, values: list.values.clone() }
     }
 
     fn len(&self) -> usize {
@@ -327,11 +265,7 @@ impl<T: Value> Entries<T> {
     }
 
     fn compare(&self, a: usize, b: usize) -> std::cmp::Ordering {
-        self.level
-            .iter()
-            .map(|c| c[a].cmp(&c[b]))
-            .find(|o| o.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
+        self.level.iter().map(|c| c[a].cmp(&c[b])).find(|o| o.is_ne()).unwrap_or(std::cmp::Ordering::Equal)
     }
 
     /// Keeps the entries `keep[e]` holds for, in order.
@@ -380,18 +314,13 @@ impl Builder<'_> {
         for (l, level) in self.format.levels().iter().enumerate() {
             let lc = &entries.level[l];
             let size = sizes[l];
-            let too_large = || TensorError::TooLarge {
-                what: format!("level {l} ({parents} parents × {size})"),
-            };
+            let too_large = || TensorError::TooLarge { what: format!("level {l} ({parents} parents × {size})") };
             let (storage, positions) = match level.kind {
                 LevelKind::Dense => {
                     for (p, &c) in at.iter_mut().zip(lc) {
                         *p = *p * size + c;
                     }
-                    (
-                        LevelStorage::Dense { size },
-                        parents.checked_mul(size).ok_or_else(too_large)?,
-                    )
+                    (LevelStorage::Dense { size }, parents.checked_mul(size).ok_or_else(too_large)?)
                 }
                 LevelKind::Compressed(props) => {
                     let mut pos = vec![0usize; parents + 1];
@@ -410,10 +339,7 @@ impl Builder<'_> {
                     }
                     let positions = crd.len();
                     (
-                        LevelStorage::Compressed {
-                            pos: Indices::from_usize(pos),
-                            crd: Indices::from_usize(crd),
-                        },
+                        LevelStorage::Compressed { pos: Indices::from_usize(pos), crd: Indices::from_usize(crd) },
                         positions,
                     )
                 }
@@ -428,12 +354,7 @@ impl Builder<'_> {
                         }
                         crd[p] = c;
                     }
-                    (
-                        LevelStorage::Singleton {
-                            crd: Indices::from_usize(crd),
-                        },
-                        parents,
-                    )
+                    (LevelStorage::Singleton { crd: Indices::from_usize(crd) }, parents)
                 }
                 LevelKind::Structured { n: keep, m } => {
                     let (keep, m) = (keep as usize, m as usize);
@@ -485,29 +406,16 @@ impl Builder<'_> {
             parents = positions;
         }
         let mut values = Vec::new();
-        values
-            .try_reserve_exact(parents)
-            .map_err(|_| TensorError::TooLarge {
-                what: format!("{parents} values"),
-            })?;
+        values.try_reserve_exact(parents).map_err(|_| TensorError::TooLarge { what: format!("{parents} values") })?;
         values.resize(parents, T::ZERO);
         for (&q, &v) in at.iter().zip(&entries.values) {
             values[q] += v;
         }
-        let tensor = Tensor {
-            shape: self.shape.to_vec(),
-            format: self.format.clone(),
-            levels,
-            values,
-        };
+        let tensor = Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values };
         Ok((tensor, report))
     }
 
-    fn merge_duplicates<T: Value>(
-        &self,
-        entries: &mut Entries<T>,
-        duplicates: Duplicates,
-    ) -> Result<()> {
+    fn merge_duplicates<T: Value>(&self, entries: &mut Entries<T>, duplicates: Duplicates) -> Result<()> {
         let n = entries.len();
         if (1..n).all(|e| entries.compare(e - 1, e).is_ne()) {
             return Ok(());
@@ -517,9 +425,7 @@ impl Builder<'_> {
         for e in 1..n {
             if entries.compare(head, e).is_eq() {
                 if duplicates == Duplicates::Reject {
-                    return Err(TensorError::DuplicateEntry {
-                        coordinates: self.tensor_coords(entries, e),
-                    });
+                    return Err(TensorError::DuplicateEntry { coordinates: self.tensor_coords(entries, e) });
                 }
                 let v = entries.values[e];
                 entries.values[head] += v;

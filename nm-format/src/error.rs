@@ -30,17 +30,8 @@ pub enum FormatError {
 
 fn render_parse_error(input: &str, offset: usize, len: usize, message: &str) -> String {
     let col = input[..offset.min(input.len())].chars().count();
-    let width = input[offset.min(input.len())..]
-        .chars()
-        .take_while(|_| true)
-        .take(len)
-        .count()
-        .max(1);
-    format!(
-        "{message}\n  {input}\n  {}{}",
-        " ".repeat(col),
-        "^".repeat(width.min(len.max(1)))
-    )
+    let width = input[offset.min(input.len())..].chars().take_while(|_| true).take(len).count().max(1);
+    format!("{message}\n  {input}\n  {}{}", " ".repeat(col), "^".repeat(width.min(len.max(1))))
 }
 
 /// A tensor that cannot be built: bad storage arrays, bad coordinates, or data that does not
@@ -131,9 +122,7 @@ pub enum TensorError {
         actual: usize,
     },
     /// A level coordinate at or beyond the level's size.
-    #[error(
-        "level {level}: coordinate {coordinate} at position {position} is out of range 0..{size}"
-    )]
+    #[error("level {level}: coordinate {coordinate} at position {position} is out of range 0..{size}")]
     CoordinateOutOfRange {
         /// The level.
         level: usize,
@@ -145,9 +134,7 @@ pub enum TensorError {
         size: usize,
     },
     /// Coordinates of an ordered level that decrease under one parent.
-    #[error(
-        "level {level}: coordinate {coordinate} at position {position} follows {previous}; the level is ordered"
-    )]
+    #[error("level {level}: coordinate {coordinate} at position {position} follows {previous}; the level is ordered")]
     NotSorted {
         /// The level.
         level: usize,
@@ -159,9 +146,7 @@ pub enum TensorError {
         previous: usize,
     },
     /// A coordinate repeated under one parent on a unique level.
-    #[error(
-        "level {level}: coordinate {coordinate} repeated at position {position}; the level is unique"
-    )]
+    #[error("level {level}: coordinate {coordinate} repeated at position {position}; the level is unique")]
     DuplicateCoordinate {
         /// The level.
         level: usize,
@@ -216,9 +201,7 @@ pub enum TensorError {
         actual: usize,
     },
     /// A stored nonzero in the padding added to make blocks whole.
-    #[error(
-        "nonzero value {value} stored at {coordinates:?}, outside the logical shape {shape:?} (in block padding)"
-    )]
+    #[error("nonzero value {value} stored at {coordinates:?}, outside the logical shape {shape:?} (in block padding)")]
     NonzeroInPadding {
         /// Its coordinates.
         coordinates: Vec<usize>,
@@ -283,9 +266,7 @@ pub enum TensorError {
         block_start: Vec<usize>,
     },
     /// Data with more than one coordinate under one parent of a singleton level.
-    #[error(
-        "level {level} is a singleton, but the entries at {coordinates:?} give it two children under one parent"
-    )]
+    #[error("level {level} is a singleton, but the entries at {coordinates:?} give it two children under one parent")]
     SingletonCannotHold {
         /// The singleton level.
         level: usize,
@@ -343,8 +324,7 @@ pub enum IoError {
 }
 
 fn path_prefix(path: &Option<PathBuf>) -> String {
-    path.as_ref()
-        .map_or(String::new(), |p| format!("{}: ", p.display()))
+    path.as_ref().map_or(String::new(), |p| format!("{}: ", p.display()))
 }
 
 /// Shortcut for results carrying a [`TensorError`].

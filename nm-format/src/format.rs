@@ -81,9 +81,7 @@ impl Format {
         for (l, level) in levels.iter().enumerate() {
             let d = level.expr.dim();
             if d >= order {
-                return invalid(format!(
-                    "level {l} reads dimension d{d} of a {order}-dimensional tensor"
-                ));
+                return invalid(format!("level {l} reads dimension d{d} of a {order}-dimensional tensor"));
             }
             match level.expr {
                 LevelExpr::FloorDiv(_, 0) | LevelExpr::Mod(_, 0) => {
@@ -93,11 +91,8 @@ impl Format {
             }
             match level.kind {
                 LevelKind::Singleton(_) => {
-                    let parent_ok = l > 0
-                        && matches!(
-                            levels[l - 1].kind,
-                            LevelKind::Compressed(_) | LevelKind::Singleton(_)
-                        );
+                    let parent_ok =
+                        l > 0 && matches!(levels[l - 1].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_));
                     if !parent_ok {
                         return invalid(format!(
                             "level {l} is a singleton, whose parent must be a compressed or singleton level"
@@ -106,9 +101,7 @@ impl Format {
                 }
                 LevelKind::Structured { n, m } => {
                     if n == 0 || n > m || m > 65536 {
-                        return invalid(format!(
-                            "level {l} is structured {n}:{m}; need 1 <= N <= M <= 65536"
-                        ));
+                        return invalid(format!("level {l} is structured {n}:{m}; need 1 <= N <= M <= 65536"));
                     }
                     if let LevelExpr::Mod(_, b) = level.expr {
                         if b % m as usize != 0 {
@@ -121,23 +114,13 @@ impl Format {
                 }
                 _ => {}
             }
-            if l > 0
-                && !levels[l - 1].kind.is_unique()
-                && !matches!(level.kind, LevelKind::Singleton(_))
-            {
-                return invalid(format!(
-                    "level {l} follows the non-unique level {}, so it must be a singleton",
-                    l - 1
-                ));
+            if l > 0 && !levels[l - 1].kind.is_unique() && !matches!(level.kind, LevelKind::Singleton(_)) {
+                return invalid(format!("level {l} follows the non-unique level {}, so it must be a singleton", l - 1));
             }
         }
         for d in 0..order {
-            let uses: Vec<(usize, LevelExpr)> = levels
-                .iter()
-                .enumerate()
-                .filter(|(_, lv)| lv.expr.dim() == d)
-                .map(|(l, lv)| (l, lv.expr))
-                .collect();
+            let uses: Vec<(usize, LevelExpr)> =
+                levels.iter().enumerate().filter(|(_, lv)| lv.expr.dim() == d).map(|(l, lv)| (l, lv.expr)).collect();
             match uses.as_slice() {
                 [(_, LevelExpr::Dim(_))] => {}
                 [(_, LevelExpr::FloorDiv(_, b1)), (_, LevelExpr::Mod(_, b2))] if b1 == b2 => {}
@@ -185,8 +168,7 @@ impl Format {
 
     /// Dense columns, compressed rows.
     pub fn csc() -> Self {
-        Self::by_letters(&[LevelKind::Dense, LevelKind::COMPRESSED], Some(&[1, 0]))
-            .expect("csc is valid")
+        Self::by_letters(&[LevelKind::Dense, LevelKind::COMPRESSED], Some(&[1, 0])).expect("csc is valid")
     }
 
     /// Coordinate list: a non-unique compressed level, then singletons.
@@ -209,22 +191,10 @@ impl Format {
         Self::new(
             2,
             vec![
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::FloorDiv(0, b),
-                },
-                Level {
-                    kind: LevelKind::COMPRESSED,
-                    expr: LevelExpr::FloorDiv(1, b),
-                },
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::Mod(0, b),
-                },
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::Mod(1, b),
-                },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::FloorDiv(0, b) },
+                Level { kind: LevelKind::COMPRESSED, expr: LevelExpr::FloorDiv(1, b) },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::Mod(0, b) },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::Mod(1, b) },
             ],
         )
     }
@@ -248,66 +218,37 @@ impl Format {
     /// them out as the paper's B′ (k·N/M × n) and D (k·N/M × n/L).
     pub fn nm(n: u32, m: u32, l: usize) -> Result<Self, FormatError> {
         if l == 0 {
-            return Err(FormatError::Invalid {
-                message: "nm(N,M,L) needs L >= 1".into(),
-            });
+            return Err(FormatError::Invalid { message: "nm(N,M,L) needs L >= 1".into() });
         }
         Self::new(
             2,
             vec![
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::FloorDiv(0, m as usize),
-                },
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::FloorDiv(1, l),
-                },
-                Level {
-                    kind: LevelKind::Structured { n, m },
-                    expr: LevelExpr::Mod(0, m as usize),
-                },
-                Level {
-                    kind: LevelKind::Dense,
-                    expr: LevelExpr::Mod(1, l),
-                },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::FloorDiv(0, m as usize) },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::FloorDiv(1, l) },
+                Level { kind: LevelKind::Structured { n, m }, expr: LevelExpr::Mod(0, m as usize) },
+                Level { kind: LevelKind::Dense, expr: LevelExpr::Mod(1, l) },
             ],
         )
     }
 
     /// One level per dimension with the given kinds; `mode_order[l]` is the dimension stored by
     /// level `l` (identity when `None`), as in taco's `ds:1,0`.
-    pub fn by_letters(
-        kinds: &[LevelKind],
-        mode_order: Option<&[usize]>,
-    ) -> Result<Self, FormatError> {
+    pub fn by_letters(kinds: &[LevelKind], mode_order: Option<&[usize]>) -> Result<Self, FormatError> {
         let order = kinds.len();
         let identity: Vec<usize> = (0..order).collect();
         let modes = mode_order.unwrap_or(&identity);
         if modes.len() != order {
             return Err(FormatError::Invalid {
-                message: format!(
-                    "mode ordering has {} entries for {order} levels",
-                    modes.len()
-                ),
+                message: format!("mode ordering has {} entries for {order} levels", modes.len()),
             });
         }
-        let levels = kinds
-            .iter()
-            .zip(modes)
-            .map(|(&kind, &d)| Level {
-                kind,
-                expr: LevelExpr::Dim(d),
-            })
-            .collect();
+        let levels = kinds.iter().zip(modes).map(|(&kind, &d)| Level { kind, expr: LevelExpr::Dim(d) }).collect();
         Self::new(order, levels)
     }
 
     /// Whether any level is structured N:M.
     pub fn is_structured(&self) -> bool {
-        self.levels
-            .iter()
-            .any(|l| matches!(l.kind, LevelKind::Structured { .. }))
+        self.levels.iter().any(|l| matches!(l.kind, LevelKind::Structured { .. }))
     }
 
     /// The multiple each dimension is padded to so that every block is whole: the block size
@@ -358,10 +299,7 @@ impl Format {
             ("csr", (o == 2).then(Format::csr)),
             ("csc", (o == 2).then(Format::csc)),
             ("dcsr", (o == 2).then(|| Format::csf(2))),
-            (
-                "dcsc",
-                (o == 2).then(|| Format::parse("ss:1,0", 2).expect("dcsc")),
-            ),
+            ("dcsc", (o == 2).then(|| Format::parse("ss:1,0", 2).expect("dcsc"))),
             ("coo", Some(Format::coo(o))),
             ("csf", (o > 2).then(|| Format::csf(o))),
             ("nv24", Some(Format::nv24(o))),
@@ -370,15 +308,9 @@ impl Format {
             return Some((*name).to_string());
         }
         if o == 2 && self.levels.len() == 4 {
-            if let (
-                LevelExpr::FloorDiv(0, b),
-                LevelKind::Structured { n, m },
-                LevelExpr::FloorDiv(1, lb),
-            ) = (
-                self.levels[0].expr,
-                self.levels[2].kind,
-                self.levels[1].expr,
-            ) {
+            if let (LevelExpr::FloorDiv(0, b), LevelKind::Structured { n, m }, LevelExpr::FloorDiv(1, lb)) =
+                (self.levels[0].expr, self.levels[2].kind, self.levels[1].expr)
+            {
                 if Format::nm(n, m, lb).ok().as_ref() == Some(self) && b == m as usize {
                     return Some(format!("nm({n},{m},{lb})"));
                 }
@@ -398,11 +330,7 @@ impl Format {
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dims: Vec<String> = (0..self.order).map(|d| format!("d{d}")).collect();
-        let levels: Vec<String> = self
-            .levels
-            .iter()
-            .map(|l| format!("{} : {}", l.expr, l.kind))
-            .collect();
+        let levels: Vec<String> = self.levels.iter().map(|l| format!("{} : {}", l.expr, l.kind)).collect();
         write!(f, "({}) -> ({})", dims.join(", "), levels.join(", "))
     }
 }

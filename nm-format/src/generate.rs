@@ -29,11 +29,7 @@ impl Values {
             Values::SmallIntegers(k) => {
                 let k = k.max(1);
                 let v = rng.random_range(1..=k);
-                T::from_f64(if rng.random::<bool>() {
-                    v as f64
-                } else {
-                    -(v as f64)
-                })
+                T::from_f64(if rng.random::<bool>() { v as f64 } else { -(v as f64) })
             }
         }
     }
@@ -45,12 +41,7 @@ fn rng(seed: u64) -> Pcg64Mcg {
 
 /// Each element of `shape` nonzero independently with probability about `density`; exactly
 /// `round(density · size)` distinct components, in row-major order.
-pub fn uniform<T: Value>(
-    shape: &[usize],
-    density: f64,
-    values: Values,
-    seed: u64,
-) -> CoordinateList<T> {
+pub fn uniform<T: Value>(shape: &[usize], density: f64, values: Values, seed: u64) -> CoordinateList<T> {
     let mut r = rng(seed);
     let total: usize = shape.iter().product();
     let target = ((density.clamp(0.0, 1.0) * total as f64).round() as usize).min(total);
@@ -96,12 +87,7 @@ pub fn uniform<T: Value>(
 }
 
 /// An `n×n` banded matrix: every component with `|i - j| <= half_width` is nonzero.
-pub fn banded<T: Value>(
-    n: usize,
-    half_width: usize,
-    values: Values,
-    seed: u64,
-) -> CoordinateList<T> {
+pub fn banded<T: Value>(n: usize, half_width: usize, values: Values, seed: u64) -> CoordinateList<T> {
     let mut r = rng(seed);
     let mut list = CoordinateList::new(vec![n, n]);
     for i in 0..n {
@@ -124,9 +110,7 @@ pub fn power_law_rows<T: Value>(
     seed: u64,
 ) -> CoordinateList<T> {
     let mut r = rng(seed);
-    let weights: Vec<f64> = (0..rows)
-        .map(|i| 1.0 / ((i + 1) as f64).powf(exponent))
-        .collect();
+    let weights: Vec<f64> = (0..rows).map(|i| 1.0 / ((i + 1) as f64).powf(exponent)).collect();
     let scale = avg_per_row * rows as f64 / weights.iter().sum::<f64>().max(f64::MIN_POSITIVE);
     let mut order: Vec<usize> = (0..rows).collect();
     for i in (1..rows).rev() {
@@ -135,8 +119,7 @@ pub fn power_law_rows<T: Value>(
     let mut list = CoordinateList::new(vec![rows, cols]);
     let mut lengths = vec![0usize; rows];
     for (rank, &row) in order.iter().enumerate() {
-        lengths[row] =
-            ((weights[rank] * scale).round() as usize).clamp(usize::from(cols > 0), cols);
+        lengths[row] = ((weights[rank] * scale).round() as usize).clamp(usize::from(cols > 0), cols);
     }
     for (row, &len) in lengths.iter().enumerate() {
         let picked = uniform::<T>(&[cols], len as f64 / cols.max(1) as f64, values, r.random());

@@ -26,15 +26,9 @@ pub struct LevelProperties {
 
 impl LevelProperties {
     /// Ordered and unique: the default for every named format except COO.
-    pub const ORDERED_UNIQUE: Self = Self {
-        ordered: true,
-        unique: true,
-    };
+    pub const ORDERED_UNIQUE: Self = Self { ordered: true, unique: true };
     /// Ordered, duplicates allowed: the first levels of COO.
-    pub const ORDERED_NONUNIQUE: Self = Self {
-        ordered: true,
-        unique: false,
-    };
+    pub const ORDERED_NONUNIQUE: Self = Self { ordered: true, unique: false };
 }
 
 impl Default for LevelProperties {
@@ -102,11 +96,7 @@ impl fmt::Display for LevelKind {
             if !p.ordered {
                 extra.push("nonordered");
             }
-            if extra.is_empty() {
-                write!(f, "{name}")
-            } else {
-                write!(f, "{name}({})", extra.join(", "))
-            }
+            if extra.is_empty() { write!(f, "{name}") } else { write!(f, "{name}({})", extra.join(", ")) }
         };
         match self {
             LevelKind::Dense => write!(f, "dense"),
@@ -119,9 +109,5 @@ impl fmt::Display for LevelKind {
 
 /// Bits needed for one N:M metadata entry: ⌈log2 m⌉.
 pub fn metadata_bits(m: u32) -> u32 {
-    if m <= 1 {
-        0
-    } else {
-        32 - (m - 1).leading_zeros()
-    }
+    if m <= 1 { 0 } else { 32 - (m - 1).leading_zeros() }
 }

@@ -51,18 +51,9 @@ impl<T: Value> Tensor<T> {
     /// B′ and D of a tensor in `nm(N,M,L)` (a copy in the paper's layout).
     pub fn nm_parts(&self) -> Result<NmParts<T>> {
         let (n, m, l) = self.nm_params()?;
-        let LevelStorage::Structured { meta, .. } = &self.levels[2] else {
-            unreachable!("checked by nm_params")
-        };
+        let LevelStorage::Structured { meta, .. } = &self.levels[2] else { unreachable!("checked by nm_params") };
         let shape = [self.shape[0], self.shape[1]];
-        let mut parts = NmParts {
-            n,
-            m,
-            l,
-            shape,
-            b_prime: Vec::new(),
-            d: Vec::new(),
-        };
+        let mut parts = NmParts { n, m, l, shape, b_prime: Vec::new(), d: Vec::new() };
         let (rows, cols, groups, keep) = (parts.rows(), parts.cols(), parts.groups(), n as usize);
         let windows = rows / keep;
         parts.b_prime = vec![T::ZERO; rows * cols];
@@ -83,31 +74,17 @@ impl<T: Value> Tensor<T> {
 
     /// A tensor in `nm(N,M,L)` from B′ and D, validated like [`Tensor::from_raw`].
     pub fn from_nm_parts(parts: &NmParts<T>) -> Result<Self> {
-        let format =
-            Format::nm(parts.n, parts.m, parts.l).map_err(|e| TensorError::WrongFormat {
-                operation: "from_nm_parts",
-                needed: "a valid nm(N,M,L)".into(),
-                actual: e.to_string(),
-            })?;
-        let (rows, cols, groups, keep, l) = (
-            parts.rows(),
-            parts.cols(),
-            parts.groups(),
-            parts.n as usize,
-            parts.l,
-        );
+        let format = Format::nm(parts.n, parts.m, parts.l).map_err(|e| TensorError::WrongFormat {
+            operation: "from_nm_parts",
+            needed: "a valid nm(N,M,L)".into(),
+            actual: e.to_string(),
+        })?;
+        let (rows, cols, groups, keep, l) = (parts.rows(), parts.cols(), parts.groups(), parts.n as usize, parts.l);
         if parts.b_prime.len() != rows * cols {
-            return Err(TensorError::ValuesLength {
-                expected: rows * cols,
-                actual: parts.b_prime.len(),
-            });
+            return Err(TensorError::ValuesLength { expected: rows * cols, actual: parts.b_prime.len() });
         }
         if parts.d.len() != rows * groups {
-            return Err(TensorError::MetadataLength {
-                level: 2,
-                expected: rows * groups,
-                actual: parts.d.len(),
-            });
+            return Err(TensorError::MetadataLength { level: 2, expected: rows * groups, actual: parts.d.len() });
         }
         let windows = rows / keep;
         let mut offsets = vec![0u16; rows * groups];
@@ -133,10 +110,7 @@ impl<T: Value> Tensor<T> {
         let levels = vec![
             LevelStorage::Dense { size: windows },
             LevelStorage::Dense { size: groups },
-            LevelStorage::Structured {
-                size: parts.m as usize,
-                meta: Metadata::pack(&offsets, parts.m),
-            },
+            LevelStorage::Structured { size: parts.m as usize, meta: Metadata::pack(&offsets, parts.m) },
             LevelStorage::Dense { size: l },
         ];
         Tensor::from_raw(parts.shape.to_vec(), format, levels, values)
@@ -146,18 +120,13 @@ impl<T: Value> Tensor<T> {
         let wrong = || TensorError::WrongFormat {
             operation: "nm_parts",
             needed: "nm(N,M,L)".into(),
-            actual: self
-                .format
-                .name()
-                .unwrap_or_else(|| self.format.to_string()),
+            actual: self.format.name().unwrap_or_else(|| self.format.to_string()),
         };
         let levels = self.format.levels();
         if levels.len() != 4 {
             return Err(wrong());
         }
-        let (LevelKind::Structured { n, m }, crate::LevelExpr::Mod(1, l)) =
-            (levels[2].kind, levels[3].expr)
-        else {
+        let (LevelKind::Structured { n, m }, crate::LevelExpr::Mod(1, l)) = (levels[2].kind, levels[3].expr) else {
             return Err(wrong());
         };
         if Format::nm(n, m, l).ok().as_ref() != Some(&self.format) {

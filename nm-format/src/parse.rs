@@ -22,11 +22,7 @@ use crate::level::{LevelKind, LevelProperties};
 pub fn parse_format(text: &str, order: usize) -> Result<Format, FormatError> {
     let mut p = Parser { text, pos: 0 };
     p.skip_ws();
-    let format = if p.peek() == Some('(') {
-        p.map(order)?
-    } else {
-        p.named_or_letters(order)?
-    };
+    let format = if p.peek() == Some('(') { p.map(order)? } else { p.named_or_letters(order)? };
     p.skip_ws();
     if p.pos < text.len() {
         return Err(p.error_here("unexpected text after the format"));
@@ -51,12 +47,7 @@ impl<'a> Parser<'a> {
     }
 
     fn error_at(&self, offset: usize, len: usize, message: impl Into<String>) -> FormatError {
-        FormatError::Parse {
-            input: self.text.to_string(),
-            offset,
-            len: len.max(1),
-            message: message.into(),
-        }
+        FormatError::Parse { input: self.text.to_string(), offset, len: len.max(1), message: message.into() }
     }
 
     fn error_here(&self, message: impl Into<String>) -> FormatError {
@@ -104,23 +95,18 @@ impl<'a> Parser<'a> {
         self.skip_ws();
         let start = self.pos;
         let rest = &self.text[start..];
-        let len = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let len = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         if len == 0 {
             return Err(self.error_here("expected a non-negative integer"));
         }
         self.pos += len;
-        let value = rest[..len]
-            .parse()
-            .map_err(|_| self.error_at(start, len, "integer too large"))?;
+        let value = rest[..len].parse().map_err(|_| self.error_at(start, len, "integer too large"))?;
         Ok((start, value))
     }
 
     fn small_int(&mut self, what: &str) -> Result<u32, FormatError> {
         let (start, v) = self.int()?;
-        u32::try_from(v)
-            .map_err(|_| self.error_at(start, self.pos - start, format!("{what} is too large")))
+        u32::try_from(v).map_err(|_| self.error_at(start, self.pos - start, format!("{what} is too large")))
     }
 
     fn named_or_letters(&mut self, order: usize) -> Result<Format, FormatError> {
@@ -136,16 +122,14 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
-        let checked = |r: Result<Format, FormatError>, p: &Self| {
-            r.map_err(|e| p.error_at(start, p.pos - start, e.to_string()))
-        };
+        let checked =
+            |r: Result<Format, FormatError>, p: &Self| r.map_err(|e| p.error_at(start, p.pos - start, e.to_string()));
         match name {
             "dense" => Ok(Format::dense(order)),
             "csr" => need(2, self).map(|_| Format::csr()),
             "csc" => need(2, self).map(|_| Format::csc()),
             "dcsr" => need(2, self).map(|_| Format::csf(2)),
-            "dcsc" => need(2, self)
-                .and_then(|_| Format::by_letters(&[LevelKind::COMPRESSED; 2], Some(&[1, 0]))),
+            "dcsc" => need(2, self).and_then(|_| Format::by_letters(&[LevelKind::COMPRESSED; 2], Some(&[1, 0]))),
             "coo" => Ok(Format::coo(order)),
             "csf" => Ok(Format::csf(order)),
             "nv24" => Ok(Format::nv24(order)),
@@ -155,11 +139,7 @@ impl<'a> Parser<'a> {
                 let (_, b) = self.int()?;
                 self.expect(')')?;
                 if b == 0 {
-                    return Err(self.error_at(
-                        start,
-                        self.pos - start,
-                        "bcsr block size must be at least 1",
-                    ));
+                    return Err(self.error_at(start, self.pos - start, "bcsr block size must be at least 1"));
                 }
                 checked(Format::bcsr(b), self)
             }
@@ -199,26 +179,22 @@ impl<'a> Parser<'a> {
                     return Err(self.error_at(
                         start + i,
                         c.len_utf8(),
-                        format!("unknown level letter `{c}`: expected d, s, u, q or c"),
+                        format!(
+                            "unknown format `{name}`: not a format name, and `{c}` is not a taco level \
+                             letter (d s u q c)"
+                        ),
                     ));
                 }
             });
         }
         if kinds.len() > 8 {
-            return Err(self.error_at(
-                start,
-                name.len(),
-                "taco letters describe 1 to 8 dimensions",
-            ));
+            return Err(self.error_at(start, name.len(), "taco letters describe 1 to 8 dimensions"));
         }
         if kinds.len() != order {
             return Err(self.error_at(
                 start,
                 name.len(),
-                format!(
-                    "{} level letters for a {order}-dimensional tensor",
-                    kinds.len()
-                ),
+                format!("{} level letters for a {order}-dimensional tensor", kinds.len()),
             ));
         }
         let mut modes = None;
@@ -239,8 +215,7 @@ impl<'a> Parser<'a> {
             }
             modes = Some(list);
         }
-        Format::by_letters(&kinds, modes.as_deref())
-            .map_err(|e| self.error_at(start, self.pos - start, e.to_string()))
+        Format::by_letters(&kinds, modes.as_deref()).map_err(|e| self.error_at(start, self.pos - start, e.to_string()))
     }
 
     fn map(&mut self, order: usize) -> Result<Format, FormatError> {
@@ -250,11 +225,7 @@ impl<'a> Parser<'a> {
         loop {
             let (at, name) = self.ident()?;
             if dims.contains(&name) {
-                return Err(self.error_at(
-                    at,
-                    name.len(),
-                    format!("dimension `{name}` is named twice"),
-                ));
+                return Err(self.error_at(at, name.len(), format!("dimension `{name}` is named twice")));
             }
             dims.push(name);
             if !self.eat(',') {
@@ -266,10 +237,7 @@ impl<'a> Parser<'a> {
             return Err(self.error_at(
                 dims_start,
                 self.pos - dims_start,
-                format!(
-                    "{} dimensions named for a {order}-dimensional tensor",
-                    dims.len()
-                ),
+                format!("{} dimensions named for a {order}-dimensional tensor", dims.len()),
             ));
         }
         self.expect('-')?;
@@ -287,19 +255,15 @@ impl<'a> Parser<'a> {
             }
         }
         self.expect(')')?;
-        Format::new(order, levels)
-            .map_err(|e| self.error_at(levels_start, self.pos - levels_start, e.to_string()))
+        Format::new(order, levels).map_err(|e| self.error_at(levels_start, self.pos - levels_start, e.to_string()))
     }
 
     fn level(&mut self, dims: &[&str]) -> Result<Level, FormatError> {
         let (at, name) = self.ident()?;
-        let d = dims.iter().position(|&n| n == name).ok_or_else(|| {
-            self.error_at(
-                at,
-                name.len(),
-                format!("`{name}` is not one of the dimensions"),
-            )
-        })?;
+        let d = dims
+            .iter()
+            .position(|&n| n == name)
+            .ok_or_else(|| self.error_at(at, name.len(), format!("`{name}` is not one of the dimensions")))?;
         self.skip_ws();
         let save = self.pos;
         let expr = match self.ident() {

@@ -99,11 +99,7 @@ impl Metadata {
     pub fn zeroed(len: usize, m: u32) -> Self {
         let bits = crate::level::metadata_bits(m);
         let words = (len * bits as usize).div_ceil(64);
-        Self {
-            bits,
-            len,
-            words: vec![0; words],
-        }
+        Self { bits, len, words: vec![0; words] }
     }
 
     /// Bits per entry.
@@ -129,11 +125,7 @@ impl Metadata {
     /// Entry `i`. Panics when `i >= len`.
     #[inline]
     pub fn get(&self, i: usize) -> u32 {
-        assert!(
-            i < self.len,
-            "metadata index {i} out of range 0..{}",
-            self.len
-        );
+        assert!(i < self.len, "metadata index {i} out of range 0..{}", self.len);
         if self.bits == 0 {
             return 0;
         }
@@ -150,11 +142,7 @@ impl Metadata {
     /// Sets entry `i` to the low `bits` of `value`. Panics when `i >= len`.
     #[inline]
     pub fn set(&mut self, i: usize, value: u32) {
-        assert!(
-            i < self.len,
-            "metadata index {i} out of range 0..{}",
-            self.len
-        );
+        assert!(i < self.len, "metadata index {i} out of range 0..{}", self.len);
         if self.bits == 0 {
             return;
         }
@@ -236,10 +224,7 @@ mod tests {
 
     #[test]
     fn indices_pick_the_narrowest_width() {
-        assert_eq!(
-            Indices::from_usize(vec![1, 2, u32::MAX as usize]).width(),
-            4
-        );
+        assert_eq!(Indices::from_usize(vec![1, 2, u32::MAX as usize]).width(), 4);
         assert_eq!(Indices::from_usize(vec![u32::MAX as usize + 1]).width(), 8);
     }
 }

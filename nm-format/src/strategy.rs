@@ -12,12 +12,7 @@ use crate::level::{LevelKind, LevelProperties};
 /// dense, and for order 2 also CSR/CSC/DCSC and BCSR(b).
 pub fn any_format(order: usize) -> BoxedStrategy<Format> {
     let letters = proptest::collection::vec(0u8..3, order)
-        .prop_flat_map(move |kinds| {
-            (
-                Just(kinds),
-                Just((0..order).collect::<Vec<_>>()).prop_shuffle(),
-            )
-        })
+        .prop_flat_map(move |kinds| (Just(kinds), Just((0..order).collect::<Vec<_>>()).prop_shuffle()))
         .prop_map(move |(kinds, modes)| {
             // 0 dense, 1 compressed, 2 start of a COO run (non-unique then singletons).
             let mut levels = Vec::with_capacity(order);
@@ -56,8 +51,7 @@ pub fn any_format(order: usize) -> BoxedStrategy<Format> {
         ]
         .boxed()
     } else {
-        prop_oneof![4 => letters, 1 => Just(Format::coo(order)), 1 => Just(Format::dense(order))]
-            .boxed()
+        prop_oneof![4 => letters, 1 => Just(Format::coo(order)), 1 => Just(Format::dense(order))].boxed()
     }
 }
 
@@ -68,11 +62,9 @@ pub fn nm_format() -> BoxedStrategy<Format> {
         Just(Format::nv24(2)),
         (1u32..4, 1u32..5).prop_map(|(n, extra)| {
             let m = n + extra - 1;
-            Format::by_letters(&[LevelKind::Dense, LevelKind::Structured { n, m }], None)
-                .expect("valid")
+            Format::by_letters(&[LevelKind::Dense, LevelKind::Structured { n, m }], None).expect("valid")
         }),
-        (1u32..4, 0u32..4, 1usize..5)
-            .prop_map(|(n, extra, l)| Format::nm(n, n + extra, l).expect("valid nm")),
+        (1u32..4, 0u32..4, 1usize..5).prop_map(|(n, extra, l)| Format::nm(n, n + extra, l).expect("valid nm")),
     ]
     .boxed()
 }
@@ -80,13 +72,11 @@ pub fn nm_format() -> BoxedStrategy<Format> {
 /// A random coordinate list of `order` dimensions (sizes `0..=max_size`), distinct
 /// coordinates, nonzero small-integer values (so arithmetic on them is exact).
 pub fn coordinate_list(order: usize, max_size: usize) -> BoxedStrategy<CoordinateList<f64>> {
-    proptest::collection::vec(0..=max_size, order)
+    let size = prop_oneof![1 => Just(0), 12 => 1..=max_size.max(1)];
+    proptest::collection::vec(size, order)
         .prop_flat_map(|shape| {
             let total: usize = shape.iter().product();
-            (
-                Just(shape),
-                proptest::collection::vec((0..total.max(1), -9i32..=9), 0..=total.min(64)),
-            )
+            (Just(shape), proptest::collection::vec((0..total.max(1), -9i32..=9), 0..=total.min(64)))
         })
         .prop_map(|(shape, picks)| {
             let total: usize = shape.iter().product();

@@ -99,10 +99,7 @@ impl<T: Value> Tensor<T> {
     fn structured_positions_per_parent(&self, l: usize, size: usize) -> usize {
         match self.format.levels()[l].kind {
             LevelKind::Structured { n, m } => size / m as usize * n as usize,
-            _ => unreachable!(
-                "structured storage on a {} level",
-                self.format.levels()[l].kind
-            ),
+            _ => unreachable!("structured storage on a {} level", self.format.levels()[l].kind),
         }
     }
 
@@ -113,9 +110,7 @@ impl<T: Value> Tensor<T> {
             LevelStorage::Dense { size } => q - parent * size,
             LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd } => crd.get(q),
             LevelStorage::Structured { size, meta } => {
-                let LevelKind::Structured { n, m } = self.format.levels()[l].kind else {
-                    unreachable!()
-                };
+                let LevelKind::Structured { n, m } = self.format.levels()[l].kind else { unreachable!() };
                 let blocks = size / m as usize;
                 ((q / n as usize) % blocks) * m as usize + meta.get(q) as usize
             }
@@ -129,15 +124,11 @@ impl<T: Value> Tensor<T> {
         let mut out: Vec<LevelPositions> = Vec::with_capacity(self.levels.len());
         let mut parents = 1usize;
         for l in 0..self.levels.len() {
-            let mut lp = LevelPositions {
-                parent: Vec::new(),
-                coordinate: Vec::new(),
-            };
+            let mut lp = LevelPositions { parent: Vec::new(), coordinate: Vec::new() };
             for p in 0..parents {
                 let range = self.positions(l, p);
                 lp.parent.extend(std::iter::repeat_n(p, range.len()));
-                lp.coordinate
-                    .extend(range.map(|q| self.coordinate(l, p, q)));
+                lp.coordinate.extend(range.map(|q| self.coordinate(l, p, q)));
             }
             parents = lp.parent.len();
             out.push(lp);
@@ -193,9 +184,7 @@ impl<T: Value> Tensor<T> {
         let mut dense = Vec::new();
         dense
             .try_reserve_exact(len)
-            .map_err(|_| TensorError::TooLarge {
-                what: format!("a dense array of {len} values"),
-            })?;
+            .map_err(|_| TensorError::TooLarge { what: format!("a dense array of {len} values") })?;
         dense.resize(len, T::ZERO);
         let coords = self.component_coordinates();
         'next: for (q, &v) in self.values.iter().enumerate() {
@@ -214,9 +203,7 @@ impl<T: Value> Tensor<T> {
 
     /// The tensor's value at `coords` (zero when not stored); sums duplicates.
     pub fn get(&self, coords: &[usize]) -> T {
-        self.iter()
-            .filter(|(c, _)| c.as_slice() == coords)
-            .fold(T::ZERO, |acc, (_, v)| acc + v)
+        self.iter().filter(|(c, _)| c.as_slice() == coords).fold(T::ZERO, |acc, (_, v)| acc + v)
     }
 }
 
@@ -274,7 +261,5 @@ pub(crate) fn checked_product(shape: &[usize], what: &str) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |acc, &s| acc.checked_mul(s))
-        .ok_or_else(|| TensorError::TooLarge {
-            what: what.to_string(),
-        })
+        .ok_or_else(|| TensorError::TooLarge { what: what.to_string() })
 }

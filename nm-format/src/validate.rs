@@ -11,54 +11,31 @@ use crate::value::Value;
 impl<T: Value> Tensor<T> {
     /// Takes ownership of level arrays and values after checking every invariant listed on
     /// [`Tensor`]. Nothing is copied.
-    pub fn from_raw(
-        shape: Vec<usize>,
-        format: Format,
-        levels: Vec<LevelStorage>,
-        values: Vec<T>,
-    ) -> Result<Self> {
+    pub fn from_raw(shape: Vec<usize>, format: Format, levels: Vec<LevelStorage>, values: Vec<T>) -> Result<Self> {
         if shape.len() != format.order() {
-            return Err(TensorError::OrderMismatch {
-                format_order: format.order(),
-                shape_order: shape.len(),
-            });
+            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: shape.len() });
         }
         if levels.len() != format.levels().len() {
-            return Err(TensorError::LevelCount {
-                expected: format.levels().len(),
-                actual: levels.len(),
-            });
+            return Err(TensorError::LevelCount { expected: format.levels().len(), actual: levels.len() });
         }
         checked_product(&format.padded_shape(&shape), "the padded shape")?;
         let sizes = format.level_sizes(&shape);
         let mut parents = 1usize;
         for (l, (level, storage)) in format.levels().iter().zip(&levels).enumerate() {
             let size = sizes[l];
-            let mismatch = || TensorError::LevelKindMismatch {
-                level: l,
-                expected: level.kind,
-                found: storage.kind_name(),
-            };
+            let mismatch =
+                || TensorError::LevelKindMismatch { level: l, expected: level.kind, found: storage.kind_name() };
             parents = match (level.kind, storage) {
                 (LevelKind::Dense, LevelStorage::Dense { size: given }) => {
                     check_size(l, size, *given)?;
-                    parents.checked_mul(size).ok_or(TensorError::TooLarge {
-                        what: format!("level {l}"),
-                    })?
+                    parents.checked_mul(size).ok_or(TensorError::TooLarge { what: format!("level {l}") })?
                 }
                 (LevelKind::Compressed(props), LevelStorage::Compressed { pos, crd }) => {
                     if pos.len() != parents + 1 {
-                        return Err(TensorError::PosLength {
-                            level: l,
-                            expected: parents + 1,
-                            actual: pos.len(),
-                        });
+                        return Err(TensorError::PosLength { level: l, expected: parents + 1, actual: pos.len() });
                     }
                     if pos.get(0) != 0 {
-                        return Err(TensorError::PosStart {
-                            level: l,
-                            value: pos.get(0),
-                        });
+                        return Err(TensorError::PosStart { level: l, value: pos.get(0) });
                     }
                     for p in 1..pos.len() {
                         if pos.get(p) < pos.get(p - 1) {
@@ -72,11 +49,7 @@ impl<T: Value> Tensor<T> {
                     }
                     let positions = pos.get(parents);
                     if crd.len() != positions {
-                        return Err(TensorError::CrdLength {
-                            level: l,
-                            expected: positions,
-                            actual: crd.len(),
-                        });
+                        return Err(TensorError::CrdLength { level: l, expected: positions, actual: crd.len() });
                     }
                     for p in 0..parents {
                         check_siblings(
@@ -91,11 +64,7 @@ impl<T: Value> Tensor<T> {
                 }
                 (LevelKind::Singleton(_), LevelStorage::Singleton { crd }) => {
                     if crd.len() != parents {
-                        return Err(TensorError::CrdLength {
-                            level: l,
-                            expected: parents,
-                            actual: crd.len(),
-                        });
+                        return Err(TensorError::CrdLength { level: l, expected: parents, actual: crd.len() });
                     }
                     if let Some(q) = (0..parents).find(|&q| crd.get(q) >= size) {
                         return Err(TensorError::CoordinateOutOfRange {
@@ -107,33 +76,19 @@ impl<T: Value> Tensor<T> {
                     }
                     parents
                 }
-                (
-                    LevelKind::Structured { n, m },
-                    LevelStorage::Structured { size: given, meta },
-                ) => {
+                (LevelKind::Structured { n, m }, LevelStorage::Structured { size: given, meta }) => {
                     check_size(l, size, *given)?;
                     let per_block = n as usize;
-                    let positions = parents.checked_mul(size / m as usize * per_block).ok_or(
-                        TensorError::TooLarge {
-                            what: format!("level {l}"),
-                        },
-                    )?;
+                    let positions = parents
+                        .checked_mul(size / m as usize * per_block)
+                        .ok_or(TensorError::TooLarge { what: format!("level {l}") })?;
                     if meta.len() != positions {
-                        return Err(TensorError::MetadataLength {
-                            level: l,
-                            expected: positions,
-                            actual: meta.len(),
-                        });
+                        return Err(TensorError::MetadataLength { level: l, expected: positions, actual: meta.len() });
                     }
                     for q in 0..positions {
                         let value = meta.get(q) as usize;
                         if value >= m as usize {
-                            return Err(TensorError::MetadataOutOfRange {
-                                level: l,
-                                position: q,
-                                value,
-                                m,
-                            });
+                            return Err(TensorError::MetadataOutOfRange { level: l, position: q, value, m });
                         }
                         if q % per_block != 0 {
                             let previous = meta.get(q - 1) as usize;
@@ -153,17 +108,9 @@ impl<T: Value> Tensor<T> {
             };
         }
         if values.len() != parents {
-            return Err(TensorError::ValuesLength {
-                expected: parents,
-                actual: values.len(),
-            });
+            return Err(TensorError::ValuesLength { expected: parents, actual: values.len() });
         }
-        let tensor = Tensor {
-            shape,
-            format,
-            levels,
-            values,
-        };
+        let tensor = Tensor { shape, format, levels, values };
         tensor.check_singletons()?;
         tensor.check_padding()?;
         Ok(tensor)
@@ -173,10 +120,7 @@ impl<T: Value> Tensor<T> {
     /// coordinates above are equal (they are siblings then).
     fn check_singletons(&self) -> Result<()> {
         let kinds: Vec<LevelKind> = self.format.levels().iter().map(|l| l.kind).collect();
-        if !kinds
-            .iter()
-            .any(|k| matches!(k, LevelKind::Singleton(p) if p.ordered || p.unique))
-        {
+        if !kinds.iter().any(|k| matches!(k, LevelKind::Singleton(p) if p.ordered || p.unique)) {
             return Ok(());
         }
         let tree = self.level_positions();
@@ -223,15 +167,7 @@ impl<T: Value> Tensor<T> {
 }
 
 fn check_size(level: usize, expected: usize, actual: usize) -> Result<()> {
-    if expected == actual {
-        Ok(())
-    } else {
-        Err(TensorError::LevelSize {
-            level,
-            expected,
-            actual,
-        })
-    }
+    if expected == actual { Ok(()) } else { Err(TensorError::LevelSize { level, expected, actual }) }
 }
 
 /// Coordinates of the positions below one parent: in range, sorted if ordered, no repeats if
@@ -247,12 +183,7 @@ fn check_siblings(
     let mut unordered: Vec<(usize, usize)> = Vec::new();
     for (position, coordinate) in siblings {
         if coordinate >= size {
-            return Err(TensorError::CoordinateOutOfRange {
-                level,
-                position,
-                coordinate,
-                size,
-            });
+            return Err(TensorError::CoordinateOutOfRange { level, position, coordinate, size });
         }
         if ordered {
             if let Some(previous) = prev {
@@ -265,11 +196,7 @@ fn check_siblings(
     }
     unordered.sort_unstable();
     if let Some(w) = unordered.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(TensorError::DuplicateCoordinate {
-            level,
-            position: w[0].1.max(w[1].1),
-            coordinate: w[0].0,
-        });
+        return Err(TensorError::DuplicateCoordinate { level, position: w[0].1.max(w[1].1), coordinate: w[0].0 });
     }
     Ok(())
 }
@@ -283,19 +210,10 @@ fn check_pair(
     coordinate: usize,
 ) -> Result<()> {
     if ordered && coordinate < previous {
-        return Err(TensorError::NotSorted {
-            level,
-            position,
-            coordinate,
-            previous,
-        });
+        return Err(TensorError::NotSorted { level, position, coordinate, previous });
     }
     if unique && coordinate == previous {
-        return Err(TensorError::DuplicateCoordinate {
-            level,
-            position,
-            coordinate,
-        });
+        return Err(TensorError::DuplicateCoordinate { level, position, coordinate });
     }
     Ok(())
 }

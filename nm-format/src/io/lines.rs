@@ -53,11 +53,7 @@ pub(crate) fn parse_index(field: &[u8]) -> Option<usize> {
 /// Shows a field in a message, shortened and printable.
 pub(crate) fn show(field: &[u8]) -> String {
     let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
-    if field.len() > 40 {
-        format!("{s}...")
-    } else {
-        s
-    }
+    if field.len() > 40 { format!("{s}...") } else { s }
 }
 
 /// The lines of `text` with their 0-based index: `\n`-separated, a final line without `\n`
@@ -65,9 +61,7 @@ pub(crate) fn show(field: &[u8]) -> String {
 pub(crate) fn lines(text: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
     let body = text.strip_suffix(b"\n").unwrap_or(text);
     let empty = text.is_empty();
-    body.split(|&b| b == b'\n')
-        .enumerate()
-        .filter(move |_| !empty)
+    body.split(|&b| b == b'\n').enumerate().filter(move |_| !empty)
 }
 
 pub(crate) fn count_lines(text: &[u8]) -> usize {
@@ -94,10 +88,7 @@ pub(crate) fn parse_chunks<A: Send>(
         bounds.push(end);
         at = end;
     }
-    let results: Vec<Result<A, ChunkError>> = bounds
-        .par_windows(2)
-        .map(|w| parse(&body[w[0]..w[1]]))
-        .collect();
+    let results: Vec<Result<A, ChunkError>> = bounds.par_windows(2).map(|w| parse(&body[w[0]..w[1]])).collect();
     let mut out = Vec::with_capacity(results.len());
     for (i, r) in results.into_iter().enumerate() {
         match r {

@@ -12,9 +12,7 @@ mod tns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use mtx::{
-    MatrixMarket, MtxField, MtxHeader, MtxLayout, MtxSymmetry, parse_mtx, read_mtx, write_mtx,
-};
+pub use mtx::{MatrixMarket, MtxField, MtxHeader, MtxLayout, MtxSymmetry, parse_mtx, read_mtx, write_mtx};
 pub use tns::{parse_tns, read_tns, write_tns};
 
 use crate::build::{CoordinateList, Duplicates};
@@ -25,20 +23,13 @@ use crate::value::Value;
 
 /// Reads a `.mtx` or `.tns` file (chosen by extension) into a tensor of `format`;
 /// duplicates are summed, symmetric storage is expanded.
-pub fn read_tensor<T: Value>(
-    path: impl AsRef<Path>,
-    format_text: &str,
-) -> Result<Tensor<T>, IoError> {
+pub fn read_tensor<T: Value>(path: impl AsRef<Path>, format_text: &str) -> Result<Tensor<T>, IoError> {
     let path = path.as_ref();
     let list = read_coordinates::<T>(path)?;
-    let format =
-        Format::parse(format_text, list.shape.len()).map_err(|e| IoError::Unsupported {
-            message: format!("format for {}: {e}", path.display()),
-        })?;
-    Tensor::from_coordinates(&list, &format, Duplicates::Sum).map_err(|source| IoError::Tensor {
-        path: Some(path.to_path_buf()),
-        source,
-    })
+    let format = Format::parse(format_text, list.shape.len())
+        .map_err(|e| IoError::Unsupported { message: format!("format for {}: {e}", path.display()) })?;
+    Tensor::from_coordinates(&list, &format, Duplicates::Sum)
+        .map_err(|source| IoError::Tensor { path: Some(path.to_path_buf()), source })
 }
 
 /// Reads the components of a `.mtx` or `.tns` file (chosen by extension).
@@ -48,10 +39,7 @@ pub fn read_coordinates<T: Value>(path: impl AsRef<Path>) -> Result<CoordinateLi
         Some("mtx") => read_mtx(path).map(|m| m.data),
         Some("tns") => read_tns(path),
         _ => Err(IoError::Unsupported {
-            message: format!(
-                "{}: unknown file type (expected .mtx or .tns)",
-                path.display()
-            ),
+            message: format!("{}: unknown file type (expected .mtx or .tns)", path.display()),
         }),
     }
 }
@@ -63,24 +51,17 @@ pub fn write_tensor<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Res
         Some("mtx") => write_mtx(path, tensor),
         Some("tns") => write_tns(path, tensor),
         _ => Err(IoError::Unsupported {
-            message: format!(
-                "{}: unknown file type (expected .mtx or .tns)",
-                path.display()
-            ),
+            message: format!("{}: unknown file type (expected .mtx or .tns)", path.display()),
         }),
     }
 }
 
 fn extension(path: &Path) -> Option<String> {
-    path.extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+    path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase())
 }
 
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, IoError> {
-    std::fs::read(path).map_err(|source| IoError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::read(path).map_err(|source| IoError::Io { path: path.to_path_buf(), source })
 }
 
 /// The components a file should hold: every stored component, except the zeros that dense
@@ -88,20 +69,11 @@ pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, IoError> {
 /// `nv24` one writes its nonzeros).
 pub(crate) fn output_components<T: Value>(tensor: &Tensor<T>) -> CoordinateList<T> {
     let mut list = tensor.to_coordinates();
-    let structural_zeros = tensor
-        .format()
-        .levels()
-        .iter()
-        .any(|l| l.kind.is_fixed_size());
+    let structural_zeros = tensor.format().levels().iter().any(|l| l.kind.is_fixed_size());
     if structural_zeros {
         let keep: Vec<bool> = list.values.iter().map(|&v| v != T::ZERO).collect();
         for c in &mut list.coords {
-            *c = c
-                .iter()
-                .zip(&keep)
-                .filter(|(_, k)| **k)
-                .map(|(&x, _)| x)
-                .collect();
+            *c = c.iter().zip(&keep).filter(|(_, k)| **k).map(|(&x, _)| x).collect();
         }
         list.values.retain(|&v| v != T::ZERO);
     }
@@ -114,17 +86,9 @@ pub(crate) fn write_atomically(
     path: &Path,
     contents: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), IoError> {
-    let io_err = |source| IoError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let io_err = |source| IoError::Io { path: path.to_path_buf(), source };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
     let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let file = std::fs::File::create(&tmp)?;
@@ -144,9 +108,5 @@ pub(crate) fn write_atomically(
 /// scientific otherwise.
 pub(crate) fn write_value<T: Value>(w: &mut dyn Write, v: T) -> std::io::Result<()> {
     let a = v.abs().to_f64();
-    if a == 0.0 || (1e-4..1e15).contains(&a) || !a.is_finite() {
-        write!(w, "{v}")
-    } else {
-        write!(w, "{v:e}")
-    }
+    if a == 0.0 || (1e-4..1e15).contains(&a) || !a.is_finite() { write!(w, "{v}") } else { write!(w, "{v:e}") }
 }

@@ -78,36 +78,23 @@ pub fn read_mtx<T: Value>(path: impl AsRef<Path>) -> Result<MatrixMarket<T>, IoE
     let path = path.as_ref();
     let bytes = read_file(path)?;
     parse_mtx(&bytes).map_err(|e| match e {
-        IoError::Parse { line, message, .. } => IoError::Parse {
-            path: Some(path.to_path_buf()),
-            line,
-            message,
-        },
+        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
         other => other,
     })
 }
 
 /// Parses Matrix Market text.
 pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
-    let err = |line: usize, message: String| IoError::Parse {
-        path: None,
-        line: line + 1,
-        message,
-    };
+    let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
     let mut all = lines(text);
-    let (_, banner) = all
-        .next()
-        .ok_or_else(|| err(0, "empty file: expected a `%%MatrixMarket` banner".into()))?;
+    let (_, banner) = all.next().ok_or_else(|| err(0, "empty file: expected a `%%MatrixMarket` banner".into()))?;
     let (layout, field, symmetry) = parse_banner(banner).map_err(|m| err(0, m))?;
 
     // Comments, then the size line.
     let (size_line, size_text) = loop {
         match all.next() {
             None => {
-                return Err(err(
-                    count_lines(text),
-                    "file ends before the size line".into(),
-                ));
+                return Err(err(count_lines(text), "file ends before the size line".into()));
             }
             Some((_, l)) if l.first() == Some(&b'%') || l.iter().all(u8::is_ascii_whitespace) => {
                 continue;
@@ -117,18 +104,9 @@ pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
     };
     let mut f = Fields::new(size_text);
     let mut size = |what: &str| -> Result<usize, IoError> {
-        let tok = f.next_field().ok_or_else(|| {
-            err(
-                size_line,
-                format!("size line: expected {what}, found end of line"),
-            )
-        })?;
-        parse_index(tok).ok_or_else(|| {
-            err(
-                size_line,
-                format!("size line: expected {what}, found `{}`", show(tok)),
-            )
-        })
+        let tok =
+            f.next_field().ok_or_else(|| err(size_line, format!("size line: expected {what}, found end of line")))?;
+        parse_index(tok).ok_or_else(|| err(size_line, format!("size line: expected {what}, found `{}`", show(tok))))
     };
     let rows = size("the number of rows")?;
     let cols = size("the number of columns")?;
@@ -142,25 +120,12 @@ pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
         .ok_or_else(|| err(size_line, "array size overflows".into()))?,
     };
     if let Some(tok) = f.next_field() {
-        return Err(err(
-            size_line,
-            format!("size line: unexpected `{}` after the sizes", show(tok)),
-        ));
+        return Err(err(size_line, format!("size line: unexpected `{}` after the sizes", show(tok))));
     }
     if symmetry != MtxSymmetry::General && rows != cols {
-        return Err(err(
-            size_line,
-            format!("a {rows}×{cols} matrix cannot be symmetric"),
-        ));
+        return Err(err(size_line, format!("a {rows}×{cols} matrix cannot be symmetric")));
     }
-    let header = MtxHeader {
-        layout,
-        field,
-        symmetry,
-        rows,
-        cols,
-        stored,
-    };
+    let header = MtxHeader { layout, field, symmetry, rows, cols, stored };
 
     // The body: everything after the size line.
     let body_start = line_start(text, size_line + 1);
@@ -178,21 +143,14 @@ fn line_start(text: &[u8], line: usize) -> usize {
     if line == 0 {
         return 0;
     }
-    text.iter()
-        .enumerate()
-        .filter(|&(_, &b)| b == b'\n')
-        .nth(line - 1)
-        .map_or(text.len(), |(i, _)| i + 1)
+    text.iter().enumerate().filter(|&(_, &b)| b == b'\n').nth(line - 1).map_or(text.len(), |(i, _)| i + 1)
 }
 
 fn parse_banner(line: &[u8]) -> Result<(MtxLayout, MtxField, MtxSymmetry), String> {
     let text = String::from_utf8_lossy(line).to_ascii_lowercase();
     let words: Vec<&str> = text.split_whitespace().collect();
     if words.first() != Some(&"%%matrixmarket") {
-        return Err(format!(
-            "expected a `%%MatrixMarket` banner, found `{}`",
-            show(line)
-        ));
+        return Err(format!("expected a `%%MatrixMarket` banner, found `{}`", show(line)));
     }
     if words.len() != 5 {
         return Err(format!(
@@ -201,18 +159,13 @@ fn parse_banner(line: &[u8]) -> Result<(MtxLayout, MtxField, MtxSymmetry), Strin
         ));
     }
     if words[1] != "matrix" {
-        return Err(format!(
-            "banner: only `matrix` objects are supported, found `{}`",
-            words[1]
-        ));
+        return Err(format!("banner: only `matrix` objects are supported, found `{}`", words[1]));
     }
     let layout = match words[2] {
         "coordinate" => MtxLayout::Coordinate,
         "array" => MtxLayout::Array,
         w => {
-            return Err(format!(
-                "banner: expected `coordinate` or `array`, found `{w}`"
-            ));
+            return Err(format!("banner: expected `coordinate` or `array`, found `{w}`"));
         }
     };
     let field = match words[3] {
@@ -222,9 +175,7 @@ fn parse_banner(line: &[u8]) -> Result<(MtxLayout, MtxField, MtxSymmetry), Strin
         "pattern" => return Err("banner: `pattern` needs the `coordinate` layout".into()),
         "complex" => return Err("banner: `complex` matrices are not supported".into()),
         w => {
-            return Err(format!(
-                "banner: expected `real`, `integer` or `pattern`, found `{w}`"
-            ));
+            return Err(format!("banner: expected `real`, `integer` or `pattern`, found `{w}`"));
         }
     };
     let symmetry = match words[4] {
@@ -233,9 +184,7 @@ fn parse_banner(line: &[u8]) -> Result<(MtxLayout, MtxField, MtxSymmetry), Strin
         "skew-symmetric" => MtxSymmetry::SkewSymmetric,
         "hermitian" => return Err("banner: `hermitian` matrices are not supported".into()),
         w => {
-            return Err(format!(
-                "banner: expected `general`, `symmetric` or `skew-symmetric`, found `{w}`"
-            ));
+            return Err(format!("banner: expected `general`, `symmetric` or `skew-symmetric`, found `{w}`"));
         }
     };
     Ok((layout, field, symmetry))
@@ -247,8 +196,7 @@ fn is_skipped(line: &[u8]) -> bool {
 
 fn parse_value<T: Value>(field: MtxField, tok: Option<&[u8]>) -> Result<T, String> {
     let tok = tok.ok_or_else(|| "expected a value, found end of line".to_string())?;
-    let text =
-        std::str::from_utf8(tok).map_err(|_| format!("expected a value, found `{}`", show(tok)))?;
+    let text = std::str::from_utf8(tok).map_err(|_| format!("expected a value, found `{}`", show(tok)))?;
     if field == MtxField::Integer && text.parse::<i64>().is_err() {
         return Err(format!("expected an integer value, found `{}`", show(tok)));
     }
@@ -262,10 +210,7 @@ struct Chunk<T> {
     stored: usize,
 }
 
-fn coordinate_body<T: Value>(
-    body: &[u8],
-    h: &MtxHeader,
-) -> Result<CoordinateList<T>, (usize, String)> {
+fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>, (usize, String)> {
     let chunks = parse_chunks(body, |chunk| -> Result<Chunk<T>, ChunkError> {
         let guess = chunk.len() / 16;
         let mut out = Chunk {
@@ -280,12 +225,9 @@ fn coordinate_body<T: Value>(
             }
             let mut f = Fields::new(line);
             let mut index = |what: &str, limit: usize| -> Result<usize, ChunkError> {
-                let tok = f
-                    .next_field()
-                    .ok_or_else(|| (i, format!("expected a {what} index, found end of line")))?;
-                let v = parse_index(tok).ok_or_else(|| {
-                    (i, format!("expected a {what} index, found `{}`", show(tok)))
-                })?;
+                let tok = f.next_field().ok_or_else(|| (i, format!("expected a {what} index, found end of line")))?;
+                let v =
+                    parse_index(tok).ok_or_else(|| (i, format!("expected a {what} index, found `{}`", show(tok))))?;
                 if v == 0 || v > limit {
                     return Err((i, format!("{what} index {v} is out of range 1..={limit}")));
                 }
@@ -308,24 +250,13 @@ fn coordinate_body<T: Value>(
             match h.symmetry {
                 MtxSymmetry::General => {}
                 _ if r == c && h.symmetry == MtxSymmetry::SkewSymmetric => {
-                    return Err((
-                        i,
-                        format!(
-                            "skew-symmetric matrix stores a diagonal entry ({}, {})",
-                            r + 1,
-                            c + 1
-                        ),
-                    ));
+                    return Err((i, format!("skew-symmetric matrix stores a diagonal entry ({}, {})", r + 1, c + 1)));
                 }
                 _ if r == c => {}
                 sym => {
                     out.rows.push(c);
                     out.cols.push(r);
-                    out.values.push(if sym == MtxSymmetry::SkewSymmetric {
-                        -v
-                    } else {
-                        v
-                    });
+                    out.values.push(if sym == MtxSymmetry::SkewSymmetric { -v } else { v });
                 }
             }
         }
@@ -352,22 +283,10 @@ fn coordinate_body<T: Value>(
 fn count_mismatch(body: &[u8], declared: usize, found: usize) -> (usize, String) {
     if found < declared {
         let end = lines(body).count();
-        (
-            end,
-            format!("file ends after {found} entries; the size line declares {declared}"),
-        )
+        (end, format!("file ends after {found} entries; the size line declares {declared}"))
     } else {
-        let line = lines(body)
-            .filter(|(_, l)| !is_skipped(l))
-            .nth(declared)
-            .map_or(0, |(i, _)| i);
-        (
-            line,
-            format!(
-                "entry {} is beyond the {declared} the size line declares",
-                declared + 1
-            ),
-        )
+        let line = lines(body).filter(|(_, l)| !is_skipped(l)).nth(declared).map_or(0, |(i, _)| i);
+        (line, format!("entry {} is beyond the {declared} the size line declares", declared + 1))
     }
 }
 
@@ -408,14 +327,7 @@ fn array_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>,
         if v != T::ZERO {
             list.push(&[r, c], v);
             if h.symmetry != MtxSymmetry::General && r != c {
-                list.push(
-                    &[c, r],
-                    if h.symmetry == MtxSymmetry::SkewSymmetric {
-                        -v
-                    } else {
-                        v
-                    },
-                );
+                list.push(&[c, r], if h.symmetry == MtxSymmetry::SkewSymmetric { -v } else { v });
             }
         }
         r += 1;
@@ -428,10 +340,7 @@ fn array_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>,
 pub fn write_mtx<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
     if tensor.order() != 2 {
         return Err(IoError::Unsupported {
-            message: format!(
-                "Matrix Market holds matrices; this tensor has order {} (write .tns)",
-                tensor.order()
-            ),
+            message: format!("Matrix Market holds matrices; this tensor has order {} (write .tns)", tensor.order()),
         });
     }
     let list = output_components(tensor);

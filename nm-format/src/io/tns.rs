@@ -17,11 +17,7 @@ pub fn read_tns<T: Value>(path: impl AsRef<Path>) -> Result<CoordinateList<T>, I
     let path = path.as_ref();
     let bytes = read_file(path)?;
     parse_tns(&bytes).map_err(|e| match e {
-        IoError::Parse { line, message, .. } => IoError::Parse {
-            path: Some(path.to_path_buf()),
-            line,
-            message,
-        },
+        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
         other => other,
     })
 }
@@ -36,81 +32,52 @@ struct Chunk<T> {
 /// A comment `# shape s1 s2 ...` before the first component (as [`write_tns`] writes) gives the
 /// shape; otherwise it is the largest coordinate of each dimension.
 pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
-    let err = |line: usize, message: String| IoError::Parse {
-        path: None,
-        line: line + 1,
-        message,
-    };
+    let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
     let is_skipped = |l: &[u8]| l.first() == Some(&b'#') || l.iter().all(u8::is_ascii_whitespace);
     let Some((first, line)) = lines(text).find(|(_, l)| !is_skipped(l)) else {
-        return Err(err(
-            0,
-            "no components: expected lines of 1-based coordinates and a value".into(),
-        ));
+        return Err(err(0, "no components: expected lines of 1-based coordinates and a value".into()));
     };
     let mut f = Fields::new(line);
     let fields = std::iter::from_fn(|| f.next_field()).count();
     if fields < 2 {
-        return Err(err(
-            first,
-            format!("expected coordinates and a value, found {fields} field"),
-        ));
+        return Err(err(first, format!("expected coordinates and a value, found {fields} field")));
     }
     let order = fields - 1;
     let declared = declared_shape(text, first, order).map_err(|(line, m)| err(line, m))?;
     let chunks = parse_chunks(text, |chunk| -> Result<Chunk<T>, ChunkError> {
-        let mut out = Chunk {
-            coords: Vec::with_capacity(chunk.len() / 8),
-            values: Vec::with_capacity(chunk.len() / 16),
-        };
+        let mut out =
+            Chunk { coords: Vec::with_capacity(chunk.len() / 8), values: Vec::with_capacity(chunk.len() / 16) };
         for (i, line) in lines(chunk) {
             if is_skipped(line) {
                 continue;
             }
             let mut f = Fields::new(line);
             for d in 0..order {
-                let tok = f.next_field().ok_or_else(|| {
-                    (
-                        i,
-                        format!("expected {order} coordinates and a value, found {d} fields"),
-                    )
-                })?;
+                let tok = f
+                    .next_field()
+                    .ok_or_else(|| (i, format!("expected {order} coordinates and a value, found {d} fields")))?;
                 match parse_index(tok) {
                     Some(0) => {
-                        return Err((
-                            i,
-                            format!("coordinate {} is 0; .tns coordinates start at 1", d + 1),
-                        ));
+                        return Err((i, format!("coordinate {} is 0; .tns coordinates start at 1", d + 1)));
                     }
                     Some(c) => out.coords.push(c - 1),
                     None => {
                         return Err((
                             i,
-                            format!(
-                                "expected coordinate {} (an integer >= 1), found `{}`",
-                                d + 1,
-                                show(tok)
-                            ),
+                            format!("expected coordinate {} (an integer >= 1), found `{}`", d + 1, show(tok)),
                         ));
                     }
                 }
             }
-            let tok = f.next_field().ok_or_else(|| {
-                (
-                    i,
-                    format!("expected a value after {order} coordinates, found end of line"),
-                )
-            })?;
+            let tok = f
+                .next_field()
+                .ok_or_else(|| (i, format!("expected a value after {order} coordinates, found end of line")))?;
             let v = std::str::from_utf8(tok).ok().and_then(T::parse_text);
-            out.values
-                .push(v.ok_or_else(|| (i, format!("expected a value, found `{}`", show(tok))))?);
+            out.values.push(v.ok_or_else(|| (i, format!("expected a value, found `{}`", show(tok))))?);
             if let Some(tok) = f.next_field() {
                 return Err((
                     i,
-                    format!(
-                        "unexpected `{}`: the first component line has {order} coordinates",
-                        show(tok)
-                    ),
+                    format!("unexpected `{}`: the first component line has {order} coordinates", show(tok)),
                 ));
             }
         }
@@ -130,11 +97,8 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
     }
     if let Some((line, shape)) = declared {
         if let Some(d) = (0..order).find(|&d| list.shape[d] > shape[d]) {
-            let message = format!(
-                "dimension {} has coordinate {} beyond the declared shape {shape:?}",
-                d + 1,
-                list.shape[d]
-            );
+            let message =
+                format!("dimension {} has coordinate {} beyond the declared shape {shape:?}", d + 1, list.shape[d]);
             return Err(err(line, message));
         }
         list.shape = shape;
@@ -143,25 +107,16 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
 }
 
 /// The `# shape ...` comment among the lines before the first component, if any.
-fn declared_shape(
-    text: &[u8],
-    first: usize,
-    order: usize,
-) -> Result<Option<(usize, Vec<usize>)>, (usize, String)> {
+fn declared_shape(text: &[u8], first: usize, order: usize) -> Result<Option<(usize, Vec<usize>)>, (usize, String)> {
     for (i, line) in lines(text).take(first) {
         let mut f = Fields::new(line);
         if f.next_field() != Some(b"#") || f.next_field() != Some(b"shape") {
             continue;
         }
-        let shape: Option<Vec<usize>> = std::iter::from_fn(|| f.next_field())
-            .map(parse_index)
-            .collect();
+        let shape: Option<Vec<usize>> = std::iter::from_fn(|| f.next_field()).map(parse_index).collect();
         return match shape {
             Some(s) if s.len() == order => Ok(Some((i, s))),
-            _ => Err((
-                i,
-                format!("`# shape` must list {order} sizes, one per coordinate of the components"),
-            )),
+            _ => Err((i, format!("`# shape` must list {order} sizes, one per coordinate of the components"))),
         };
     }
     Ok(None)

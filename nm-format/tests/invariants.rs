@@ -1,0 +1,218 @@
+//! Every invariant violation on every way in is rejected with the error that names it.
+
+use nm_format::{CoordinateList, Duplicates, Format, Indices, LevelKind, LevelStorage, Metadata, Tensor, TensorError};
+
+fn csr(pos: Vec<u32>, crd: Vec<u32>, values: Vec<f64>) -> Result<Tensor<f64>, TensorError> {
+    let levels = vec![LevelStorage::Dense { size: 3 }, LevelStorage::Compressed { pos: pos.into(), crd: crd.into() }];
+    Tensor::from_raw(vec![3, 4], Format::csr(), levels, values)
+}
+
+#[test]
+fn a_valid_csr_is_accepted() {
+    let t = csr(vec![0, 2, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap();
+    assert_eq!(t.to_dense().unwrap(), vec![1., 0., 2., 0., 0., 0., 0., 0., 0., 3., 0., 0.]);
+}
+
+#[test]
+fn pos_must_start_at_zero() {
+    let e = csr(vec![1, 2, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::PosStart { level: 1, value: 1 });
+}
+
+#[test]
+fn pos_must_be_monotone() {
+    let e = csr(vec![0, 2, 1, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::PosNotMonotone { level: 1, position: 2, value: 1, previous: 2 });
+    assert!(e.to_string().contains("pos[2] = 1 is less than pos[1] = 2"), "{e}");
+}
+
+#[test]
+fn pos_length_is_parents_plus_one() {
+    let e = csr(vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::PosLength { level: 1, expected: 4, actual: 3 });
+}
+
+#[test]
+fn crd_length_matches_pos() {
+    let e = csr(vec![0, 2, 2, 3], vec![0, 2], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::CrdLength { level: 1, expected: 3, actual: 2 });
+}
+
+#[test]
+fn coordinates_must_be_in_range() {
+    let e = csr(vec![0, 2, 2, 3], vec![0, 4, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::CoordinateOutOfRange { level: 1, position: 1, coordinate: 4, size: 4 });
+}
+
+#[test]
+fn ordered_levels_must_be_sorted() {
+    let e = csr(vec![0, 2, 2, 3], vec![2, 0, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::NotSorted { level: 1, position: 1, coordinate: 0, previous: 2 });
+}
+
+#[test]
+fn unique_levels_must_not_repeat() {
+    let e = csr(vec![0, 2, 2, 3], vec![2, 2, 1], vec![1.0, 2.0, 3.0]).unwrap_err();
+    assert_eq!(e, TensorError::DuplicateCoordinate { level: 1, position: 1, coordinate: 2 });
+    // Unordered but unique: the repeat is found wherever it is.
+    let f = Format::parse("(i, j) -> (i : dense, j : compressed(nonordered))", 2).unwrap();
+    let levels = vec![
+        LevelStorage::Dense { size: 3 },
+        LevelStorage::Compressed { pos: vec![0u32, 3, 3, 3].into(), crd: vec![2u32, 0, 2].into() },
+    ];
+    let e = Tensor::from_raw(vec![3, 4], f.clone(), levels, vec![1.0f64; 3]).unwrap_err();
+    assert_eq!(e, TensorError::DuplicateCoordinate { level: 1, position: 2, coordinate: 2 });
+    let ok = vec![
+        LevelStorage::Dense { size: 3 },
+        LevelStorage::Compressed { pos: vec![0u32, 3, 3, 3].into(), crd: vec![2u32, 0, 1].into() },
+    ];
+    assert!(Tensor::from_raw(vec![3, 4], f, ok, vec![1.0f64; 3]).is_ok());
+}
+
+#[test]
+fn coo_singletons_are_sorted_and_unique() {
+    let coo = |rows: Vec<u32>, cols: Vec<u32>| {
+        let n = rows.len() as u32;
+        let levels = vec![
+            LevelStorage::Compressed { pos: vec![0, n].into(), crd: rows.into() },
+            LevelStorage::Singleton { crd: cols.into() },
+        ];
+        Tensor::from_raw(vec![3, 3], Format::coo(2), levels, vec![1.0f64; n as usize])
+    };
+    assert!(coo(vec![0, 0, 2], vec![0, 2, 1]).is_ok());
+    assert_eq!(
+        coo(vec![0, 0, 2], vec![2, 0, 1]).unwrap_err(),
+        TensorError::NotSorted { level: 1, position: 1, coordinate: 0, previous: 2 }
+    );
+    assert_eq!(
+        coo(vec![0, 0, 2], vec![2, 2, 1]).unwrap_err(),
+        TensorError::DuplicateCoordinate { level: 1, position: 1, coordinate: 2 }
+    );
+    assert_eq!(
+        coo(vec![0, 0, 2], vec![0, 3, 1]).unwrap_err(),
+        TensorError::CoordinateOutOfRange { level: 1, position: 1, coordinate: 3, size: 3 }
+    );
+    assert_eq!(
+        coo(vec![0, 2, 1], vec![0, 0, 0]).unwrap_err(),
+        TensorError::NotSorted { level: 0, position: 2, coordinate: 1, previous: 2 }
+    );
+}
+
+#[test]
+fn values_length_matches_the_last_level() {
+    let e = csr(vec![0, 2, 2, 3], vec![0, 2, 1], vec![1.0, 2.0]).unwrap_err();
+    assert_eq!(e, TensorError::ValuesLength { expected: 3, actual: 2 });
+}
+
+#[test]
+fn storage_must_match_the_level_kinds() {
+    let levels = vec![LevelStorage::Singleton { crd: Indices::from_usize(vec![0]) }, LevelStorage::Dense { size: 4 }];
+    let e = Tensor::<f64>::from_raw(vec![3, 4], Format::csr(), levels, vec![]).unwrap_err();
+    assert_eq!(e, TensorError::LevelKindMismatch { level: 0, expected: LevelKind::Dense, found: "singleton" });
+    let e = Tensor::<f64>::from_raw(vec![3, 4], Format::csr(), vec![], vec![]).unwrap_err();
+    assert_eq!(e, TensorError::LevelCount { expected: 2, actual: 0 });
+    let e = Tensor::<f64>::from_raw(vec![3, 4, 5], Format::csr(), vec![], vec![]).unwrap_err();
+    assert_eq!(e, TensorError::OrderMismatch { format_order: 2, shape_order: 3 });
+    let levels = vec![
+        LevelStorage::Dense { size: 2 },
+        LevelStorage::Compressed { pos: vec![0u32, 0, 0].into(), crd: Indices::U32(vec![]) },
+    ];
+    let e = Tensor::<f64>::from_raw(vec![3, 4], Format::csr(), levels, vec![]).unwrap_err();
+    assert_eq!(e, TensorError::LevelSize { level: 0, expected: 3, actual: 2 });
+}
+
+fn nv24(meta: &[u16], values: Vec<f64>) -> Result<Tensor<f64>, TensorError> {
+    let levels =
+        vec![LevelStorage::Dense { size: 1 }, LevelStorage::Structured { size: 8, meta: Metadata::pack(meta, 4) }];
+    Tensor::from_raw(vec![1, 8], Format::nv24(2), levels, values)
+}
+
+#[test]
+fn nm_metadata_is_checked() {
+    let t = nv24(&[0, 3, 1, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    assert_eq!(t.to_dense().unwrap(), vec![1., 0., 0., 2., 0., 3., 4., 0.]);
+    // Packing masks to 2 bits, so an out-of-range offset needs M that is not a power of two.
+    let f = Format::by_letters(&[LevelKind::Dense, LevelKind::Structured { n: 1, m: 3 }], None).unwrap();
+    let levels =
+        vec![LevelStorage::Dense { size: 1 }, LevelStorage::Structured { size: 3, meta: Metadata::pack(&[3], 3) }];
+    let e = Tensor::from_raw(vec![1, 3], f, levels, vec![1.0f64]).unwrap_err();
+    assert_eq!(e, TensorError::MetadataOutOfRange { level: 1, position: 0, value: 3, m: 3 });
+    assert_eq!(
+        nv24(&[2, 2, 1, 2], vec![1.0; 4]).unwrap_err(),
+        TensorError::MetadataNotDistinct { level: 1, position: 1, value: 2, previous: 2 }
+    );
+    assert_eq!(
+        nv24(&[0, 3, 2, 1], vec![1.0; 4]).unwrap_err(),
+        TensorError::MetadataNotDistinct { level: 1, position: 3, value: 1, previous: 2 }
+    );
+    assert_eq!(
+        nv24(&[0, 3, 1], vec![1.0; 4]).unwrap_err(),
+        TensorError::MetadataLength { level: 1, expected: 4, actual: 3 }
+    );
+}
+
+#[test]
+fn padding_must_hold_zeros() {
+    // A 1×6 matrix in nv24 is padded to 1×8; positions 6 and 7 are padding.
+    let levels = |meta: &[u16]| {
+        vec![LevelStorage::Dense { size: 1 }, LevelStorage::Structured { size: 8, meta: Metadata::pack(meta, 4) }]
+    };
+    let ok = Tensor::from_raw(vec![1, 6], Format::nv24(2), levels(&[0, 1, 0, 3]), vec![1.0f64, 2.0, 3.0, 0.0]).unwrap();
+    assert_eq!(ok.to_dense().unwrap(), vec![1., 2., 0., 0., 3., 0.]);
+    assert_eq!(ok.shape(), &[1, 6]);
+    let e =
+        Tensor::from_raw(vec![1, 6], Format::nv24(2), levels(&[0, 1, 0, 3]), vec![1.0f64, 2.0, 3.0, 9.0]).unwrap_err();
+    assert_eq!(e, TensorError::NonzeroInPadding { coordinates: vec![0, 7], shape: vec![1, 6], value: 9.0 });
+}
+
+#[test]
+fn coordinate_lists_are_checked() {
+    let mut list = CoordinateList::new(vec![2, 2]);
+    list.push(&[0, 1], 1.0f64);
+    list.push(&[0, 1], 2.0);
+    let e = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Reject).unwrap_err();
+    assert_eq!(e, TensorError::DuplicateEntry { coordinates: vec![0, 1] });
+    let summed = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap();
+    assert_eq!(summed.to_dense().unwrap(), vec![0.0, 3.0, 0.0, 0.0]);
+    list.push(&[2, 0], 1.0);
+    let e = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap_err();
+    assert_eq!(e, TensorError::OutOfShape { entry: 2, dim: 0, coordinate: 2, size: 2 });
+    list.coords[1].pop();
+    let e = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap_err();
+    assert_eq!(e, TensorError::CoordinatesLength { dim: 1, expected: 3, actual: 2 });
+    let e = Tensor::from_dense(&[2, 2], &[1.0f64; 3], &Format::csr()).unwrap_err();
+    assert_eq!(e, TensorError::DenseLength { shape: vec![2, 2], expected: 4, actual: 3 });
+}
+
+#[test]
+fn data_that_does_not_fit_an_nm_pattern_is_refused_not_dropped() {
+    // Row 0 has three nonzeros in its first block of four.
+    let dense = [1.0f64, 2.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0];
+    let e = Tensor::from_dense(&[1, 8], &dense, &Format::nv24(2)).unwrap_err();
+    assert_eq!(e, TensorError::DoesNotFitPattern { level: 1, n: 2, m: 4, found: 3, block_start: vec![0, 0] });
+    // Pruning keeps the two largest and says so.
+    let csr = Tensor::from_dense(&[1, 8], &dense, &Format::csr()).unwrap();
+    let (pruned, report) = csr.prune(&Format::nv24(2)).unwrap();
+    assert_eq!(pruned.to_dense().unwrap(), vec![0.0, 2.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!((report.dropped, report.kept, report.dropped_magnitude), (1, 2, 1.0));
+}
+
+#[test]
+fn pruning_breaks_ties_toward_the_lower_index_and_scores_whole_vectors() {
+    let csr = Tensor::from_dense(&[1, 4], &[5.0f64, -5.0, 5.0, 1.0], &Format::csr()).unwrap();
+    let (pruned, _) = csr.prune(&Format::nv24(2)).unwrap();
+    assert_eq!(pruned.to_dense().unwrap(), vec![5.0, -5.0, 0.0, 0.0]);
+    // nm(1,2,2): window of 2 rows, groups of 2 columns; row 1 wins by its vector sum 1+4 > 3+0.
+    let dense = [3.0f64, 0.0, 1.0, 4.0];
+    let csr = Tensor::from_dense(&[2, 2], &dense, &Format::csr()).unwrap();
+    let (pruned, report) = csr.prune(&Format::nm(1, 2, 2).unwrap()).unwrap();
+    assert_eq!(pruned.to_dense().unwrap(), vec![0.0, 0.0, 1.0, 4.0]);
+    assert_eq!(report.dropped, 1);
+}
+
+#[test]
+fn a_singleton_below_a_unique_level_cannot_hold_two_children() {
+    let f = Format::parse("sq", 2).unwrap();
+    let e = Tensor::from_dense(&[2, 2], &[1.0f64, 1.0, 0.0, 0.0], &f).unwrap_err();
+    assert_eq!(e, TensorError::SingletonCannotHold { level: 1, coordinates: vec![0, 1] });
+}
