@@ -1,0 +1,185 @@
+//! `nmsparse info FILE`: what a tensor file holds, and which formats would suit it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use nm_format::io::{MtxSymmetry, read_mtx, read_tns};
+use nm_format::{CoordinateList, Duplicates, Format, Tensor, TensorError};
+
+use super::{CommandError, time_min};
+
+/// The facts `info` reports.
+#[derive(Clone, Debug)]
+pub struct Info {
+    /// Logical shape.
+    pub shape: Vec<usize>,
+    /// Entries stored in the file.
+    pub stored_in_file: usize,
+    /// Distinct components after symmetric expansion and summing duplicates.
+    pub components: usize,
+    /// Components whose value is not zero.
+    pub nonzeros: usize,
+    /// `components / size`.
+    pub density: f64,
+    /// What the file declares and what the data is (matrices only).
+    pub symmetry: Option<String>,
+    /// Formats worth trying, best first, each with its reason.
+    pub suggestions: Vec<(String, String)>,
+    /// Fastest time to read the file, when timed.
+    pub read_time: Option<Duration>,
+}
+
+/// Reads `path` (`reps` times when timing) and describes it.
+pub fn info(path: &Path, reps: Option<usize>) -> Result<Info, CommandError> {
+    let read = || -> Result<(CoordinateList<f64>, usize, Option<MtxSymmetry>), CommandError> {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("mtx") => {
+                let m = read_mtx::<f64>(path)?;
+                Ok((m.data, m.header.stored, Some(m.header.symmetry)))
+            }
+            Some("tns") => {
+                let list = read_tns::<f64>(path)?;
+                let n = list.len();
+                Ok((list, n, None))
+            }
+            _ => Err(CommandError(format!("{}: unknown file type (expected .mtx or .tns)", path.display()))),
+        }
+    };
+    let (result, elapsed) = time_min(reps.unwrap_or(1), read);
+    let (list, stored_in_file, declared) = result?;
+    let order = list.shape.len();
+    let tensor = Tensor::from_coordinates(&list, &Format::csf(order), Duplicates::Sum)?;
+    let size: f64 = list.shape.iter().map(|&s| s as f64).product();
+    let components = tensor.stored_len();
+    let density = if size > 0.0 { components as f64 / size } else { 0.0 };
+    let symmetry = match declared {
+        Some(d) if order == 2 => Some(describe_symmetry(d, &tensor)?),
+        _ => None,
+    };
+    let suggestions = suggest(&tensor, density)?;
+    Ok(Info {
+        shape: list.shape.clone(),
+        stored_in_file,
+        components,
+        nonzeros: tensor.count_nonzeros(),
+        density,
+        symmetry,
+        suggestions,
+        read_time: reps.map(|_| elapsed),
+    })
+}
+
+fn describe_symmetry(declared: MtxSymmetry, a: &Tensor<f64>) -> Result<String, CommandError> {
+    let declared = match declared {
+        MtxSymmetry::General => "general",
+        MtxSymmetry::Symmetric => "symmetric",
+        MtxSymmetry::SkewSymmetric => "skew-symmetric",
+    };
+    if a.shape()[0] != a.shape()[1] {
+        return Ok(format!("{declared} (rectangular)"));
+    }
+    // Aᵀ in the same format, by reading A's storage with the dimensions swapped.
+    let transposed = Tensor::from_coordinates(&transpose(&a.to_coordinates()), a.format(), Duplicates::Sum)?;
+    let csr = a.convert(&Format::csf(2))?;
+    let t = transposed.convert(&Format::csf(2))?;
+    let negated = Tensor::from_coordinates(
+        &{
+            let mut l = t.to_coordinates();
+            l.values.iter_mut().for_each(|v| *v = -*v);
+            l
+        },
+        &Format::csf(2),
+        Duplicates::Sum,
+    )?;
+    let actual = if t == csr {
+        "symmetric"
+    } else if negated == csr {
+        "skew-symmetric"
+    } else if pattern_equal(&t, &csr) {
+        "structurally symmetric"
+    } else {
+        "unsymmetric"
+    };
+    Ok(format!("{declared} in the file; the data is {actual}"))
+}
+
+fn transpose(list: &CoordinateList<f64>) -> CoordinateList<f64> {
+    CoordinateList {
+        shape: vec![list.shape[1], list.shape[0]],
+        coords: vec![list.coords[1].clone(), list.coords[0].clone()],
+        values: list.values.clone(),
+    }
+}
+
+fn pattern_equal(a: &Tensor<f64>, b: &Tensor<f64>) -> bool {
+    a.levels() == b.levels()
+}
+
+/// Formats worth trying: dense when dense enough, N:M patterns the data already fits,
+/// blocked formats whose blocks are well filled, and the compressed default.
+fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, CommandError> {
+    let order = t.order();
+    let mut out = Vec::new();
+    if density >= 0.3 {
+        out.push(("dense".to_string(), format!("{:.0}% of the elements are stored", density * 100.0)));
+    }
+    if order == 2 {
+        for (name, what) in [("nv24", "2 of every 4 along rows"), ("nm(2,4,1)", "vector-wise 2:4, L = 1")] {
+            let format = Format::parse(name, 2)?;
+            match t.convert(&format) {
+                Ok(_) => out.push((name.to_string(), format!("the data fits {what} exactly"))),
+                Err(TensorError::DoesNotFitPattern { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for b in [2usize, 4, 8] {
+            let blocked = t.convert(&Format::bcsr(b).map_err(CommandError::from)?)?;
+            let fill = t.stored_len() as f64 / blocked.stored_len().max(1) as f64;
+            if fill >= 0.5 {
+                out.push((format!("bcsr({b})"), format!("{:.0}% of the stored {b}×{b} blocks are filled", fill * 100.0)));
+            }
+        }
+        let rows_used = {
+            let dcsr = t.convert(&Format::csf(2))?;
+            match &dcsr.levels()[0] {
+                nm_format::LevelStorage::Compressed { crd, .. } => crd.len(),
+                _ => t.shape()[0],
+            }
+        };
+        let empty = t.shape()[0] - rows_used.min(t.shape()[0]);
+        if t.shape()[0] > 0 && empty * 2 > t.shape()[0] {
+            out.push(("dcsr".to_string(), format!("{empty} of {} rows are empty", t.shape()[0])));
+        }
+        out.push(("csr".to_string(), "the general-purpose choice for row-wise kernels (SpMV, SpMM)".to_string()));
+        out.push(("csc".to_string(), "for column-wise access (Aᵀx, left-looking factorizations)".to_string()));
+    } else {
+        out.push(("csf".to_string(), "compressed at every level: the general choice for higher orders".to_string()));
+        out.push(("coo".to_string(), "for kernels that stream components in any order".to_string()));
+    }
+    Ok(out)
+}
+
+impl Info {
+    /// The report as the command prints it.
+    pub fn render(&self, path: &Path) -> String {
+        let mut s = String::new();
+        let shape: Vec<String> = self.shape.iter().map(usize::to_string).collect();
+        let _ = writeln!(s, "file        {}", path.display());
+        let _ = writeln!(s, "shape       {}", shape.join(" × "));
+        let _ = writeln!(s, "stored      {} entries in the file", self.stored_in_file);
+        let _ = writeln!(s, "components  {} ({} nonzero)", self.components, self.nonzeros);
+        let _ = writeln!(s, "density     {:.3e} ({:.4}%)", self.density, self.density * 100.0);
+        if let Some(sym) = &self.symmetry {
+            let _ = writeln!(s, "symmetry    {sym}");
+        }
+        for (i, (format, why)) in self.suggestions.iter().enumerate() {
+            let label = if i == 0 { "suggested" } else { "" };
+            let _ = writeln!(s, "{label:<11} {format:<10} {why}");
+        }
+        if let Some(t) = self.read_time {
+            let _ = writeln!(s, "read time   {:.3} ms (fastest of the runs)", t.as_secs_f64() * 1e3);
+        }
+        s
+    }
+}
