@@ -48,7 +48,9 @@ enum Command {
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
     const LONG: [&str; 3] = ["time", "format", "prune"];
     args.map(|a| match a.strip_prefix('-') {
-        Some(rest) if !rest.starts_with('-') && LONG.iter().any(|l| rest == *l || rest.starts_with(&format!("{l}="))) => {
+        Some(rest)
+            if !rest.starts_with('-') && LONG.iter().any(|l| rest == *l || rest.starts_with(&format!("{l}="))) =>
+        {
             format!("-{a}")
         }
         _ => a,
@@ -65,10 +67,7 @@ fn main() -> ExitCode {
             commands::convert(&input, &output, &options).map(|r| {
                 println!("wrote {} ({}, {} stored values)", output.display(), r.format, r.stored);
                 if let Some(p) = r.pruned {
-                    println!(
-                        "pruned {} nonzeros (|sum| {:.6e}), kept {}",
-                        p.dropped, p.dropped_magnitude, p.kept
-                    );
+                    println!("pruned {} nonzeros (|sum| {:.6e}), kept {}", p.dropped, p.dropped_magnitude, p.kept);
                 }
                 if let Some(t) = r.convert_time {
                     println!("convert time {:.3} ms (fastest of the runs)", t.as_secs_f64() * 1e3);

@@ -23,7 +23,10 @@ fn parse_error(result: Result<impl std::fmt::Debug, IoError>) -> (usize, String)
 fn coordinate_general_real() {
     let text = "%%MatrixMarket matrix coordinate real general\n% a comment\n\n2 3 3\n1 1 1.5\n2 3 -2e1\n1 2 3\n";
     let m = parse_mtx::<f64>(text.as_bytes()).unwrap();
-    assert_eq!((m.header.layout, m.header.field, m.header.symmetry), (MtxLayout::Coordinate, MtxField::Real, MtxSymmetry::General));
+    assert_eq!(
+        (m.header.layout, m.header.field, m.header.symmetry),
+        (MtxLayout::Coordinate, MtxField::Real, MtxSymmetry::General)
+    );
     assert_eq!((m.header.rows, m.header.cols, m.header.stored), (2, 3, 3));
     assert_eq!(dense_of(text), (vec![2, 3], vec![1.5, 3.0, 0.0, 0.0, 0.0, -20.0]));
 }
@@ -69,7 +72,11 @@ fn malformed_files_name_the_line() {
         ("%%MatrixMarket matrix coordinate real symmetric\n2 3 0\n", 2, "cannot be symmetric"),
         ("%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 1\n2 2 2\n", 5, "file ends after 2 entries"),
         ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 2\n", 4, "entry 2 is beyond"),
-        ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n3 1 2\n", 4, "row index 3 is out of range 1..=2"),
+        (
+            "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n3 1 2\n",
+            4,
+            "row index 3 is out of range 1..=2",
+        ),
         ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n1 0 2\n", 4, "column index 0 is out of range"),
         ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 abc\n", 3, "expected a value, found `abc`"),
         ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1\n", 3, "expected a value, found end of line"),
@@ -179,7 +186,16 @@ fn writing_an_nm_tensor_writes_its_nonzeros() {
     write_tensor(&path, &nm).unwrap();
     let back: Tensor<f64> = read_tensor(&path, "csr").unwrap();
     assert_eq!(back, csr);
-    let e = write_tensor(dir.join("x.mtx"), &Tensor::from_coordinates(&uniform::<f64>(&[2, 2, 2], 0.5, Values::Uniform, 1), &Format::csf(3), Duplicates::Reject).unwrap()).unwrap_err();
+    let e = write_tensor(
+        dir.join("x.mtx"),
+        &Tensor::from_coordinates(
+            &uniform::<f64>(&[2, 2, 2], 0.5, Values::Uniform, 1),
+            &Format::csf(3),
+            Duplicates::Reject,
+        )
+        .unwrap(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("write .tns"), "{e}");
 }
 
@@ -187,7 +203,8 @@ fn writing_an_nm_tensor_writes_its_nonzeros() {
 fn tempdir() -> std::path::PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("nm-format-io-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let dir =
+        std::env::temp_dir().join(format!("nm-format-io-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }

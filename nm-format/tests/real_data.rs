@@ -30,7 +30,11 @@ fn shared_matrices_match_their_manifest() {
         }
         let m = read_mtx::<f64>(dir.join("matrices").join(name)).unwrap_or_else(|e| panic!("{e}"));
         let expect = |k: &str| entry[k].as_u64().unwrap() as usize;
-        assert_eq!((m.header.rows, m.header.cols, m.header.stored), (expect("rows"), expect("cols"), expect("stored")), "{name}");
+        assert_eq!(
+            (m.header.rows, m.header.cols, m.header.stored),
+            (expect("rows"), expect("cols"), expect("stored")),
+            "{name}"
+        );
         // The manifest counts distinct entries after expansion (a few files store both
         // triangles of a symmetric matrix, which expansion turns into summed duplicates).
         let csr = Tensor::from_coordinates(&m.data, &Format::csr(), Duplicates::Sum).unwrap();

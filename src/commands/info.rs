@@ -137,7 +137,10 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
             let blocked = t.convert(&Format::bcsr(b).map_err(CommandError::from)?)?;
             let fill = t.stored_len() as f64 / blocked.stored_len().max(1) as f64;
             if fill >= 0.5 {
-                out.push((format!("bcsr({b})"), format!("{:.0}% of the stored {b}×{b} blocks are filled", fill * 100.0)));
+                out.push((
+                    format!("bcsr({b})"),
+                    format!("{:.0}% of the stored {b}×{b} blocks are filled", fill * 100.0),
+                ));
             }
         }
         let rows_used = {

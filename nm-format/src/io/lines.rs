@@ -71,12 +71,9 @@ pub(crate) fn count_lines(text: &[u8]) -> usize {
 /// A parse failure inside a chunk: line index within the chunk and message.
 pub(crate) type ChunkError = (usize, String);
 
-/// Splits `body` into chunks of whole lines and runs `parse` on each in parallel. On failure,
-/// returns the 0-based line index within `body` and the message of the first failing chunk.
-pub(crate) fn parse_chunks<A: Send>(
-    body: &[u8],
-    parse: impl Fn(&[u8]) -> Result<A, ChunkError> + Sync,
-) -> Result<Vec<A>, (usize, String)> {
+/// Byte offsets that cut `body` into chunks of whole lines, a few per thread:
+/// `bounds[k]..bounds[k+1]` is chunk `k`.
+pub(crate) fn chunk_bounds(body: &[u8]) -> Vec<usize> {
     let target = (body.len() / (rayon::current_num_threads() * 4)).max(1 << 16);
     let mut bounds = vec![0usize];
     let mut at = 0;
@@ -88,7 +85,26 @@ pub(crate) fn parse_chunks<A: Send>(
         bounds.push(end);
         at = end;
     }
+    bounds
+}
+
+/// Runs `parse` on each chunk of `body` in parallel. On failure, returns the 0-based line
+/// index within `body` and the message of the first failing chunk.
+pub(crate) fn parse_chunks<A: Send>(
+    body: &[u8],
+    parse: impl Fn(&[u8]) -> Result<A, ChunkError> + Sync,
+) -> Result<Vec<A>, (usize, String)> {
+    let bounds = chunk_bounds(body);
     let results: Vec<Result<A, ChunkError>> = bounds.par_windows(2).map(|w| parse(&body[w[0]..w[1]])).collect();
+    collect_chunks(body, &bounds, results)
+}
+
+/// The chunks' results in order, or the first failure with its line index within `body`.
+pub(crate) fn collect_chunks<A>(
+    body: &[u8],
+    bounds: &[usize],
+    results: Vec<Result<A, ChunkError>>,
+) -> Result<Vec<A>, (usize, String)> {
     let mut out = Vec::with_capacity(results.len());
     for (i, r) in results.into_iter().enumerate() {
         match r {

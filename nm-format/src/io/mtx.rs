@@ -9,7 +9,11 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::lines::{ChunkError, Fields, count_lines, lines, parse_chunks, parse_index, show};
+use rayon::prelude::*;
+
+use super::lines::{
+    ChunkError, Fields, chunk_bounds, collect_chunks, count_lines, lines, parse_chunks, parse_index, show,
+};
 use super::{output_components, read_file, write_atomically, write_value};
 use crate::build::CoordinateList;
 use crate::error::IoError;
@@ -203,80 +207,173 @@ fn parse_value<T: Value>(field: MtxField, tok: Option<&[u8]>) -> Result<T, Strin
     T::parse_text(text).ok_or_else(|| format!("expected a value, found `{}`", show(tok)))
 }
 
-struct Chunk<T> {
-    rows: Vec<usize>,
-    cols: Vec<usize>,
-    values: Vec<T>,
-    stored: usize,
-}
-
+/// Parses the entries straight into the output arrays: each chunk of lines gets a disjoint
+/// slice sized for its line count (twice that for symmetric storage), and the slices are
+/// closed up afterwards. No per-chunk buffers, no concatenation.
 fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>, (usize, String)> {
-    let chunks = parse_chunks(body, |chunk| -> Result<Chunk<T>, ChunkError> {
-        let guess = chunk.len() / 16;
-        let mut out = Chunk {
-            rows: Vec::with_capacity(guess),
-            cols: Vec::with_capacity(guess),
-            values: Vec::with_capacity(guess),
-            stored: 0,
-        };
-        for (i, line) in lines(chunk) {
-            if is_skipped(line) {
-                continue;
-            }
-            let mut f = Fields::new(line);
-            let mut index = |what: &str, limit: usize| -> Result<usize, ChunkError> {
-                let tok = f.next_field().ok_or_else(|| (i, format!("expected a {what} index, found end of line")))?;
-                let v =
-                    parse_index(tok).ok_or_else(|| (i, format!("expected a {what} index, found `{}`", show(tok))))?;
-                if v == 0 || v > limit {
-                    return Err((i, format!("{what} index {v} is out of range 1..={limit}")));
-                }
-                Ok(v - 1)
-            };
-            let r = index("row", h.rows)?;
-            let c = index("column", h.cols)?;
-            let v: T = if h.field == MtxField::Pattern {
-                T::ONE
-            } else {
-                parse_value(h.field, f.next_field()).map_err(|m| (i, m))?
-            };
-            if let Some(tok) = f.next_field() {
-                return Err((i, format!("unexpected `{}` after the entry", show(tok))));
-            }
-            out.stored += 1;
-            out.rows.push(r);
-            out.cols.push(c);
-            out.values.push(v);
-            match h.symmetry {
-                MtxSymmetry::General => {}
-                _ if r == c && h.symmetry == MtxSymmetry::SkewSymmetric => {
-                    return Err((i, format!("skew-symmetric matrix stores a diagonal entry ({}, {})", r + 1, c + 1)));
-                }
-                _ if r == c => {}
-                sym => {
-                    out.rows.push(c);
-                    out.cols.push(r);
-                    out.values.push(if sym == MtxSymmetry::SkewSymmetric { -v } else { v });
-                }
-            }
+    let bounds = chunk_bounds(body);
+    let per_line = if h.symmetry == MtxSymmetry::General { 1 } else { 2 };
+    let capacity: Vec<usize> = bounds
+        .par_windows(2)
+        .map(|w| (count_lines(&body[w[0]..w[1]]) + usize::from(body[w[1] - 1] != b'\n')) * per_line)
+        .collect();
+    let total: usize = capacity.iter().sum();
+    let mut rows = vec![0usize; total];
+    let mut cols = vec![0usize; total];
+    let mut values = vec![T::ZERO; total];
+    let mut slices = Vec::with_capacity(capacity.len());
+    {
+        let (mut r, mut c, mut v) = (&mut rows[..], &mut cols[..], &mut values[..]);
+        for &n in &capacity {
+            let (r0, r1) = r.split_at_mut(n);
+            let (c0, c1) = c.split_at_mut(n);
+            let (v0, v1) = v.split_at_mut(n);
+            slices.push((r0, c0, v0));
+            (r, c, v) = (r1, c1, v1);
         }
-        Ok(out)
-    })?;
-    let stored: usize = chunks.iter().map(|c| c.stored).sum();
+    }
+    let results: Vec<Result<(usize, usize), ChunkError>> = slices
+        .into_par_iter()
+        .zip(bounds.par_windows(2))
+        .map(|((r, c, v), w)| parse_coordinate_chunk(&body[w[0]..w[1]], h, r, c, v))
+        .collect();
+    let counts = collect_chunks(body, &bounds, results)?;
+    let stored: usize = counts.iter().map(|&(s, _)| s).sum();
     if stored != h.stored {
         return Err(count_mismatch(body, h.stored, stored));
     }
-    let total = chunks.iter().map(|c| c.values.len()).sum();
-    let mut list = CoordinateList::new(vec![h.rows, h.cols]);
-    list.coords[0].reserve_exact(total);
-    list.coords[1].reserve_exact(total);
-    list.values.reserve_exact(total);
-    for c in chunks {
-        list.coords[0].extend_from_slice(&c.rows);
-        list.coords[1].extend_from_slice(&c.cols);
-        list.values.extend_from_slice(&c.values);
+    // Close up the gaps left by comments, blank lines and unmirrored diagonal entries.
+    let (mut write, mut read) = (0, 0);
+    for (&(_, written), &cap) in counts.iter().zip(&capacity) {
+        if write != read {
+            rows.copy_within(read..read + written, write);
+            cols.copy_within(read..read + written, write);
+            values.copy_within(read..read + written, write);
+        }
+        write += written;
+        read += cap;
     }
-    Ok(list)
+    rows.truncate(write);
+    cols.truncate(write);
+    values.truncate(write);
+    Ok(CoordinateList { shape: vec![h.rows, h.cols], coords: vec![rows, cols], values })
+}
+
+/// Parses one chunk into its slices; returns (entries in the file, components written).
+fn parse_coordinate_chunk<T: Value>(
+    chunk: &[u8],
+    h: &MtxHeader,
+    rows: &mut [usize],
+    cols: &mut [usize],
+    values: &mut [T],
+) -> Result<(usize, usize), ChunkError> {
+    let (mut at, mut line, mut stored, mut n) = (0, 0, 0, 0);
+    while at < chunk.len() {
+        let end = chunk[at..].iter().position(|&b| b == b'\n').map_or(chunk.len(), |p| at + p);
+        let text = &chunk[at..end];
+        let entry: Option<(usize, usize, T)> = match fast_entry(text, h) {
+            Some(e) => Some(e),
+            None => slow_entry(text, line, h)?,
+        };
+        if let Some((r, c, v)) = entry {
+            stored += 1;
+            (rows[n], cols[n], values[n]) = (r, c, v);
+            n += 1;
+            match h.symmetry {
+                MtxSymmetry::General => {}
+                _ if r == c && h.symmetry == MtxSymmetry::SkewSymmetric => {
+                    let message = format!("skew-symmetric matrix stores a diagonal entry ({}, {})", r + 1, c + 1);
+                    return Err((line, message));
+                }
+                _ if r == c => {}
+                sym => {
+                    (rows[n], cols[n]) = (c, r);
+                    values[n] = if sym == MtxSymmetry::SkewSymmetric { -v } else { v };
+                    n += 1;
+                }
+            }
+        }
+        at = end + 1;
+        line += 1;
+    }
+    Ok((stored, n))
+}
+
+/// The common case, `row col [value]` with plain digits and single separators, parsed in one
+/// pass; `None` for anything else (comments, blank lines, errors), which [`slow_entry`] handles.
+#[inline]
+fn fast_entry<T: Value>(line: &[u8], h: &MtxHeader) -> Option<(usize, usize, T)> {
+    #[inline]
+    fn digits(line: &[u8], at: &mut usize) -> Option<usize> {
+        let start = *at;
+        let mut v: usize = 0;
+        while *at < line.len() && line[*at].is_ascii_digit() && *at - start < 19 {
+            v = v * 10 + (line[*at] - b'0') as usize;
+            *at += 1;
+        }
+        (*at > start).then_some(v)
+    }
+    #[inline]
+    fn spaces(line: &[u8], at: &mut usize) -> bool {
+        let start = *at;
+        while *at < line.len() && matches!(line[*at], b' ' | b'\t') {
+            *at += 1;
+        }
+        *at > start
+    }
+    let mut at = 0;
+    let r = digits(line, &mut at)?;
+    if !spaces(line, &mut at) {
+        return None;
+    }
+    let c = digits(line, &mut at)?;
+    if r == 0 || r > h.rows || c == 0 || c > h.cols {
+        return None;
+    }
+    let v = if h.field == MtxField::Pattern {
+        T::ONE
+    } else {
+        if !spaces(line, &mut at) {
+            return None;
+        }
+        let start = at;
+        while at < line.len() && !matches!(line[at], b' ' | b'\t' | b'\r') {
+            at += 1;
+        }
+        if h.field == MtxField::Integer && !line[start..at].iter().all(|b| b.is_ascii_digit() || *b == b'-') {
+            return None;
+        }
+        T::parse_text(std::str::from_utf8(&line[start..at]).ok()?)?
+    };
+    while at < line.len() && matches!(line[at], b' ' | b'\t' | b'\r') {
+        at += 1;
+    }
+    (at == line.len()).then_some((r - 1, c - 1, v))
+}
+
+/// One body line, with a precise message for whatever is wrong; `None` for comments and
+/// blank lines.
+fn slow_entry<T: Value>(line: &[u8], i: usize, h: &MtxHeader) -> Result<Option<(usize, usize, T)>, ChunkError> {
+    if is_skipped(line) {
+        return Ok(None);
+    }
+    let mut f = Fields::new(line);
+    let mut index = |what: &str, limit: usize| -> Result<usize, ChunkError> {
+        let tok = f.next_field().ok_or_else(|| (i, format!("expected a {what} index, found end of line")))?;
+        let v = parse_index(tok).ok_or_else(|| (i, format!("expected a {what} index, found `{}`", show(tok))))?;
+        if v == 0 || v > limit {
+            return Err((i, format!("{what} index {v} is out of range 1..={limit}")));
+        }
+        Ok(v - 1)
+    };
+    let r = index("row", h.rows)?;
+    let c = index("column", h.cols)?;
+    let v: T =
+        if h.field == MtxField::Pattern { T::ONE } else { parse_value(h.field, f.next_field()).map_err(|m| (i, m))? };
+    if let Some(tok) = f.next_field() {
+        return Err((i, format!("unexpected `{}` after the entry", show(tok))));
+    }
+    Ok(Some((r, c, v)))
 }
 
 /// The error for a body holding more or fewer entries than the size line declared.
