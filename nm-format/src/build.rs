@@ -152,6 +152,9 @@ impl<T: Value> Tensor<T> {
         if format.order() != self.order() {
             return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
         }
+        if let Some(t) = self.convert_compressed_matrix(format) {
+            return Ok(t);
+        }
         let list = self.components(|v| v != T::ZERO);
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
@@ -308,6 +311,7 @@ impl Builder<'_> {
         report.kept = entries.values.iter().filter(|&&v| v != T::ZERO).count();
 
         let n = entries.len();
+        self.check_memory::<T>(&sizes, n)?;
         let mut at = vec![0usize; n]; // each entry's position at the current level
         let mut parents = 1usize;
         let mut levels = Vec::with_capacity(sizes.len());
@@ -413,6 +417,33 @@ impl Builder<'_> {
         }
         let tensor = Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values };
         Ok((tensor, report))
+    }
+
+    /// Bounds the storage the levels will need (fixed-size levels multiply, sparse levels hold
+    /// at most one position per entry) and refuses what the system cannot hold.
+    fn check_memory<T: Value>(&self, sizes: &[usize], entries: usize) -> Result<()> {
+        let mut positions: u128 = 1;
+        let mut bytes: u128 = 0;
+        for (level, &size) in self.format.levels().iter().zip(sizes) {
+            positions = match level.kind {
+                LevelKind::Dense => positions * size as u128,
+                LevelKind::Structured { n, m } => {
+                    let p = positions * (size / m as usize) as u128 * n as u128;
+                    bytes += p * crate::level::metadata_bits(m) as u128 / 8;
+                    p
+                }
+                LevelKind::Compressed(_) => {
+                    bytes += (positions + 1) * 8;
+                    (positions * size as u128).min(entries as u128)
+                }
+                LevelKind::Singleton(_) => positions,
+            };
+            bytes += if level.kind.is_fixed_size() { 0 } else { positions * 8 };
+        }
+        bytes += positions * std::mem::size_of::<T>() as u128;
+        crate::memory::ensure_available(bytes, || {
+            format!("a {:?} tensor in {}", self.shape, self.format.name().unwrap_or_else(|| self.format.to_string()))
+        })
     }
 
     fn merge_duplicates<T: Value>(&self, entries: &mut Entries<T>, duplicates: Duplicates) -> Result<()> {

@@ -49,10 +49,12 @@ mod format;
 pub mod generate;
 pub mod io;
 mod level;
+mod memory;
 mod nm;
 pub mod parse;
 mod storage;
 mod tensor;
+mod transpose;
 mod validate;
 mod value;
 

@@ -216,3 +216,13 @@ fn a_singleton_below_a_unique_level_cannot_hold_two_children() {
     let e = Tensor::from_dense(&[2, 2], &[1.0f64, 1.0, 0.0, 0.0], &f).unwrap_err();
     assert_eq!(e, TensorError::SingletonCannotHold { level: 1, coordinates: vec![0, 1] });
 }
+
+#[test]
+fn storage_larger_than_memory_is_refused_before_allocating() {
+    // A 2^21 × 2^21 matrix in nv24 stores half its 2^42 elements: 16 TiB of f64.
+    let list = CoordinateList::<f64>::new(vec![1 << 21, 1 << 21]);
+    let e = Tensor::from_coordinates(&list, &Format::nv24(2), Duplicates::Sum).unwrap_err();
+    assert!(matches!(&e, TensorError::TooLarge { what } if what.contains("GiB needed")), "{e}");
+    let csr = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap();
+    assert!(matches!(csr.to_dense(), Err(TensorError::TooLarge { .. })));
+}

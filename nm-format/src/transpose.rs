@@ -1,0 +1,168 @@
+//! The conversion between the two one-compressed-level matrix formats (CSR ↔ CSC, and CSR →
+//! CSR dropping explicit zeros) by one counting sort, as scipy's `tocsc` does. The general
+//! builder gives the same result through more passes; this is the conversion users time.
+
+use crate::format::{Format, LevelExpr};
+use crate::level::LevelKind;
+use crate::storage::{Indices, LevelStorage};
+use crate::tensor::Tensor;
+use crate::value::Value;
+
+/// `Some(d)` when `format` is `(d : dense, other : compressed)` (ordered, unique).
+fn outer_dim(format: &Format) -> Option<usize> {
+    match format.levels() {
+        [a, b] if a.kind == LevelKind::Dense && b.kind == LevelKind::COMPRESSED => match (a.expr, b.expr) {
+            (LevelExpr::Dim(d), LevelExpr::Dim(_)) => Some(d),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl<T: Value> Tensor<T> {
+    /// The fast path of [`Tensor::convert`] for CSR/CSC sources and targets; `None` when it
+    /// does not apply.
+    pub(crate) fn convert_compressed_matrix(&self, target: &Format) -> Option<Tensor<T>> {
+        let (from, to) = (outer_dim(&self.format)?, outer_dim(target)?);
+        let [LevelStorage::Dense { size: outer }, LevelStorage::Compressed { pos, crd }] = self.levels.as_slice()
+        else {
+            return None;
+        };
+        let new_outer = self.shape[to];
+        let narrow = self.values.len() <= u32::MAX as usize && self.shape.iter().all(|&s| s <= u32::MAX as usize);
+        let (pos, crd, values) = match (pos, crd, narrow) {
+            (Indices::U32(p), Indices::U32(c), true) => {
+                let (p, c, v) = rebuild::<u32, u32, T>(p, c, &self.values, *outer, new_outer, from != to);
+                (Indices::U32(p), Indices::U32(c), v)
+            }
+            (Indices::U32(p), Indices::U32(c), false) => {
+                let (p, c, v) = rebuild::<u32, u64, T>(p, c, &self.values, *outer, new_outer, from != to);
+                (Indices::U64(p), Indices::U64(c), v)
+            }
+            _ => {
+                let (p, c) = (widen(pos), widen(crd));
+                let (p, c, v) = rebuild::<u64, u64, T>(&p, &c, &self.values, *outer, new_outer, from != to);
+                (Indices::U64(p), Indices::U64(c), v)
+            }
+        };
+        Some(Tensor {
+            shape: self.shape.clone(),
+            format: target.clone(),
+            levels: vec![LevelStorage::Dense { size: new_outer }, LevelStorage::Compressed { pos, crd }],
+            values,
+        })
+    }
+}
+
+fn widen(indices: &Indices) -> Vec<u64> {
+    indices.to_usize().into_iter().map(|v| v as u64).collect()
+}
+
+/// An index type of the arrays: `u32` or `u64`.
+trait Index: Copy + Default {
+    fn to(self) -> usize;
+    fn from(v: usize) -> Self;
+}
+
+impl Index for u32 {
+    #[inline]
+    fn to(self) -> usize {
+        self as usize
+    }
+    #[inline]
+    fn from(v: usize) -> Self {
+        v as u32
+    }
+}
+
+impl Index for u64 {
+    #[inline]
+    fn to(self) -> usize {
+        self as usize
+    }
+    #[inline]
+    fn from(v: usize) -> Self {
+        v as u64
+    }
+}
+
+/// New `pos`, `crd` and values: transposed (count per inner coordinate, prefix sums, stable
+/// scatter; scanning the source in outer order leaves each new row sorted) or copied, and in
+/// both cases without explicit zeros.
+fn rebuild<I: Index, O: Index, T: Value>(
+    pos: &[I],
+    crd: &[I],
+    values: &[T],
+    outer: usize,
+    new_outer: usize,
+    transpose: bool,
+) -> (Vec<O>, Vec<O>, Vec<T>) {
+    if !transpose {
+        let mut new_pos = Vec::with_capacity(outer + 1);
+        let mut new_crd = Vec::with_capacity(crd.len());
+        let mut new_values = Vec::with_capacity(crd.len());
+        new_pos.push(O::from(0));
+        for i in 0..outer {
+            for q in pos[i].to()..pos[i + 1].to() {
+                if values[q] != T::ZERO {
+                    new_crd.push(O::from(crd[q].to()));
+                    new_values.push(values[q]);
+                }
+            }
+            new_pos.push(O::from(new_crd.len()));
+        }
+        return (new_pos, new_crd, new_values);
+    }
+    let mut count = vec![0usize; new_outer + 1];
+    for (q, &j) in crd.iter().enumerate() {
+        if values[q] != T::ZERO {
+            count[j.to() + 1] += 1;
+        }
+    }
+    for j in 0..new_outer {
+        count[j + 1] += count[j];
+    }
+    let nnz = count[new_outer];
+    let new_pos: Vec<O> = count.iter().map(|&c| O::from(c)).collect();
+    let mut new_crd = vec![O::default(); nnz];
+    let mut new_values = vec![T::ZERO; nnz];
+    for i in 0..outer {
+        for q in pos[i].to()..pos[i + 1].to() {
+            let v = values[q];
+            if v != T::ZERO {
+                let slot = &mut count[crd[q].to()];
+                new_crd[*slot] = O::from(i);
+                new_values[*slot] = v;
+                *slot += 1;
+            }
+        }
+    }
+    (new_pos, new_crd, new_values)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CoordinateList, Duplicates, Format, Tensor};
+
+    #[test]
+    fn explicit_zeros_are_dropped_and_rows_stay_sorted() {
+        let mut list = CoordinateList::new(vec![3, 3]);
+        for (i, j, v) in [(0, 2, 1.0f64), (1, 0, 0.0), (2, 0, 3.0), (2, 2, 4.0), (0, 0, 5.0)] {
+            list.push(&[i, j], v);
+        }
+        let csr = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Reject).unwrap();
+        assert_eq!(csr.stored_len(), 5);
+        let csc = csr.convert(&Format::csc()).unwrap();
+        assert_eq!(csc.stored_len(), 4);
+        assert_eq!(csc.to_dense().unwrap(), csr.to_dense().unwrap());
+        assert_eq!(csr.convert(&Format::csr()).unwrap().stored_len(), 4);
+        // The same result as the general builder gives from the nonzeros.
+        list.values[1] = 0.0;
+        let nonzeros = CoordinateList {
+            shape: list.shape.clone(),
+            coords: vec![vec![0, 2, 2, 0], vec![2, 0, 2, 0]],
+            values: vec![1.0, 3.0, 4.0, 5.0],
+        };
+        assert_eq!(csc, Tensor::from_coordinates(&nonzeros, &Format::csc(), Duplicates::Reject).unwrap());
+    }
+}
