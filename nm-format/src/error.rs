@@ -29,9 +29,11 @@ pub enum FormatError {
 }
 
 fn render_parse_error(input: &str, offset: usize, len: usize, message: &str) -> String {
-    let col = input[..offset.min(input.len())].chars().count();
-    let width = input[offset.min(input.len())..].chars().take_while(|_| true).take(len).count().max(1);
-    format!("{message}\n  {input}\n  {}{}", " ".repeat(col), "^".repeat(width.min(len.max(1))))
+    let start = offset.min(input.len());
+    let end = (start + len).min(input.len());
+    let col = input.get(..start).map_or(start, |s| s.chars().count());
+    let width = input.get(start..end).map_or(1, |s| s.chars().count()).max(1);
+    format!("{message}\n  {input}\n  {}{}", " ".repeat(col), "^".repeat(width))
 }
 
 /// A tensor that cannot be built: bad storage arrays, bad coordinates, or data that does not

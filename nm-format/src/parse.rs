@@ -41,8 +41,8 @@ impl<'a> Parser<'a> {
     }
 
     fn skip_ws(&mut self) {
-        while self.peek().is_some_and(char::is_whitespace) {
-            self.pos += 1;
+        while let Some(c) = self.peek().filter(|c| c.is_whitespace()) {
+            self.pos += c.len_utf8();
         }
     }
 
@@ -82,7 +82,7 @@ impl<'a> Parser<'a> {
         let rest = &self.text[start..];
         let len = rest
             .char_indices()
-            .find(|&(i, c)| !(c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit())))
+            .find(|&(i, c)| !(c.is_alphabetic() || c == '_' || (i > 0 && c.is_alphanumeric())))
             .map_or(rest.len(), |(i, _)| i);
         if len == 0 {
             return Err(self.error_here("expected a name"));

@@ -107,7 +107,7 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
 }
 
 /// The `# shape ...` comment among the lines before the first component, if any.
-fn declared_shape(text: &[u8], first: usize, order: usize) -> Result<Option<(usize, Vec<usize>)>, (usize, String)> {
+fn declared_shape(text: &[u8], first: usize, order: usize) -> Result<Option<(usize, Vec<usize>)>, ChunkError> {
     for (i, line) in lines(text).take(first) {
         let mut f = Fields::new(line);
         if f.next_field() != Some(b"#") || f.next_field() != Some(b"shape") {

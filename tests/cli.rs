@@ -1,0 +1,96 @@
+//! The `nmsparse` command end to end, on the sample data shipped in `data/`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nmsparse::format::io::read_tensor;
+use nmsparse::format::{Format, Tensor};
+
+fn nmsparse(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nmsparse")).args(args).output().expect("the binary runs")
+}
+
+fn sample(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(name).to_string_lossy().into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nmsparse-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn info_describes_a_symmetric_matrix() {
+    let o = nmsparse(&["info", &sample("banded_symmetric.mtx")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("shape       120 × 120"), "{out}");
+    // 120 diagonal entries, 2·(119+118+117) off-diagonal ones.
+    assert!(out.contains("components  828 (828 nonzero)"), "{out}");
+    assert!(out.contains("symmetric in the file; the data is symmetric"), "{out}");
+}
+
+#[test]
+fn info_suggests_the_nm_pattern_the_data_fits() {
+    let out = stdout(&nmsparse(&["info", &sample("nm_2_4_16.mtx"), "-time=3"]));
+    assert!(out.contains("nm(2,4,1)"), "{out}");
+    assert!(!out.contains("nv24"), "{out}");
+    assert!(out.contains("read time"), "{out}");
+    let out = stdout(&nmsparse(&["info", &sample("tensor_3d.tns")]));
+    assert!(out.contains("shape       20 × 30 × 40") && out.contains("csf"), "{out}");
+}
+
+#[test]
+fn convert_writes_a_file_that_reads_back() {
+    let out_path = scratch("csc.mtx");
+    let o = nmsparse(&["convert", &sample("power_law_500.mtx"), out_path.to_str().unwrap(), "-f=csc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("(csc, 3989 stored values)"), "{}", stdout(&o));
+    let original: Tensor<f64> = read_tensor(sample("power_law_500.mtx"), "csr").unwrap();
+    let written: Tensor<f64> = read_tensor(&out_path, "csr").unwrap();
+    assert_eq!(written.to_dense().unwrap(), original.to_dense().unwrap());
+}
+
+#[test]
+fn converting_into_nm_needs_fitting_data_or_prune() {
+    let out_path = scratch("nv24.mtx");
+    let input = sample("power_law_500.mtx");
+    let o = nmsparse(&["convert", &input, out_path.to_str().unwrap(), "-f=nv24"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("prune to make it fit") && stderr(&o).contains("--prune"), "{}", stderr(&o));
+    let o = nmsparse(&["convert", &input, out_path.to_str().unwrap(), "-f=nv24", "--prune"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let dropped: usize = out.split("pruned ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(dropped > 0, "{out}");
+    // What was written fits nv24 and is the original minus the dropped entries.
+    let pruned: Tensor<f64> = read_tensor(&out_path, "nv24").unwrap();
+    let original: Tensor<f64> = read_tensor(&input, "csr").unwrap();
+    assert_eq!(pruned.count_nonzeros() + dropped, original.count_nonzeros());
+    let (expected, _) = original.prune(&Format::nv24(2)).unwrap();
+    assert_eq!(pruned.to_dense().unwrap(), expected.to_dense().unwrap());
+}
+
+#[test]
+fn bad_input_is_an_error_not_a_panic() {
+    let bad = scratch("bad.mtx");
+    std::fs::write(&bad, "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 3 1.0\n").unwrap();
+    let o = nmsparse(&["info", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("line 3: column index 3 is out of range 1..=2"), "{}", stderr(&o));
+    let o = nmsparse(&["convert", &sample("power_law_500.mtx"), "x.mtx", "-f=csx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("  csx\n    ^"), "{}", stderr(&o));
+    let o = nmsparse(&["info", "/nonexistent.mtx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("/nonexistent.mtx: No such file"), "{}", stderr(&o));
+}
