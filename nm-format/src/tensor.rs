@@ -204,7 +204,8 @@ impl<T: Value> Tensor<T> {
         Ok(dense)
     }
 
-    /// The tensor's value at `coords` (zero when not stored); sums duplicates.
+    /// The tensor's value at `coords` (zero when not stored; duplicates summed). Scans every
+    /// stored component: for tests and small tensors, not for kernels.
     pub fn get(&self, coords: &[usize]) -> T {
         self.iter().filter(|(c, _)| c.as_slice() == coords).fold(T::ZERO, |acc, (_, v)| acc + v)
     }
