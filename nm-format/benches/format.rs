@@ -74,10 +74,13 @@ fn nm_packing(c: &mut Criterion) {
         }
     }
     // Pruning dense-ish random data (50% nonzero) into 2:4.
-    let dense = Tensor::from_coordinates(&uniform::<f32>(&[n, n], 0.5, Values::Uniform, 4), &Format::csr(), Duplicates::Reject)
-        .unwrap();
+    let dense =
+        Tensor::from_coordinates(&uniform::<f32>(&[n, n], 0.5, Values::Uniform, 4), &Format::csr(), Duplicates::Reject)
+            .unwrap();
     g.throughput(Throughput::Elements(dense.stored_len() as u64));
-    g.bench_function(BenchmarkId::new("prune", "nv24_from_50pct"), |b| b.iter(|| dense.prune(&Format::nv24(2)).unwrap()));
+    g.bench_function(BenchmarkId::new("prune", "nv24_from_50pct"), |b| {
+        b.iter(|| dense.prune(&Format::nv24(2)).unwrap())
+    });
     g.finish();
 }
 

@@ -17,7 +17,10 @@ fn named_formats_and_their_levels() {
     assert_eq!(parse("csc", 2).to_string(), "(d0, d1) -> (d1 : dense, d0 : compressed)");
     assert_eq!(parse("dcsr", 2).to_string(), "(d0, d1) -> (d0 : compressed, d1 : compressed)");
     assert_eq!(parse("dcsc", 2).to_string(), "(d0, d1) -> (d1 : compressed, d0 : compressed)");
-    assert_eq!(parse("coo", 3).to_string(), "(d0, d1, d2) -> (d0 : compressed(nonunique), d1 : singleton(nonunique), d2 : singleton)");
+    assert_eq!(
+        parse("coo", 3).to_string(),
+        "(d0, d1, d2) -> (d0 : compressed(nonunique), d1 : singleton(nonunique), d2 : singleton)"
+    );
     assert_eq!(parse("csf", 3), Format::csf(3));
     assert_eq!(parse("dense", 4), Format::dense(4));
     assert_eq!(parse("nv24", 2).to_string(), "(d0, d1) -> (d0 : dense, d1 : structured[2, 4])");
@@ -70,7 +73,10 @@ fn the_map_syntax_reads_what_display_writes() {
 
 #[test]
 fn errors_point_at_the_offending_text() {
-    assert_eq!(error("csx", 2), "unknown format `csx`: not a format name, and `x` is not a taco level letter (d s u q c)\n  csx\n    ^");
+    assert_eq!(
+        error("csx", 2),
+        "unknown format `csx`: not a format name, and `x` is not a taco level letter (d s u q c)\n  csx\n    ^"
+    );
     assert_eq!(error("csr", 3), "`csr` is a format for 2-dimensional tensors, not 3\n  csr\n  ^^^");
     assert_eq!(error("nm(2,4)", 2), "expected `,`\n  nm(2,4)\n        ^");
     assert_eq!(error("bcsr(0)", 2), "bcsr block size must be at least 1\n  bcsr(0)\n  ^^^^^^^");
@@ -84,8 +90,14 @@ fn errors_point_at_the_offending_text() {
     assert_eq!(error("(i,j) -> (i : dense, k : dense)", 2).lines().last().unwrap(), "                       ^");
     assert!(error("(i,j) -> (i : dense)", 2).contains("dimension d1 is not stored by any level"));
     assert!(error("(i,j) -> (i mod 2 : dense, j : dense)", 2).contains("dimension d0 must be stored"));
-    assert!(error("(i,j) -> (i : dense, j : singleton)", 2).contains("whose parent must be a compressed or singleton level"));
-    assert!(error("(i,j) -> (i : dense, j mod 4 : structured[2, 3], j floordiv 4 : dense)", 2).contains("not a multiple of 3"));
+    assert!(
+        error("(i,j) -> (i : dense, j : singleton)", 2)
+            .contains("whose parent must be a compressed or singleton level")
+    );
+    assert!(
+        error("(i,j) -> (i : dense, j mod 4 : structured[2, 3], j floordiv 4 : dense)", 2)
+            .contains("not a multiple of 3")
+    );
     assert_eq!(error("csr extra", 2), "unexpected text after the format\n  csr extra\n      ^");
     assert_eq!(error("", 2), "expected a name\n  \n  ^");
 }

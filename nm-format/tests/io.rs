@@ -19,6 +19,15 @@ fn parse_error(result: Result<impl std::fmt::Debug, IoError>) -> (usize, String)
     }
 }
 
+/// Each case `(text, line, needle)` must fail at `line` with a message containing `needle`.
+fn check_errors(cases: &[(&str, usize, &str)], parse: impl Fn(&str) -> Result<(), IoError>) {
+    for &(text, line, needle) in cases {
+        let (got_line, message) = parse_error(parse(text));
+        assert_eq!(got_line, line, "{text:?}: {message}");
+        assert!(message.contains(needle), "{text:?}: `{message}` lacks `{needle}`");
+    }
+}
+
 #[test]
 fn coordinate_general_real() {
     let text = "%%MatrixMarket matrix coordinate real general\n% a comment\n\n2 3 3\n1 1 1.5\n2 3 -2e1\n1 2 3\n";
@@ -86,11 +95,7 @@ fn malformed_files_name_the_line() {
         ("%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n", 3, "diagonal"),
         ("%%MatrixMarket matrix array real general\n2 1\n1\n", 4, "file ends after 1 entries"),
     ];
-    for &(text, line, needle) in cases {
-        let (got_line, message) = parse_error(parse_mtx::<f64>(text.as_bytes()));
-        assert_eq!(got_line, line, "{text:?}: {message}");
-        assert!(message.contains(needle), "{text:?}: `{message}` lacks `{needle}`");
-    }
+    check_errors(cases, |text| parse_mtx::<f64>(text.as_bytes()).map(|_| ()));
 }
 
 #[test]
@@ -156,11 +161,7 @@ fn malformed_tns_names_the_line() {
         ("# shape 1 1\n1 2 3.0\n", 1, "beyond the declared shape"),
         ("# shape 1\n1 2 3.0\n", 1, "must list 2 sizes"),
     ];
-    for &(text, line, needle) in cases {
-        let (got_line, message) = parse_error(parse_tns::<f64>(text.as_bytes()));
-        assert_eq!(got_line, line, "{text:?}: {message}");
-        assert!(message.contains(needle), "{text:?}: `{message}` lacks `{needle}`");
-    }
+    check_errors(cases, |text| parse_tns::<f64>(text.as_bytes()).map(|_| ()));
 }
 
 #[test]

@@ -156,3 +156,22 @@ fn overfull_block(format: &Format, list: &CoordinateList<f64>) -> bool {
             .any(|i| (0..cols.div_ceil(m)).any(|b| (b * m..(b * m + m).min(cols)).filter(|&j| at(i, j)).count() > n))
     }
 }
+
+#[test]
+fn f32_tensors_convert_like_f64_ones() {
+    use nm_format::generate::{Values, nm_elementwise};
+    let list = nm_elementwise::<f32>(9, 14, 2, 4, Values::SmallIntegers(7), 11);
+    let csr = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Reject).unwrap();
+    let nv24 = csr.convert(&Format::nv24(2)).unwrap();
+    assert_eq!(nv24.shape(), &[9, 14]);
+    assert_eq!(nv24.stored_len(), 9 * 16 / 2);
+    assert_eq!(nv24.to_dense().unwrap(), csr.to_dense().unwrap());
+    let as_f64: Vec<f64> = nv24.to_dense().unwrap().into_iter().map(f64::from).collect();
+    let list64 = CoordinateList {
+        shape: list.shape.clone(),
+        coords: list.coords.clone(),
+        values: list.values.iter().map(|&v| v as f64).collect(),
+    };
+    assert_eq!(as_f64, reference_dense(&list64));
+    assert_eq!(nv24.convert(&Format::csr()).unwrap(), csr);
+}

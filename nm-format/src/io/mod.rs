@@ -60,8 +60,14 @@ fn extension(path: &Path) -> Option<String> {
     path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase())
 }
 
-pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, IoError> {
-    std::fs::read(path).map_err(|source| IoError::Io { path: path.to_path_buf(), source })
+/// Reads the file at `path` and parses its bytes, naming the file in any error.
+pub(crate) fn read_file<R>(path: &Path, parse: impl FnOnce(&[u8]) -> Result<R, IoError>) -> Result<R, IoError> {
+    let bytes = std::fs::read(path).map_err(|source| IoError::Io { path: path.to_path_buf(), source })?;
+    parse(&bytes).map_err(|e| match e {
+        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
+        IoError::Tensor { source, .. } => IoError::Tensor { path: Some(path.to_path_buf()), source },
+        other => other,
+    })
 }
 
 /// The components a file should hold: every stored component, except the zeros that dense

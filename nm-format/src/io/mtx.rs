@@ -79,12 +79,7 @@ pub struct MatrixMarket<T> {
 
 /// Reads a Matrix Market file.
 pub fn read_mtx<T: Value>(path: impl AsRef<Path>) -> Result<MatrixMarket<T>, IoError> {
-    let path = path.as_ref();
-    let bytes = read_file(path)?;
-    parse_mtx(&bytes).map_err(|e| match e {
-        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
-        other => other,
-    })
+    read_file(path.as_ref(), parse_mtx::<T>)
 }
 
 /// Parses Matrix Market text.

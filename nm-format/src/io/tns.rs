@@ -14,12 +14,7 @@ use crate::value::Value;
 
 /// Reads a `.tns` file.
 pub fn read_tns<T: Value>(path: impl AsRef<Path>) -> Result<CoordinateList<T>, IoError> {
-    let path = path.as_ref();
-    let bytes = read_file(path)?;
-    parse_tns(&bytes).map_err(|e| match e {
-        IoError::Parse { line, message, .. } => IoError::Parse { path: Some(path.to_path_buf()), line, message },
-        other => other,
-    })
+    read_file(path.as_ref(), parse_tns::<T>)
 }
 
 struct Chunk<T> {
