@@ -97,6 +97,22 @@ fn rebuild<I: Index, O: Index, T: Value>(
     new_outer: usize,
     transpose: bool,
 ) -> (Vec<O>, Vec<O>, Vec<T>) {
+    // Checking every value costs a second stream through memory; most matrices store no zeros.
+    if values.contains(&T::ZERO) {
+        rebuild_with::<I, O, T, true>(pos, crd, values, outer, new_outer, transpose)
+    } else {
+        rebuild_with::<I, O, T, false>(pos, crd, values, outer, new_outer, transpose)
+    }
+}
+
+fn rebuild_with<I: Index, O: Index, T: Value, const DROP_ZEROS: bool>(
+    pos: &[I],
+    crd: &[I],
+    values: &[T],
+    outer: usize,
+    new_outer: usize,
+    transpose: bool,
+) -> (Vec<O>, Vec<O>, Vec<T>) {
     if !transpose {
         let mut new_pos = Vec::with_capacity(outer + 1);
         let mut new_crd = Vec::with_capacity(crd.len());
@@ -104,7 +120,7 @@ fn rebuild<I: Index, O: Index, T: Value>(
         new_pos.push(O::from(0));
         for i in 0..outer {
             for q in pos[i].to()..pos[i + 1].to() {
-                if values[q] != T::ZERO {
+                if !DROP_ZEROS || values[q] != T::ZERO {
                     new_crd.push(O::from(crd[q].to()));
                     new_values.push(values[q]);
                 }
@@ -115,7 +131,7 @@ fn rebuild<I: Index, O: Index, T: Value>(
     }
     let mut count = vec![0usize; new_outer + 1];
     for (q, &j) in crd.iter().enumerate() {
-        if values[q] != T::ZERO {
+        if !DROP_ZEROS || values[q] != T::ZERO {
             count[j.to() + 1] += 1;
         }
     }
@@ -127,14 +143,17 @@ fn rebuild<I: Index, O: Index, T: Value>(
     let mut new_crd = vec![O::default(); nnz];
     let mut new_values = vec![T::ZERO; nnz];
     for i in 0..outer {
-        for q in pos[i].to()..pos[i + 1].to() {
-            let v = values[q];
-            if v != T::ZERO {
-                let slot = &mut count[crd[q].to()];
-                new_crd[*slot] = O::from(i);
-                new_values[*slot] = v;
-                *slot += 1;
+        let (lo, hi) = (pos[i].to(), pos[i + 1].to());
+        let row = O::from(i);
+        for (&j, &v) in crd[lo..hi].iter().zip(&values[lo..hi]) {
+            if DROP_ZEROS && v == T::ZERO {
+                continue;
             }
+            let slot = &mut count[j.to()];
+            let at = *slot;
+            new_crd[at] = row;
+            new_values[at] = v;
+            *slot = at + 1;
         }
     }
     (new_pos, new_crd, new_values)
