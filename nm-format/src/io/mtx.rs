@@ -338,7 +338,7 @@ fn fast_entry<T: Value>(line: &[u8], h: &MtxHeader) -> Option<(usize, usize, T)>
         if h.field == MtxField::Integer && !line[start..at].iter().all(|b| b.is_ascii_digit() || *b == b'-') {
             return None;
         }
-        T::parse_text(std::str::from_utf8(&line[start..at]).ok()?)?
+        T::parse_bytes(&line[start..at])?
     };
     while at < line.len() && matches!(line[at], b' ' | b'\t' | b'\r') {
         at += 1;
