@@ -8,6 +8,8 @@
 //! block; free kept slots take other offsets of the block with explicit zeros), fail with
 //! [`TensorError::DoesNotFitPattern`], or are pruned to fit on request.
 
+use smallvec::SmallVec;
+
 use crate::error::{Result, TensorError};
 use crate::format::{Format, LevelExpr};
 use crate::level::LevelKind;
@@ -131,6 +133,10 @@ impl<T: Value> Tensor<T> {
     fn components(&self, keep: impl Fn(T) -> bool) -> CoordinateList<T> {
         let all = self.component_coordinates();
         let mut list = CoordinateList::new(self.shape.clone());
+        for c in &mut list.coords {
+            c.reserve(self.values.len());
+        }
+        list.values.reserve(self.values.len());
         let padded = self.format.padded_shape(&self.shape) != self.shape;
         for (q, &v) in self.values.iter().enumerate() {
             if !keep(v) || (padded && (0..self.order()).any(|d| all[d][q] >= self.shape[d])) {
@@ -365,22 +371,28 @@ impl Builder<'_> {
                     let blocks = size / m;
                     let positions = parents.checked_mul(blocks * keep).ok_or_else(too_large)?;
                     let mut meta = Metadata::zeroed(positions, m as u32);
-                    for q in 0..positions {
-                        meta.set(q, (q % keep) as u32);
-                    }
+                    // Blocks no entry falls in keep the first N offsets, holding zeros.
+                    let default_block = |meta: &mut Metadata, block: usize| {
+                        for t in 0..keep {
+                            meta.set(block * keep + t, t as u32);
+                        }
+                    };
+                    let mut written = 0; // blocks whose metadata is set, in position order
+                    let mut used: SmallVec<[usize; 16]> = SmallVec::new();
+                    let mut slots: SmallVec<[usize; 16]> = SmallVec::new();
                     let mut e = 0;
-                    let mut offsets: Vec<usize> = Vec::with_capacity(keep);
                     while e < n {
                         let (p, b) = (at[e], lc[e] / m);
                         let mut end = e;
-                        offsets.clear();
-                        while end < n && at[end] == at[e] && lc[end] / m == b {
-                            if offsets.last() != Some(&(lc[end] % m)) {
-                                offsets.push(lc[end] % m);
+                        used.clear();
+                        while end < n && at[end] == p && lc[end] / m == b {
+                            let offset = lc[end] % m;
+                            if used.last() != Some(&offset) {
+                                used.push(offset);
                             }
                             end += 1;
                         }
-                        if offsets.len() > keep {
+                        if used.len() > keep {
                             let mut start = self.level_coords_of(&entries, e);
                             start[l] = b * m;
                             start[l + 1..].fill(0);
@@ -388,21 +400,28 @@ impl Builder<'_> {
                                 level: l,
                                 n: keep as u32,
                                 m: m as u32,
-                                found: offsets.len(),
+                                found: used.len(),
                                 block_start: self.to_tensor_coords(&start),
                             });
                         }
-                        fill_slots(&mut offsets, keep);
-                        let first = (p * blocks + b) * keep;
-                        for (t, &o) in offsets.iter().enumerate() {
-                            meta.set(first + t, o as u32);
+                        let block = p * blocks + b;
+                        (written..block).for_each(|untouched| default_block(&mut meta, untouched));
+                        fill_slots(&used, keep, &mut slots);
+                        for (t, &o) in slots.iter().enumerate() {
+                            meta.set(block * keep + t, o as u32);
                         }
+                        written = block + 1;
+                        // The block's entries are sorted by offset: walk the slots alongside.
+                        let mut t = 0;
                         for i in e..end {
-                            let slot = offsets.binary_search(&(lc[i] % m)).expect("offset is kept");
-                            at[i] = first + slot;
+                            while slots[t] != lc[i] % m {
+                                t += 1;
+                            }
+                            at[i] = block * keep + t;
                         }
                         e = end;
                     }
+                    (written..parents * blocks).for_each(|untouched| default_block(&mut meta, untouched));
                     (LevelStorage::Structured { size, meta }, positions)
                 }
             };
@@ -543,22 +562,23 @@ impl Builder<'_> {
     }
 }
 
-/// Completes the sorted offsets used in a block to exactly `keep`, adding the lowest unused
-/// offsets (they will hold explicit zeros).
-fn fill_slots(offsets: &mut Vec<usize>, keep: usize) {
-    let mut candidate = 0;
-    let mut i = 0;
-    let used = offsets.clone();
-    while offsets.len() < keep {
-        while i < used.len() && used[i] < candidate {
-            i += 1;
-        }
-        if i < used.len() && used[i] == candidate {
+/// The kept offsets of a block: the sorted, distinct offsets `used` by its entries, plus the
+/// lowest unused ones (which will hold explicit zeros) up to `keep`, in increasing order.
+fn fill_slots(used: &[usize], keep: usize, slots: &mut SmallVec<[usize; 16]>) {
+    slots.clear();
+    let mut fill = keep - used.len();
+    let (mut u, mut candidate) = (0, 0);
+    while slots.len() < keep {
+        if u < used.len() && used[u] == candidate {
+            slots.push(candidate);
+            u += 1;
             candidate += 1;
-            continue;
+        } else if fill > 0 {
+            slots.push(candidate);
+            fill -= 1;
+            candidate += 1;
+        } else {
+            candidate = used[u];
         }
-        offsets.push(candidate);
-        candidate += 1;
     }
-    offsets.sort_unstable();
 }

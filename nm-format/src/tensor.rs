@@ -123,13 +123,37 @@ impl<T: Value> Tensor<T> {
     pub(crate) fn level_positions(&self) -> Vec<LevelPositions> {
         let mut out: Vec<LevelPositions> = Vec::with_capacity(self.levels.len());
         let mut parents = 1usize;
-        for l in 0..self.levels.len() {
-            let mut lp = LevelPositions { parent: Vec::new(), coordinate: Vec::new() };
-            for p in 0..parents {
-                let range = self.positions(l, p);
-                lp.parent.extend(std::iter::repeat_n(p, range.len()));
-                lp.coordinate.extend(range.map(|q| self.coordinate(l, p, q)));
-            }
+        for (l, storage) in self.levels.iter().enumerate() {
+            let lp = match storage {
+                LevelStorage::Dense { size } => {
+                    let (size, total) = ((*size).max(1), parents * size);
+                    LevelPositions {
+                        parent: (0..total).map(|q| q / size).collect(),
+                        coordinate: (0..total).map(|q| q % size).collect(),
+                    }
+                }
+                LevelStorage::Compressed { pos, crd } => {
+                    let mut parent = Vec::with_capacity(crd.len());
+                    for p in 0..parents {
+                        parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
+                    }
+                    LevelPositions { parent, coordinate: crd.to_usize() }
+                }
+                LevelStorage::Singleton { crd } => {
+                    LevelPositions { parent: (0..parents).collect(), coordinate: crd.to_usize() }
+                }
+                LevelStorage::Structured { size, meta } => {
+                    let LevelKind::Structured { n, m } = self.format.levels()[l].kind else { unreachable!() };
+                    let (n, m) = (n as usize, m as usize);
+                    let blocks = size / m;
+                    let per_parent = (blocks * n).max(1);
+                    let total = meta.len();
+                    LevelPositions {
+                        parent: (0..total).map(|q| q / per_parent).collect(),
+                        coordinate: (0..total).map(|q| ((q / n) % blocks) * m + meta.get(q) as usize).collect(),
+                    }
+                }
+            };
             parents = lp.parent.len();
             out.push(lp);
         }
