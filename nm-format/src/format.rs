@@ -291,6 +291,17 @@ impl Format {
             .collect()
     }
 
+    /// `(N, M, L)` when this is exactly `nm(N,M,L)`.
+    pub fn nm_params(&self) -> Option<(u32, u32, usize)> {
+        match self.levels.as_slice() {
+            [_, _, Level { kind: LevelKind::Structured { n, m }, .. }, Level { expr: LevelExpr::Mod(1, l), .. }] => {
+                let (n, m, l) = (*n, *m, *l);
+                (Format::nm(n, m, l).ok().as_ref() == Some(self)).then_some((n, m, l))
+            }
+            _ => None,
+        }
+    }
+
     /// A short name when the format is one of the named ones (`csr`, `coo`, ...).
     pub fn name(&self) -> Option<String> {
         let o = self.order;
@@ -299,7 +310,7 @@ impl Format {
             ("csr", (o == 2).then(Format::csr)),
             ("csc", (o == 2).then(Format::csc)),
             ("dcsr", (o == 2).then(|| Format::csf(2))),
-            ("dcsc", (o == 2).then(|| Format::parse("ss:1,0", 2).expect("dcsc"))),
+            ("dcsc", (o == 2).then(|| Format::by_letters(&[LevelKind::COMPRESSED; 2], Some(&[1, 0])).expect("dcsc"))),
             ("coo", Some(Format::coo(o))),
             ("csf", (o > 2).then(|| Format::csf(o))),
             ("nv24", Some(Format::nv24(o))),
@@ -307,18 +318,12 @@ impl Format {
         if let Some((name, _)) = named.iter().find(|(_, f)| f.as_ref() == Some(self)) {
             return Some((*name).to_string());
         }
-        if o == 2 && self.levels.len() == 4 {
-            if let (LevelExpr::FloorDiv(0, b), LevelKind::Structured { n, m }, LevelExpr::FloorDiv(1, lb)) =
-                (self.levels[0].expr, self.levels[2].kind, self.levels[1].expr)
-            {
-                if Format::nm(n, m, lb).ok().as_ref() == Some(self) && b == m as usize {
-                    return Some(format!("nm({n},{m},{lb})"));
-                }
-            }
-            if let LevelExpr::FloorDiv(0, b) = self.levels[0].expr {
-                if Format::bcsr(b).ok().as_ref() == Some(self) {
-                    return Some(format!("bcsr({b})"));
-                }
+        if let Some((n, m, l)) = self.nm_params() {
+            return Some(format!("nm({n},{m},{l})"));
+        }
+        if let Some(&Level { expr: LevelExpr::FloorDiv(0, b), .. }) = self.levels.first() {
+            if Format::bcsr(b).ok().as_ref() == Some(self) {
+                return Some(format!("bcsr({b})"));
             }
         }
         None

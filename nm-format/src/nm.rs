@@ -2,7 +2,6 @@
 
 use crate::error::{Result, TensorError};
 use crate::format::Format;
-use crate::level::LevelKind;
 use crate::storage::{LevelStorage, Metadata};
 use crate::tensor::Tensor;
 use crate::value::Value;
@@ -117,21 +116,10 @@ impl<T: Value> Tensor<T> {
     }
 
     fn nm_params(&self) -> Result<(u32, u32, usize)> {
-        let wrong = || TensorError::WrongFormat {
+        self.format.nm_params().ok_or_else(|| TensorError::WrongFormat {
             operation: "nm_parts",
             needed: "nm(N,M,L)".into(),
             actual: self.format.name().unwrap_or_else(|| self.format.to_string()),
-        };
-        let levels = self.format.levels();
-        if levels.len() != 4 {
-            return Err(wrong());
-        }
-        let (LevelKind::Structured { n, m }, crate::LevelExpr::Mod(1, l)) = (levels[2].kind, levels[3].expr) else {
-            return Err(wrong());
-        };
-        if Format::nm(n, m, l).ok().as_ref() != Some(&self.format) {
-            return Err(wrong());
-        }
-        Ok((n, m, l))
+        })
     }
 }

@@ -226,3 +226,21 @@ fn storage_larger_than_memory_is_refused_before_allocating() {
     let csr = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap();
     assert!(matches!(csr.to_dense(), Err(TensorError::TooLarge { .. })));
 }
+
+#[test]
+fn nm_parts_need_an_nm_tensor_and_valid_parts() {
+    let csr = Tensor::from_dense(&[2, 2], &[1.0f64, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
+    let e = csr.nm_parts().unwrap_err();
+    assert_eq!(e, TensorError::WrongFormat { operation: "nm_parts", needed: "nm(N,M,L)".into(), actual: "csr".into() });
+    let nm = csr.convert(&Format::nm(1, 2, 1).unwrap()).unwrap();
+    let mut parts = nm.nm_parts().unwrap();
+    assert_eq!((parts.b_prime.clone(), parts.d.clone()), (vec![1.0, 1.0], vec![0, 1]));
+    parts.d[1] = 2;
+    let e = Tensor::from_nm_parts(&parts).unwrap_err();
+    assert_eq!(e, TensorError::MetadataOutOfRange { level: 2, position: 1, value: 2, m: 2 });
+    parts.d.pop();
+    assert_eq!(
+        Tensor::from_nm_parts(&parts).unwrap_err(),
+        TensorError::MetadataLength { level: 2, expected: 2, actual: 1 }
+    );
+}
