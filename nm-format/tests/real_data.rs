@@ -17,7 +17,12 @@ fn data_dir() -> Option<PathBuf> {
 #[test]
 fn shared_matrices_match_their_manifest() {
     let Some(dir) = data_dir() else {
-        eprintln!("skipped: no shared/data beside the checkout (set NMSPARSE_DATA to point at one)");
+        // Written to the stderr handle, not through eprintln!, so the test harness shows it.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "real_data: skipped: no shared/data beside the checkout (set NMSPARSE_DATA to point at one)"
+        );
         return;
     };
     let manifest: serde_json::Value =
