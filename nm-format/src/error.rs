@@ -9,7 +9,7 @@ use crate::level::LevelKind;
 #[non_exhaustive]
 pub enum FormatError {
     /// The text does not parse; `offset..offset+len` (bytes) is the offending part.
-    #[error("{}", render_parse_error(input, *offset, *len, message))]
+    #[error("{}", crate::parse::render_error(input, *offset, *len, message))]
     Parse {
         /// The whole format string.
         input: String,
@@ -26,14 +26,6 @@ pub enum FormatError {
         /// Which invariant is broken.
         message: String,
     },
-}
-
-fn render_parse_error(input: &str, offset: usize, len: usize, message: &str) -> String {
-    let start = offset.min(input.len());
-    let end = (start + len).min(input.len());
-    let col = input.get(..start).map_or(start, |s| s.chars().count());
-    let width = input.get(start..end).map_or(1, |s| s.chars().count()).max(1);
-    format!("{message}\n  {input}\n  {}{}", " ".repeat(col), "^".repeat(width))
 }
 
 /// A tensor that cannot be built: bad storage arrays, bad coordinates, or data that does not

@@ -18,6 +18,17 @@ use crate::error::FormatError;
 use crate::format::{Format, Level, LevelExpr};
 use crate::level::{LevelKind, LevelProperties};
 
+/// Renders a parse error: `message`, then `input`, then carets under bytes
+/// `offset..offset+len` (counted in characters, so multi-byte text lines up). Shared by every
+/// nmsparse parser.
+pub fn render_error(input: &str, offset: usize, len: usize, message: &str) -> String {
+    let start = offset.min(input.len());
+    let end = (start + len).min(input.len());
+    let col = input.get(..start).map_or(start, |s| s.chars().count());
+    let width = input.get(start..end).map_or(1, |s| s.chars().count()).max(1);
+    format!("{message}\n  {input}\n  {}{}", " ".repeat(col), "^".repeat(width))
+}
+
 /// Parses `text` as a format for tensors of `order` dimensions.
 pub fn parse_format(text: &str, order: usize) -> Result<Format, FormatError> {
     let mut p = Parser { text, pos: 0 };

@@ -1,0 +1,304 @@
+//! Index notation: the snapshot corpus (parse, print back, make reductions explicit), parse
+//! errors with carets, semantic errors, and print∘parse as a property.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use nm_format::Format;
+use nm_ir::notation::{
+    Access, AssignOp, BinaryOp, Declarations, Expr, ExprId, IndexNotation, IndexTerm, IndexVar, SemanticError,
+    TensorType, TensorVar, parse,
+};
+use proptest::prelude::*;
+
+/// Runs the corpus; with NMSPARSE_BLESS=1 rewrites its `=>` lines instead of comparing.
+#[test]
+fn corpus_snapshots() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/notation.txt");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bless = std::env::var_os("NMSPARSE_BLESS").is_some();
+    let mut out = String::new();
+    let mut failures = Vec::new();
+    let mut statements = 0;
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            writeln!(out, "{line}").unwrap();
+            continue;
+        }
+        statements += 1;
+        let stmt = parse(line).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stmt.to_string(), line, "printing does not reproduce the input");
+        let reduced = stmt.with_reductions().to_string();
+        writeln!(out, "{line}\n=> {reduced}").unwrap();
+        // The explicit form parses back to itself and has nothing left to reduce.
+        let again = parse(&reduced).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(again.to_string(), reduced);
+        assert!(again.reduction_vars().is_empty(), "{reduced}");
+        match lines.peek() {
+            Some(next) if next.starts_with("=> ") => {
+                if next[3..] != reduced {
+                    failures.push(format!("{line}\n  expected {}\n  got      => {reduced}", next));
+                }
+                lines.next();
+            }
+            _ => failures.push(format!("{line}\n  has no `=>` line (run with NMSPARSE_BLESS=1)")),
+        }
+    }
+    assert!(statements >= 40, "the corpus should hold at least 40 statements, has {statements}");
+    if bless {
+        std::fs::write(&path, out).unwrap();
+    } else {
+        assert!(failures.is_empty(), "snapshot mismatches:\n{}", failures.join("\n"));
+    }
+}
+
+fn error(text: &str) -> String {
+    parse(text).unwrap_err().to_string()
+}
+
+#[test]
+fn parse_errors_point_at_the_token() {
+    assert_eq!(
+        error("A(i,j) = B(i,k) *"),
+        "expected a tensor access, a number, `(` or `-`\n  A(i,j) = B(i,k) *\n                   ^"
+    );
+    assert_eq!(error("A(i,j) B(i,j)"), "expected `=` or `+=` after the left-hand side\n  A(i,j) B(i,j)\n         ^");
+    assert_eq!(
+        error("A(i+1,j) = B(i,j)"),
+        "the left-hand side takes plain index variables, not compound subscripts\n  A(i+1,j) = B(i,j)\n  ^^^^^^^^"
+    );
+    assert_eq!(error("A(i) = B(i) $ C(i)"), "unexpected character `$`\n  A(i) = B(i) $ C(i)\n              ^");
+    assert_eq!(
+        error("A(i) = B(i,j) + B(i)"),
+        "`B` is used with 1 subscripts here but 2 before\n  A(i) = B(i,j) + B(i)\n                  ^^^^"
+    );
+    assert_eq!(error("A(i) = B(i) C(i)"), "unexpected text after the expression\n  A(i) = B(i) C(i)\n              ^");
+    assert_eq!(error("A(i) = B(i*j)"), "expected an integer coefficient after `*`\n  A(i) = B(i*j)\n             ^");
+    assert_eq!(
+        error("A(i) = B(2)"),
+        "a subscript needs an index variable; constant subscripts are not supported\n  A(i) = B(2)\n           ^"
+    );
+    assert_eq!(
+        error("A(i) = B(0*j+i)"),
+        "a coefficient of 0 removes the variable; write the subscript without it\n  A(i) = B(0*j+i)\n           ^^^^^"
+    );
+    assert_eq!(error("A(i) = (B(i)"), "expected `)`\n  A(i) = (B(i)\n              ^");
+    assert_eq!(
+        error("A(i) = B(i,)"),
+        "expected an index variable or an integer in the subscript\n  A(i) = B(i,)\n             ^"
+    );
+    assert_eq!(error("A(i) = 1e999 * B(i)"), "malformed or out-of-range number\n  A(i) = 1e999 * B(i)\n         ^^^^^");
+    assert_eq!(
+        error("A(i) = sum(2, B(i))"),
+        "expected the summed index variable\n  A(i) = sum(2, B(i))\n             ^"
+    );
+    assert_eq!(error(""), "expected a tensor name\n  \n  ^");
+    assert!(error("A(ı) = B(é").contains("expected `,` or `)` in the subscripts"));
+}
+
+fn decls() -> Declarations {
+    Declarations::new()
+        .tensor("A", TensorType::dense(&[4, 5]))
+        .tensor("B", TensorType::sparse(&[4, 6], Format::csr()))
+        .tensor("C", TensorType::sparse(&[6, 5], Format::csc()))
+        .tensor("I", TensorType::sparse(&[10, 10], Format::csf(2)))
+        .tensor("F", TensorType::dense(&[3, 3]))
+        .tensor("O", TensorType::dense(&[8, 8]))
+}
+
+fn semantic(text: &str, d: &Declarations) -> SemanticError {
+    parse(text).unwrap().check(d).unwrap_err()
+}
+
+#[test]
+fn types_and_sizes_are_inferred() {
+    let s = parse("A(i,j) = B(i,k) * C(k,j)").unwrap();
+    let t = s.check(&decls()).unwrap();
+    let size = |n: &str| t.sizes[nm_ir::id::Id::index(s.var_named(n).unwrap())];
+    assert_eq!((size("i"), size("j"), size("k")), (4, 5, 6));
+    assert_eq!(t.tensors[1].format, Some(Format::csr()));
+    // A valid 2-D convolution: 8 + 3 - 1 = 10.
+    let s = parse("O(i,j) = I(i+p,j+q) * F(p,q)").unwrap();
+    assert_eq!(s.check(&decls()).unwrap().sizes, vec![8, 8, 3, 3]);
+    // Strided: 2*3 + 2 = 8 < 10 with O reduced to 4x4 by -d sizes.
+    let d = decls().tensor("O", TensorType::dense(&[4, 4]));
+    assert!(parse("O(i,j) = I(2*i+p,2*j+q) * F(p,q)").unwrap().check(&d).is_ok());
+}
+
+#[test]
+fn semantic_errors_name_the_problem() {
+    let e = semantic("A(i,j) = B(i,k) * D(k,j)", &decls());
+    assert_eq!(
+        e.to_string(),
+        "unknown tensor `D`: declare its shape (and format)\n  A(i,j) = B(i,k) * D(k,j)\n                    ^^^^^^"
+    );
+    let d = decls().tensor("D", TensorType::dense(&[6]));
+    let e = semantic("A(i,j) = B(i,k) * D(k,j)", &d);
+    assert!(e.to_string().starts_with("`D` is declared with 1 dimensions but accessed with 2 subscripts"), "{e}");
+    let e = semantic("A(i,j) = B(i,j)", &decls());
+    assert_eq!(
+        e.to_string(),
+        "index variable `j` has size 5 from `A` dimension 1 but size 6 here\n  A(i,j) = B(i,j)\n           ^^^^^^"
+    );
+    let e = semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &decls().index_size("p", 4));
+    assert!(e.to_string().starts_with("index variable `p` has size 4 from -d but size 3 here"), "{e}");
+    let d = decls().tensor("x", TensorType::dense(&[10]));
+    let e = semantic("a2 = x(i+p)", &d.clone().tensor("a2", TensorType::dense(&[])));
+    assert_eq!(e, SemanticError::CannotInfer { var: "i".into() });
+    let e = semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &decls().tensor("O", TensorType::dense(&[9, 8])));
+    assert!(e.to_string().starts_with("subscript 0 of `I` reaches 0..=10, outside 0..10"), "{e}");
+    let d = decls().tensor("x", TensorType::dense(&[10])).tensor("y", TensorType::dense(&[3]));
+    let e = semantic("y(i) = x(i-1)", &d);
+    assert_eq!(
+        e.to_string(),
+        "subscript 0 of `x` reaches -1..=1, outside 0..10; with valid convolution semantics the index variable sizes must keep every access in range\n  y(i) = x(i-1)\n         ^^^^^^"
+    );
+    let e = semantic("A(i,i) = B(i,i)", &decls());
+    assert_eq!(e.to_string(), "index variable `i` appears twice on the left-hand side");
+    let d = decls().tensor("B", TensorType::sparse(&[4, 6, 2], Format::csr()));
+    let e = semantic("A(i,j) = B(i,j,k)", &d);
+    assert_eq!(e.to_string(), "`B` has a 3-dimensional shape but its format stores 2 dimensions");
+}
+
+// ---- print∘parse is the identity on random well-formed statements ----
+
+/// A statement as a plain tree, so statements built in different orders compare by meaning.
+#[derive(Debug, PartialEq)]
+enum Tree {
+    Access(String, Vec<(Vec<(i64, String)>, i64)>),
+    Literal(u64),
+    Neg(Box<Tree>),
+    Binary(BinaryOp, Box<Tree>, Box<Tree>),
+    Sum(String, Box<Tree>),
+}
+
+fn tree(s: &IndexNotation, e: ExprId) -> Tree {
+    let access = |a: &Access| {
+        Tree::Access(
+            s.tensor_name(a.tensor).to_string(),
+            a.subscripts
+                .iter()
+                .map(|t| (t.terms.iter().map(|&(c, v)| (c, s.var_name(v).to_string())).collect(), t.constant))
+                .collect(),
+        )
+    };
+    match &s.exprs[e] {
+        Expr::Access(a) => access(a),
+        Expr::Literal(v) => Tree::Literal(v.to_bits()),
+        Expr::Neg(a) => Tree::Neg(Box::new(tree(s, *a))),
+        Expr::Binary(op, a, b) => Tree::Binary(*op, Box::new(tree(s, *a)), Box::new(tree(s, *b))),
+        Expr::Sum(v, a) => Tree::Sum(s.var_name(*v).to_string(), Box::new(tree(s, *a))),
+    }
+}
+
+/// A random statement built directly (not through the parser): tensors `T0..T3` of fixed
+/// orders, variables `i..m`, affine subscripts with small coefficients and constants.
+fn statement() -> impl Strategy<Value = IndexNotation> {
+    let term =
+        (proptest::collection::vec((prop_oneof![Just(1i64), Just(-1), Just(2), Just(3)], 0usize..5), 1..3), -3i64..4);
+    let leaf = prop_oneof![
+        (0usize..4, proptest::collection::vec(term.clone(), 3)).prop_map(|(t, subs)| (Some((t, subs)), 0.0)),
+        prop_oneof![Just(0.5f64), Just(2.0), Just(1e-7), Just(3e20)].prop_map(|v| (None, v)),
+    ];
+    let expr = leaf.prop_map(Node::Leaf).prop_recursive(4, 24, 2, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|a| Node::Neg(Box::new(a))),
+            (0usize..5, inner.clone()).prop_map(|(v, a)| Node::Sum(v, Box::new(a))),
+            (
+                prop_oneof![Just(BinaryOp::Add), Just(BinaryOp::Sub), Just(BinaryOp::Mul), Just(BinaryOp::Div)],
+                inner.clone(),
+                inner
+            )
+                .prop_map(|(op, a, b)| Node::Binary(op, Box::new(a), Box::new(b))),
+        ]
+    });
+    (expr, any::<bool>()).prop_map(|(root, accumulate)| build(&root, accumulate))
+}
+
+/// A generated subscript: `(coefficient, variable number)` terms and a constant.
+type Subscript = (Vec<(i64, usize)>, i64);
+
+/// A generated leaf: an access (tensor number, subscripts) or, when `None`, the literal.
+type Leaf = (Option<(usize, Vec<Subscript>)>, f64);
+
+#[derive(Clone, Debug)]
+enum Node {
+    Leaf(Leaf),
+    Neg(Box<Node>),
+    Sum(usize, Box<Node>),
+    Binary(BinaryOp, Box<Node>, Box<Node>),
+}
+
+const ORDERS: [usize; 4] = [0, 1, 2, 3];
+const VARS: [&str; 5] = ["i", "j", "k", "l", "m"];
+
+fn build(root: &Node, accumulate: bool) -> IndexNotation {
+    let mut s = IndexNotation {
+        source: None,
+        tensors: Default::default(),
+        vars: Default::default(),
+        exprs: Default::default(),
+        lhs: Access { tensor: nm_ir::id::Id::new(0), subscripts: vec![], span: None },
+        op: if accumulate { AssignOp::Accumulate } else { AssignOp::Assign },
+        rhs: nm_ir::id::Id::new(0),
+    };
+    let out = s.tensors.push(TensorVar { name: "out".into(), order: 2 });
+    for (k, &o) in ORDERS.iter().enumerate() {
+        s.tensors.push(TensorVar { name: format!("T{k}"), order: o });
+    }
+    let vars: Vec<_> = VARS.iter().map(|n| s.vars.push(IndexVar { name: n.to_string() })).collect();
+    s.lhs = Access { tensor: out, subscripts: vec![IndexTerm::var(vars[0]), IndexTerm::var(vars[1])], span: None };
+    fn go(s: &mut IndexNotation, n: &Node, vars: &[nm_ir::notation::IndexVarId]) -> ExprId {
+        let e = match n {
+            Node::Leaf((Some((t, subs)), _)) => {
+                let tensor = nm_ir::id::Id::new(t + 1);
+                let order = ORDERS[*t];
+                let subscripts = subs[..order]
+                    .iter()
+                    .map(|(terms, c)| {
+                        let mut terms: Vec<(i64, _)> = terms.iter().map(|&(k, v)| (k, vars[v])).collect();
+                        if terms.is_empty() {
+                            terms.push((1, vars[0]));
+                        }
+                        IndexTerm { terms, constant: *c }
+                    })
+                    .collect();
+                Expr::Access(Access { tensor, subscripts, span: None })
+            }
+            Node::Leaf((None, v)) => Expr::Literal(*v),
+            Node::Neg(a) => Expr::Neg(go(s, a, vars)),
+            Node::Sum(v, a) => Expr::Sum(vars[*v], go(s, a, vars)),
+            Node::Binary(op, a, b) => {
+                let (a, b) = (go(s, a, vars), go(s, b, vars));
+                Expr::Binary(*op, a, b)
+            }
+        };
+        s.exprs.push(e)
+    }
+    s.rhs = go(&mut s, root, &vars);
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn print_then_parse_is_the_identity(s in statement()) {
+        let text = s.to_string();
+        let back = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        prop_assert_eq!(tree(&back, back.rhs), tree(&s, s.rhs), "{}", text);
+        prop_assert_eq!(back.op, s.op);
+        prop_assert_eq!(back.to_string(), text);
+    }
+
+    #[test]
+    fn the_parser_never_panics(text in "\\PC{0,40}") {
+        let _ = parse(&text);
+    }
+
+    #[test]
+    fn the_parser_never_panics_on_near_misses(text in "[A-Ca-c()ij,+*=/ 0-9.-]{0,30}") {
+        let _ = parse(&text);
+    }
+}
