@@ -6,7 +6,8 @@
 //!
 //! So far: [`notation`], tensor index notation with affine subscripts — AST, parser,
 //! printer, `taco`'s reduction semantics, and semantic checks (tensor types, index variable
-//! sizes, valid-convolution ranges).
+//! sizes, valid-convolution ranges); and [`concrete`], concrete index notation (`forall`,
+//! `where`, `sequence`) with its printer, parser and `concretize`.
 //!
 //! ## Glossary
 //!
@@ -22,5 +23,6 @@
 
 #![deny(missing_docs)]
 
+pub mod concrete;
 pub mod id;
 pub mod notation;

@@ -7,8 +7,9 @@
 //! smallest subexpression that contains every use of `k`.
 
 mod check;
-mod parse;
+pub(crate) mod parse;
 mod print;
+pub use print::Scope;
 mod reduce;
 
 pub use check::{Declarations, SemanticError, TensorType, Types, ValueType};

@@ -35,17 +35,7 @@ pub struct ParseError {
 
 /// Parses one statement.
 pub fn parse(text: &str) -> Result<IndexNotation, ParseError> {
-    let tokens = lex(text)?;
-    let mut p = Parser {
-        text,
-        tokens,
-        at: 0,
-        tensors: Arena::new(),
-        vars: Arena::new(),
-        exprs: Arena::new(),
-        tensor_ids: HashMap::new(),
-        var_ids: HashMap::new(),
-    };
+    let mut p = Parser::new(text)?;
     let lhs_start = p.peek_offset();
     let lhs = p.access()?;
     if lhs.subscripts.iter().any(IndexTerm::is_compound) {
@@ -57,14 +47,14 @@ pub fn parse(text: &str) -> Result<IndexNotation, ParseError> {
         _ => return Err(p.error_prev("expected `=` or `+=` after the left-hand side")),
     };
     let rhs = p.expr()?;
-    if p.at < p.tokens.len() {
+    if !p.at_end() {
         return Err(p.error_at_token(p.at, "unexpected text after the expression"));
     }
     Ok(IndexNotation { source: Some(text.to_string()), tensors: p.tensors, vars: p.vars, exprs: p.exprs, lhs, op, rhs })
 }
 
 #[derive(Clone, Debug, PartialEq)]
-enum Tok {
+pub(crate) enum Tok {
     Name(String),
     Int(i64),
     Float(f64),
@@ -165,33 +155,57 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
     Ok(out)
 }
 
-struct Parser<'a> {
+pub(crate) struct Parser<'a> {
     text: &'a str,
     tokens: Vec<Token>,
-    at: usize,
-    tensors: Arena<TensorId, TensorVar>,
-    vars: Arena<IndexVarId, IndexVar>,
-    exprs: Arena<ExprId, Expr>,
+    pub(crate) at: usize,
+    pub(crate) tensors: Arena<TensorId, TensorVar>,
+    pub(crate) vars: Arena<IndexVarId, IndexVar>,
+    pub(crate) exprs: Arena<ExprId, Expr>,
     tensor_ids: HashMap<String, TensorId>,
     var_ids: HashMap<String, IndexVarId>,
 }
 
-impl Parser<'_> {
-    fn peek(&self) -> Option<&Tok> {
+impl<'a> Parser<'a> {
+    /// A parser over the tokens of `text`.
+    pub(crate) fn new(text: &'a str) -> Result<Self, ParseError> {
+        Ok(Parser {
+            text,
+            tokens: lex(text)?,
+            at: 0,
+            tensors: Arena::new(),
+            vars: Arena::new(),
+            exprs: Arena::new(),
+            tensor_ids: HashMap::new(),
+            var_ids: HashMap::new(),
+        })
+    }
+
+    /// Whether every token is consumed.
+    pub(crate) fn at_end(&self) -> bool {
+        self.at >= self.tokens.len()
+    }
+
+    /// The token `k` ahead of the current one.
+    pub(crate) fn peek_ahead(&self, k: usize) -> Option<&Tok> {
+        self.tokens.get(self.at + k).map(|t| &t.tok)
+    }
+
+    pub(crate) fn peek(&self) -> Option<&Tok> {
         self.tokens.get(self.at).map(|t| &t.tok)
     }
 
-    fn peek_offset(&self) -> usize {
+    pub(crate) fn peek_offset(&self) -> usize {
         self.tokens.get(self.at).map_or(self.text.len(), |t| t.offset)
     }
 
-    fn next_kind(&mut self) -> Option<Tok> {
+    pub(crate) fn next_kind(&mut self) -> Option<Tok> {
         let t = self.tokens.get(self.at).map(|t| t.tok.clone());
         self.at += 1;
         t
     }
 
-    fn eat(&mut self, tok: &Tok) -> bool {
+    pub(crate) fn eat(&mut self, tok: &Tok) -> bool {
         if self.peek() == Some(tok) {
             self.at += 1;
             true
@@ -204,7 +218,7 @@ impl Parser<'_> {
         ParseError { input: self.text.to_string(), offset, len: len.max(1), message: message.to_string() }
     }
 
-    fn error_at_token(&self, index: usize, message: &str) -> ParseError {
+    pub(crate) fn error_at_token(&self, index: usize, message: &str) -> ParseError {
         match self.tokens.get(index) {
             Some(t) => self.error(t.offset, t.len, message),
             None => self.error(self.text.len(), 1, message),
@@ -212,20 +226,20 @@ impl Parser<'_> {
     }
 
     /// An error at the token just consumed (or the end).
-    fn error_prev(&self, message: &str) -> ParseError {
+    pub(crate) fn error_prev(&self, message: &str) -> ParseError {
         self.error_at_token(self.at.saturating_sub(1), message)
     }
 
-    fn error_span(&self, start: usize, message: &str) -> ParseError {
+    pub(crate) fn error_span(&self, start: usize, message: &str) -> ParseError {
         let end = self.tokens.get(self.at.saturating_sub(1)).map_or(self.text.len(), |t| t.offset + t.len);
         self.error(start, end.saturating_sub(start), message)
     }
 
-    fn expect(&mut self, tok: Tok, what: &str) -> Result<(), ParseError> {
+    pub(crate) fn expect(&mut self, tok: Tok, what: &str) -> Result<(), ParseError> {
         if self.eat(&tok) { Ok(()) } else { Err(self.error_at_token(self.at, &format!("expected {what}"))) }
     }
 
-    fn name(&mut self, what: &str) -> Result<(usize, String), ParseError> {
+    pub(crate) fn name(&mut self, what: &str) -> Result<(usize, String), ParseError> {
         match self.tokens.get(self.at) {
             Some(Token { tok: Tok::Name(n), offset, .. }) => {
                 let r = (*offset, n.clone());
@@ -236,7 +250,7 @@ impl Parser<'_> {
         }
     }
 
-    fn var(&mut self, name: &str) -> IndexVarId {
+    pub(crate) fn var(&mut self, name: &str) -> IndexVarId {
         if let Some(&v) = self.var_ids.get(name) {
             return v;
         }
@@ -245,7 +259,7 @@ impl Parser<'_> {
         v
     }
 
-    fn access(&mut self) -> Result<Access, ParseError> {
+    pub(crate) fn access(&mut self) -> Result<Access, ParseError> {
         let (offset, name) = self.name("a tensor name")?;
         let mut subscripts = Vec::new();
         if self.eat(&Tok::LParen) {
@@ -331,7 +345,7 @@ impl Parser<'_> {
         self.exprs.push(e)
     }
 
-    fn expr(&mut self) -> Result<ExprId, ParseError> {
+    pub(crate) fn expr(&mut self) -> Result<ExprId, ParseError> {
         let mut left = self.term()?;
         loop {
             let op = match self.peek() {

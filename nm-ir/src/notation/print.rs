@@ -4,9 +4,47 @@
 
 use std::fmt;
 
-use super::{Access, AssignOp, Expr, ExprId, IndexNotation, IndexTerm};
+use super::{Access, AssignOp, Expr, ExprId, IndexNotation, IndexTerm, IndexVar, IndexVarId, TensorId, TensorVar};
+use crate::id::Arena;
+
+/// The names and expression nodes a printer needs; both index notation and concrete index
+/// notation hand one out, so expressions print the same in each.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    /// Tensors.
+    pub tensors: &'a Arena<TensorId, TensorVar>,
+    /// Index variables.
+    pub vars: &'a Arena<IndexVarId, IndexVar>,
+    /// Expression nodes.
+    pub exprs: &'a Arena<ExprId, Expr>,
+}
 
 impl IndexNotation {
+    /// The names and nodes of this statement, for printing.
+    pub fn scope(&self) -> Scope<'_> {
+        Scope { tensors: &self.tensors, vars: &self.vars, exprs: &self.exprs }
+    }
+
+    /// Writes one expression node.
+    pub fn write_expr(&self, f: &mut impl fmt::Write, e: ExprId) -> fmt::Result {
+        self.scope().write_expr(f, e)
+    }
+
+    /// Writes an access: `B(i,k)`, `I(2*i+p,j-1)`, or a bare name for a scalar.
+    pub fn write_access(&self, f: &mut impl fmt::Write, a: &Access) -> fmt::Result {
+        self.scope().write_access(f, a)
+    }
+}
+
+impl Scope<'_> {
+    fn var_name(&self, v: IndexVarId) -> &str {
+        &self.vars[v].name
+    }
+
+    fn tensor_name(&self, t: TensorId) -> &str {
+        &self.tensors[t].name
+    }
+
     /// Writes one expression node.
     pub fn write_expr(&self, f: &mut impl fmt::Write, e: ExprId) -> fmt::Result {
         match &self.exprs[e] {

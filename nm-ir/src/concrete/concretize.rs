@@ -1,0 +1,79 @@
+//! Index notation → CIN with the default loop order.
+
+use super::{ConcreteNotation, Stmt, StmtId};
+use crate::id::Arena;
+use crate::notation::{Access, AssignOp, Expr, ExprId, IndexNotation, TensorId, TensorVar};
+
+/// CIN for `stmt`, as `taco` concretizes:
+/// - loops over the free variables in the order of the left-hand side, outermost first;
+/// - inside them, loops over the variables summed at the top of the right-hand side, with the
+///   assignment accumulating (`+=`; an `=` result starts from zero);
+/// - a reduction inside the expression (`b(i) - sum(j, ...)`) becomes a scalar temporary
+///   computed by a `where` producer right around the assignment that reads it
+///   (temporaries start at zero each time their `where` runs).
+pub fn concretize(stmt: &IndexNotation) -> ConcreteNotation {
+    let r = stmt.with_reductions();
+    let mut c = ConcreteNotation {
+        tensors: r.tensors.clone(),
+        temporaries: Vec::new(),
+        vars: r.vars.clone(),
+        exprs: r.exprs.clone(),
+        stmts: Arena::new(),
+        root: crate::id::Id::new(0),
+    };
+    let mut s = assignment(&mut c, r.lhs.clone(), r.op, r.rhs);
+    for v in r.free_vars().into_iter().rev() {
+        s = c.stmts.push(Stmt::Forall { var: v, body: s });
+    }
+    c.root = s;
+    c
+}
+
+/// `lhs op rhs` with the sums of `rhs` turned into loops and temporaries.
+fn assignment(c: &mut ConcreteNotation, lhs: Access, op: AssignOp, rhs: ExprId) -> StmtId {
+    let mut summed = Vec::new();
+    let mut e = rhs;
+    while let Expr::Sum(v, inner) = c.exprs[e] {
+        summed.push(v);
+        e = inner;
+    }
+    let op = if summed.is_empty() { op } else { AssignOp::Accumulate };
+    let mut producers = Vec::new();
+    hoist_sums(c, e, &mut producers);
+    let mut s = c.stmts.push(Stmt::Assign { lhs, op, rhs: e });
+    for producer in producers {
+        s = c.stmts.push(Stmt::Where { consumer: s, producer });
+    }
+    for v in summed.into_iter().rev() {
+        s = c.stmts.push(Stmt::Forall { var: v, body: s });
+    }
+    s
+}
+
+/// Replaces every outermost `sum` below `e` by a read of a new scalar temporary, and returns
+/// (in `producers`) the statements that compute them.
+fn hoist_sums(c: &mut ConcreteNotation, e: ExprId, producers: &mut Vec<StmtId>) {
+    match c.exprs[e].clone() {
+        Expr::Sum(..) => {
+            let temp = new_temporary(c);
+            let sum = c.exprs.push(c.exprs[e].clone());
+            c.exprs[e] = Expr::Access(Access { tensor: temp, subscripts: vec![], span: None });
+            let target = Access { tensor: temp, subscripts: vec![], span: None };
+            producers.push(assignment(c, target, AssignOp::Assign, sum));
+        }
+        Expr::Neg(a) => hoist_sums(c, a, producers),
+        Expr::Binary(_, a, b) => {
+            hoist_sums(c, a, producers);
+            hoist_sums(c, b, producers);
+        }
+        Expr::Access(_) | Expr::Literal(_) => {}
+    }
+}
+
+fn new_temporary(c: &mut ConcreteNotation) -> TensorId {
+    let taken = |name: &str, c: &ConcreteNotation| c.tensors.iter().any(|(_, t)| t.name == name);
+    let name = (0..).map(|k| format!("t{k}")).find(|n| !taken(n, c)).expect("a free name");
+    let t = c.tensors.push(TensorVar { name, order: 0 });
+    c.temporaries.push(t);
+    t
+}
