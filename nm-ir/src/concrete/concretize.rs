@@ -20,10 +20,11 @@ pub fn concretize(stmt: &IndexNotation) -> ConcreteNotation {
         exprs: r.exprs.clone(),
         stmts: Arena::new(),
         root: crate::id::Id::new(0),
+        derivations: Default::default(),
     };
     let mut s = assignment(&mut c, r.lhs.clone(), r.op, r.rhs);
     for v in r.free_vars().into_iter().rev() {
-        s = c.stmts.push(Stmt::Forall { var: v, body: s });
+        s = c.stmts.push(Stmt::Forall { var: v, body: s, attrs: Default::default() });
     }
     c.root = s;
     c
@@ -45,7 +46,7 @@ fn assignment(c: &mut ConcreteNotation, lhs: Access, op: AssignOp, rhs: ExprId) 
         s = c.stmts.push(Stmt::Where { consumer: s, producer });
     }
     for v in summed.into_iter().rev() {
-        s = c.stmts.push(Stmt::Forall { var: v, body: s });
+        s = c.stmts.push(Stmt::Forall { var: v, body: s, attrs: Default::default() });
     }
     s
 }

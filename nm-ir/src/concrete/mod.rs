@@ -14,9 +14,15 @@
 mod concretize;
 mod parse;
 mod print;
+mod schedule;
 
 pub use concretize::concretize;
 pub use parse::parse_concrete;
+pub use schedule::{
+    BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,
+};
+
+use std::collections::BTreeMap;
 
 use crate::id::{Arena, id};
 use crate::notation::{Access, AssignOp, Expr, ExprId, IndexVar, IndexVarId, Scope, TensorId, TensorVar};
@@ -39,12 +45,14 @@ pub enum Stmt {
         /// The value (no `sum` inside).
         rhs: ExprId,
     },
-    /// `forall(var, body)`.
+    /// `forall(var, body)`, with the schedule's marks on the loop.
     Forall {
         /// The loop variable.
         var: IndexVarId,
         /// What runs for each of its values.
         body: StmtId,
+        /// Parallelization, unrolling and bounds set by the schedule.
+        attrs: LoopAttrs,
     },
     /// `where(consumer, producer)`: the producer computes a temporary the consumer reads.
     Where {
@@ -77,6 +85,9 @@ pub struct ConcreteNotation {
     pub stmts: Arena<StmtId, Stmt>,
     /// The outermost statement.
     pub root: StmtId,
+    /// How each index variable made by the schedule derives from others (split, fuse, pos,
+    /// bound): the provenance analyses follow back to the unscheduled loop order.
+    pub derivations: BTreeMap<IndexVarId, Derivation>,
 }
 
 impl ConcreteNotation {
@@ -92,7 +103,7 @@ impl ConcreteNotation {
         let mut s = self.root;
         loop {
             match &self.stmts[s] {
-                Stmt::Forall { var, body } => {
+                Stmt::Forall { var, body, .. } => {
                     out.push(*var);
                     s = *body;
                 }

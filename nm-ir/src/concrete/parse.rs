@@ -8,7 +8,7 @@
 //! ```
 //! A tensor named only as the left-hand side of a `where` producer is a temporary.
 
-use super::{ConcreteNotation, Stmt, StmtId};
+use super::{ConcreteNotation, LoopAttrs, Stmt, StmtId};
 use crate::id::Arena;
 use crate::notation::parse::{Parser, Tok};
 use crate::notation::{AssignOp, Expr, IndexTerm, ParseError, TensorId};
@@ -22,7 +22,15 @@ pub fn parse_concrete(text: &str) -> Result<ConcreteNotation, ParseError> {
     if !p.at_end() {
         return Err(p.error_at_token(p.at, "unexpected text after the statement"));
     }
-    Ok(ConcreteNotation { tensors: p.tensors, temporaries, vars: p.vars, exprs: p.exprs, stmts, root })
+    Ok(ConcreteNotation {
+        tensors: p.tensors,
+        temporaries,
+        vars: p.vars,
+        exprs: p.exprs,
+        stmts,
+        root,
+        derivations: Default::default(),
+    })
 }
 
 fn keyword(p: &Parser<'_>) -> Option<&'static str> {
@@ -50,7 +58,11 @@ fn stmt(
             let var = p.var(&name);
             p.expect(Tok::Comma, "`,` after the loop variable")?;
             let body = stmt(p, stmts, temporaries)?;
-            Stmt::Forall { var, body }
+            let mut attrs = LoopAttrs::default();
+            while p.eat(&Tok::Comma) {
+                attrs.parse_one(p)?;
+            }
+            Stmt::Forall { var, body, attrs }
         }
         _ => {
             let first = stmt(p, stmts, temporaries)?;

@@ -18,10 +18,10 @@ impl ConcreteNotation {
                 })?;
                 scope.write_expr(f, *rhs)
             }
-            Stmt::Forall { var, body } => {
+            Stmt::Forall { var, body, attrs } => {
                 write!(f, "forall({}, ", self.vars[*var].name)?;
                 self.write_stmt(f, *body)?;
-                f.write_str(")")
+                write!(f, "{attrs})")
             }
             Stmt::Where { consumer, producer } => {
                 f.write_str("where(")?;

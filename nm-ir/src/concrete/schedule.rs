@@ -1,0 +1,668 @@
+//! The scheduling language of `taco`, same names and argument order, as rewrites of CIN:
+//! `reorder`, `split`, `fuse`, `pos`, `parallelize`, `unroll`, `bound`. Each command checks
+//! that it is legal and explains a refusal; variables it makes record where they come from
+//! ([`Derivation`]), so analyses can recover the unscheduled loop order.
+
+use std::fmt;
+
+use super::{ConcreteNotation, Stmt, StmtId};
+use crate::notation::parse::{Parser, Tok};
+use crate::notation::{AssignOp, IndexVar, IndexVarId, ParseError, TensorId};
+
+/// Which hardware a parallel loop's iterations go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParallelUnit {
+    /// CPU threads (OpenMP in the C back end).
+    CpuThread,
+    /// CPU SIMD lanes.
+    CpuVector,
+    /// GPU thread blocks.
+    GpuBlock,
+    /// GPU warps.
+    GpuWarp,
+    /// GPU threads.
+    GpuThread,
+}
+
+/// How a parallel loop handles iterations that write the same result element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputRace {
+    /// The schedule promises there are none (checked).
+    NoRaces,
+    /// Let them race (the user accepts wrong results).
+    IgnoreRaces,
+    /// Atomic updates.
+    Atomics,
+    /// A per-thread temporary, reduced after the loop.
+    Temporary,
+    /// A parallel reduction.
+    ParallelReduction,
+}
+
+/// What `bound` promises about a loop's trip count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BoundType {
+    /// At least this many iterations, exactly known.
+    MinExact,
+    /// At least this many.
+    MinConstraint,
+    /// At most this many, exactly known.
+    MaxExact,
+    /// At most this many.
+    MaxConstraint,
+}
+
+macro_rules! names {
+    ($t:ty { $($v:ident = $s:literal),* $(,)? }) => {
+        impl $t {
+            /// The name used in schedules and CIN text.
+            pub fn name(self) -> &'static str {
+                match self { $(Self::$v => $s),* }
+            }
+            /// The value with that name.
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name { $($s => Some(Self::$v),)* _ => None }
+            }
+            const NAMES: &'static str = concat!($($s, " "),*);
+        }
+    };
+}
+names!(ParallelUnit { CpuThread = "cpu_thread", CpuVector = "cpu_vector", GpuBlock = "gpu_block", GpuWarp = "gpu_warp", GpuThread = "gpu_thread" });
+names!(OutputRace { NoRaces = "no_races", IgnoreRaces = "ignore_races", Atomics = "atomics", Temporary = "temporary", ParallelReduction = "parallel_reduction" });
+names!(BoundType { MinExact = "min_exact", MinConstraint = "min_constraint", MaxExact = "max_exact", MaxConstraint = "max_constraint" });
+
+/// Marks a schedule puts on a loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LoopAttrs {
+    /// `parallelize(unit, race)`.
+    pub parallel: Option<(ParallelUnit, OutputRace)>,
+    /// `unroll(factor)`.
+    pub unroll: Option<u32>,
+    /// `bound(value, kind)`.
+    pub bound: Option<(u64, BoundType)>,
+}
+
+/// Written after a loop's body: `, parallelize(cpu_thread, no_races), unroll(4)`.
+impl fmt::Display for LoopAttrs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((unit, race)) = self.parallel {
+            write!(f, ", parallelize({}, {})", unit.name(), race.name())?;
+        }
+        if let Some(u) = self.unroll {
+            write!(f, ", unroll({u})")?;
+        }
+        if let Some((v, kind)) = self.bound {
+            write!(f, ", bound({v}, {})", kind.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl LoopAttrs {
+    /// Parses one mark after a `forall` body (the `,` already consumed).
+    pub(crate) fn parse_one(&mut self, p: &mut Parser<'_>) -> Result<(), ParseError> {
+        let (_, name) = p.name("a loop mark: parallelize(...), unroll(...) or bound(...)")?;
+        p.expect(Tok::LParen, &format!("`(` after `{name}`"))?;
+        match name.as_str() {
+            "parallelize" => {
+                let unit = named(p, ParallelUnit::from_name, ParallelUnit::NAMES)?;
+                p.expect(Tok::Comma, "`,` after the parallel unit")?;
+                let race = named(p, OutputRace::from_name, OutputRace::NAMES)?;
+                self.parallel = Some((unit, race));
+            }
+            "unroll" => self.unroll = Some(int(p)? as u32),
+            "bound" => {
+                let v = int(p)?;
+                p.expect(Tok::Comma, "`,` after the bound")?;
+                self.bound = Some((v, named(p, BoundType::from_name, BoundType::NAMES)?));
+            }
+            _ => return Err(p.error_prev("unknown loop mark: expected parallelize, unroll or bound")),
+        }
+        p.expect(Tok::RParen, &format!("`)` closing `{name}(`"))
+    }
+}
+
+fn named<T>(p: &mut Parser<'_>, from: fn(&str) -> Option<T>, names: &str) -> Result<T, ParseError> {
+    let (_, n) = p.name(&format!("one of: {}", names.trim()))?;
+    from(&n).ok_or_else(|| p.error_prev(&format!("expected one of: {}", names.trim())))
+}
+
+fn int(p: &mut Parser<'_>) -> Result<u64, ParseError> {
+    match p.next_kind() {
+        Some(Tok::Int(v)) if v >= 0 && v <= u32::MAX as i64 => Ok(v as u64),
+        _ => Err(p.error_prev("expected a non-negative integer")),
+    }
+}
+
+/// Where a variable made by the schedule comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Derivation {
+    /// `split(parent, outer, inner, factor)`: `parent = outer·factor + inner`.
+    Split {
+        /// The split variable.
+        parent: IndexVarId,
+        /// Whether this is the outer (block) variable.
+        outer: bool,
+        /// The split factor.
+        factor: u64,
+    },
+    /// `fuse(outer, inner, f)`: `f` runs over every (outer, inner) pair.
+    Fuse {
+        /// The outer fused variable.
+        outer: IndexVarId,
+        /// The inner fused variable.
+        inner: IndexVarId,
+    },
+    /// `pos(parent, p, T)`: `p` runs over the positions of `T`'s level that `parent` indexes.
+    Pos {
+        /// The coordinate variable.
+        parent: IndexVarId,
+        /// The tensor whose positions are iterated.
+        tensor: TensorId,
+    },
+    /// `bound(parent, b, value, kind)`.
+    Bound {
+        /// The bounded variable.
+        parent: IndexVarId,
+        /// The bound.
+        value: u64,
+        /// What the bound promises.
+        kind: BoundType,
+    },
+}
+
+/// One scheduling command, its arguments as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `reorder(i, j, ...)`: the given directly nested loops, in this order.
+    Reorder(Vec<String>),
+    /// `split(i, i0, i1, factor)`.
+    Split(String, String, String, u64),
+    /// `fuse(i, j, f)`.
+    Fuse(String, String, String),
+    /// `pos(i, ip, T)`.
+    Pos(String, String, String),
+    /// `parallelize(i, unit, race)`.
+    Parallelize(String, ParallelUnit, OutputRace),
+    /// `unroll(i, factor)`.
+    Unroll(String, u64),
+    /// `bound(i, ib, value, kind)`.
+    Bound(String, String, u64, BoundType),
+}
+
+/// Parses a schedule: commands separated by `;` (the `-s=` option of the command line).
+pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
+    let mut p = Parser::new(text)?;
+    let mut out = Vec::new();
+    while !p.at_end() {
+        let (_, name) = p.name("a scheduling command")?;
+        const COMMANDS: [&str; 7] = ["reorder", "split", "fuse", "pos", "parallelize", "unroll", "bound"];
+        if name == "precompute" {
+            return Err(p.error_prev("precompute is not implemented yet (it arrives with workspaces)"));
+        }
+        if !COMMANDS.contains(&name.as_str()) {
+            return Err(p.error_prev(
+                "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll or bound",
+            ));
+        }
+        p.expect(Tok::LParen, &format!("`(` after `{name}`"))?;
+        let var = |p: &mut Parser<'_>| p.name("an index variable").map(|(_, n)| n);
+        let comma = |p: &mut Parser<'_>| p.expect(Tok::Comma, "`,` between arguments");
+        let cmd = match name.as_str() {
+            "reorder" => {
+                let mut vars = vec![var(&mut p)?];
+                while p.eat(&Tok::Comma) {
+                    vars.push(var(&mut p)?);
+                }
+                Command::Reorder(vars)
+            }
+            "split" => {
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                let i0 = var(&mut p)?;
+                comma(&mut p)?;
+                let i1 = var(&mut p)?;
+                comma(&mut p)?;
+                Command::Split(i, i0, i1, int(&mut p)?)
+            }
+            "fuse" | "pos" => {
+                let a = var(&mut p)?;
+                comma(&mut p)?;
+                let b = var(&mut p)?;
+                comma(&mut p)?;
+                let c = p
+                    .name(if name == "pos" { "the tensor whose positions to iterate" } else { "an index variable" })?
+                    .1;
+                if name == "pos" { Command::Pos(a, b, c) } else { Command::Fuse(a, b, c) }
+            }
+            "parallelize" => {
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                let unit = named(&mut p, ParallelUnit::from_name, ParallelUnit::NAMES)?;
+                comma(&mut p)?;
+                Command::Parallelize(i, unit, named(&mut p, OutputRace::from_name, OutputRace::NAMES)?)
+            }
+            "unroll" => {
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                Command::Unroll(i, int(&mut p)?)
+            }
+            "bound" => {
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                let ib = var(&mut p)?;
+                comma(&mut p)?;
+                let v = int(&mut p)?;
+                comma(&mut p)?;
+                Command::Bound(i, ib, v, named(&mut p, BoundType::from_name, BoundType::NAMES)?)
+            }
+            _ => unreachable!("checked against COMMANDS"),
+        };
+        p.expect(Tok::RParen, &format!("`)` closing `{name}(`"))?;
+        out.push(cmd);
+        if !p.at_end() {
+            p.expect(Tok::Semicolon, "`;` between commands")?;
+        }
+    }
+    Ok(out)
+}
+
+/// A command that cannot apply, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleError {
+    /// No loop over the named variable.
+    #[error("{command}: there is no loop over `{var}` in {cin}")]
+    NoSuchLoop {
+        /// The command.
+        command: &'static str,
+        /// The variable.
+        var: String,
+        /// The statement, printed.
+        cin: String,
+    },
+    /// A new variable name that is already taken.
+    #[error("{command}: the name `{name}` is already used; pick a new name for the derived variable")]
+    NameInUse {
+        /// The command.
+        command: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// Loops that must be directly nested but are not.
+    #[error("{command}: the loops over {vars} are not directly nested ({why})")]
+    NotNested {
+        /// The command.
+        command: &'static str,
+        /// The loops, named.
+        vars: String,
+        /// What stands between them.
+        why: String,
+    },
+    /// A factor that must be at least 1.
+    #[error("{command}: the factor must be at least 1")]
+    ZeroFactor {
+        /// The command.
+        command: &'static str,
+    },
+    /// `pos` on a tensor the loop body does not read with the variable as a plain subscript.
+    #[error(
+        "pos: no access to `{tensor}` below the loop over `{var}` has `{var}` (or what it was fused from) as plain subscripts, so there are no positions to iterate"
+    )]
+    NoPositions {
+        /// The variable.
+        var: String,
+        /// The tensor.
+        tensor: String,
+    },
+    /// `parallelize` with `no_races` on a loop whose iterations write the same elements.
+    #[error(
+        "parallelize: iterations of `{var}` write the same elements of `{tensor}` (`{var}` does not index it); use atomics, temporary or parallel_reduction instead of no_races"
+    )]
+    Races {
+        /// The variable.
+        var: String,
+        /// The written tensor.
+        tensor: String,
+    },
+    /// `parallelize` inside or around another parallel loop.
+    #[error("parallelize: `{var}` is {relation} the parallel loop over `{other}`; nested parallelism is not supported")]
+    NestedParallel {
+        /// The variable.
+        var: String,
+        /// Inside / around.
+        relation: &'static str,
+        /// The other loop.
+        other: String,
+    },
+}
+
+impl ConcreteNotation {
+    /// Applies a schedule's commands in order.
+    pub fn schedule(&self, commands: &[Command]) -> Result<ConcreteNotation, ScheduleError> {
+        commands.iter().try_fold(self.clone(), |cin, c| cin.apply(c))
+    }
+
+    /// Applies one command, or explains why it is illegal.
+    pub fn apply(&self, command: &Command) -> Result<ConcreteNotation, ScheduleError> {
+        let mut c = self.clone();
+        match command {
+            Command::Reorder(vars) => c.reorder(vars)?,
+            Command::Split(i, i0, i1, factor) => {
+                if *factor == 0 {
+                    return Err(ScheduleError::ZeroFactor { command: "split" });
+                }
+                let (s, var) = c.loop_named("split", i)?;
+                let outer = c.fresh_var("split", i0)?;
+                let inner = c.fresh_var("split", i1)?;
+                let Stmt::Forall { body, attrs, .. } = c.stmts[s].clone() else { unreachable!() };
+                let inner_loop = c.stmts.push(Stmt::Forall { var: inner, body, attrs: LoopAttrs::default() });
+                c.stmts[s] = Stmt::Forall { var: outer, body: inner_loop, attrs };
+                c.derivations.insert(outer, Derivation::Split { parent: var, outer: true, factor: *factor });
+                c.derivations.insert(inner, Derivation::Split { parent: var, outer: false, factor: *factor });
+            }
+            Command::Fuse(i, j, f) => {
+                let (s, outer) = c.loop_named("fuse", i)?;
+                let Stmt::Forall { body, attrs, .. } = c.stmts[s].clone() else { unreachable!() };
+                let inner = c.var_named("fuse", j)?;
+                let Stmt::Forall { var, body: inner_body, .. } = c.stmts[body].clone() else {
+                    return Err(c.not_nested("fuse", &[i, j], body));
+                };
+                if var != inner {
+                    return Err(c.not_nested("fuse", &[i, j], body));
+                }
+                let fused = c.fresh_var("fuse", f)?;
+                c.stmts[s] = Stmt::Forall { var: fused, body: inner_body, attrs };
+                c.derivations.insert(fused, Derivation::Fuse { outer, inner });
+            }
+            Command::Pos(i, ip, tensor) => {
+                let (s, var) = c.loop_named("pos", i)?;
+                let Stmt::Forall { body, .. } = c.stmts[s] else { unreachable!() };
+                let t = c.tensors.iter().find(|(_, t)| &t.name == tensor).map(|(id, _)| id);
+                let read = t.is_some_and(|t| c.reads_with(body, t, var));
+                let Some(t) = t.filter(|_| read) else {
+                    return Err(ScheduleError::NoPositions { var: i.clone(), tensor: tensor.clone() });
+                };
+                let p = c.fresh_var("pos", ip)?;
+                c.rename_loop(s, p);
+                c.derivations.insert(p, Derivation::Pos { parent: var, tensor: t });
+            }
+            Command::Bound(i, ib, value, kind) => {
+                let (s, var) = c.loop_named("bound", i)?;
+                let b = c.fresh_var("bound", ib)?;
+                c.rename_loop(s, b);
+                if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {
+                    attrs.bound = Some((*value, *kind));
+                }
+                c.derivations.insert(b, Derivation::Bound { parent: var, value: *value, kind: *kind });
+            }
+            Command::Unroll(i, factor) => {
+                if *factor == 0 {
+                    return Err(ScheduleError::ZeroFactor { command: "unroll" });
+                }
+                let (s, _) = c.loop_named("unroll", i)?;
+                if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {
+                    attrs.unroll = Some(*factor as u32);
+                }
+            }
+            Command::Parallelize(i, unit, race) => {
+                let (s, var) = c.loop_named("parallelize", i)?;
+                c.check_parallel(s, var, *race)?;
+                if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {
+                    attrs.parallel = Some((*unit, *race));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// The unscheduled variables a (possibly derived) variable stands for, outermost first.
+    pub fn origins(&self, v: IndexVarId) -> Vec<IndexVarId> {
+        match self.derivations.get(&v) {
+            None => vec![v],
+            Some(
+                Derivation::Split { parent, .. } | Derivation::Pos { parent, .. } | Derivation::Bound { parent, .. },
+            ) => self.origins(*parent),
+            Some(Derivation::Fuse { outer, inner }) => [self.origins(*outer), self.origins(*inner)].concat(),
+        }
+    }
+
+    /// The loop order with every derived variable traced back to the variables it came from:
+    /// the order the statement had before split, fuse, pos and bound.
+    pub fn unscheduled_loop_order(&self) -> Vec<IndexVarId> {
+        let mut out = Vec::new();
+        for v in self.loop_order().into_iter().flat_map(|v| self.origins(v)) {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    /// The derivations as text, one line per derived variable: `i0 = split(i, 32).outer`.
+    pub fn provenance(&self) -> String {
+        let name = |v: &IndexVarId| self.vars[*v].name.as_str();
+        self.derivations
+            .iter()
+            .map(|(v, d)| {
+                let what = match d {
+                    Derivation::Split { parent, outer, factor } => {
+                        format!("split({}, {factor}).{}", name(parent), if *outer { "outer" } else { "inner" })
+                    }
+                    Derivation::Fuse { outer, inner } => format!("fuse({}, {})", name(outer), name(inner)),
+                    Derivation::Pos { parent, tensor } => {
+                        format!("pos({}, {})", name(parent), self.tensors[*tensor].name)
+                    }
+                    Derivation::Bound { parent, value, kind } => {
+                        format!("bound({}, {value}, {})", name(parent), kind.name())
+                    }
+                };
+                format!("{} = {what}\n", name(v))
+            })
+            .collect()
+    }
+
+    fn var_named(&self, command: &'static str, name: &str) -> Result<IndexVarId, ScheduleError> {
+        self.vars.iter().find(|(_, v)| v.name == name).map(|(id, _)| id).ok_or_else(|| ScheduleError::NoSuchLoop {
+            command,
+            var: name.to_string(),
+            cin: self.to_string(),
+        })
+    }
+
+    /// The loop over `name`.
+    fn loop_named(&self, command: &'static str, name: &str) -> Result<(StmtId, IndexVarId), ScheduleError> {
+        let var = self.var_named(command, name)?;
+        self.stmts
+            .iter()
+            .find(|(id, s)| matches!(s, Stmt::Forall { var: v, .. } if *v == var) && self.reachable(*id))
+            .map(|(id, _)| (id, var))
+            .ok_or_else(|| ScheduleError::NoSuchLoop { command, var: name.to_string(), cin: self.to_string() })
+    }
+
+    fn reachable(&self, target: StmtId) -> bool {
+        let mut stack = vec![self.root];
+        while let Some(s) = stack.pop() {
+            if s == target {
+                return true;
+            }
+            stack.extend(self.child_stmts(s));
+        }
+        false
+    }
+
+    fn child_stmts(&self, s: StmtId) -> Vec<StmtId> {
+        match &self.stmts[s] {
+            Stmt::Assign { .. } => vec![],
+            Stmt::Forall { body, .. } => vec![*body],
+            Stmt::Where { consumer, producer } => vec![*consumer, *producer],
+            Stmt::Sequence { first, second } => vec![*first, *second],
+        }
+    }
+
+    fn fresh_var(&mut self, command: &'static str, name: &str) -> Result<IndexVarId, ScheduleError> {
+        if self.vars.iter().any(|(_, v)| v.name == name) || self.tensors.iter().any(|(_, t)| t.name == name) {
+            return Err(ScheduleError::NameInUse { command, name: name.to_string() });
+        }
+        Ok(self.vars.push(IndexVar { name: name.to_string() }))
+    }
+
+    fn rename_loop(&mut self, s: StmtId, to: IndexVarId) {
+        if let Stmt::Forall { var, .. } = &mut self.stmts[s] {
+            *var = to;
+        }
+    }
+
+    fn not_nested(&self, command: &'static str, vars: &[&String], at: StmtId) -> ScheduleError {
+        let names: Vec<String> = vars.iter().map(|v| format!("`{v}`")).collect();
+        let why = match &self.stmts[at] {
+            Stmt::Forall { var, .. } => format!("the loop over `{}` stands between them", self.vars[*var].name),
+            Stmt::Where { .. } => "a `where` stands between them".to_string(),
+            Stmt::Sequence { .. } => "a `sequence` stands between them".to_string(),
+            Stmt::Assign { .. } => "the inner one is not inside the outer one".to_string(),
+        };
+        ScheduleError::NotNested { command, vars: names.join(" and "), why }
+    }
+
+    fn reorder(&mut self, names: &[String]) -> Result<(), ScheduleError> {
+        let vars: Vec<IndexVarId> = names.iter().map(|n| self.var_named("reorder", n)).collect::<Result<_, _>>()?;
+        // The outermost loop over any of them starts the nest.
+        let (start, _) = self
+            .stmts
+            .iter()
+            .filter(|(id, s)| matches!(s, Stmt::Forall { var, .. } if vars.contains(var)) && self.reachable(*id))
+            .map(|(id, _)| (id, self.depth(id)))
+            .min_by_key(|&(_, d)| d)
+            .ok_or_else(|| ScheduleError::NoSuchLoop {
+                command: "reorder",
+                var: names[0].clone(),
+                cin: self.to_string(),
+            })?;
+        let mut chain = vec![start];
+        while chain.len() < vars.len() {
+            let Stmt::Forall { body, .. } = self.stmts[*chain.last().expect("non-empty")] else { unreachable!() };
+            match &self.stmts[body] {
+                Stmt::Forall { var, .. } if vars.contains(var) => chain.push(body),
+                _ => {
+                    let refs: Vec<&String> = names.iter().collect();
+                    return Err(self.not_nested("reorder", &refs, body));
+                }
+            }
+        }
+        let loops: Vec<(IndexVarId, LoopAttrs)> = chain
+            .iter()
+            .map(|&s| match self.stmts[s] {
+                Stmt::Forall { var, attrs, .. } => (var, attrs),
+                _ => unreachable!(),
+            })
+            .collect();
+        if let Some(dup) = vars.iter().position(|v| vars.iter().filter(|w| *w == v).count() > 1) {
+            return Err(ScheduleError::NameInUse { command: "reorder", name: names[dup].clone() });
+        }
+        for (&s, v) in chain.iter().zip(&vars) {
+            let attrs = loops.iter().find(|(w, _)| w == v).expect("in the chain").1;
+            if let Stmt::Forall { var, attrs: a, .. } = &mut self.stmts[s] {
+                *var = *v;
+                *a = attrs;
+            }
+        }
+        Ok(())
+    }
+
+    fn depth(&self, target: StmtId) -> usize {
+        let mut stack = vec![(self.root, 0)];
+        while let Some((s, d)) = stack.pop() {
+            if s == target {
+                return d;
+            }
+            stack.extend(self.child_stmts(s).into_iter().map(|c| (c, d + 1)));
+        }
+        usize::MAX
+    }
+
+    /// Whether a statement below `s` reads `tensor` with every variable `var` stands for (one,
+    /// or several for a fused variable) as plain subscripts.
+    fn reads_with(&self, s: StmtId, tensor: TensorId, var: IndexVarId) -> bool {
+        let origins = self.origins(var);
+        self.assignments(s).iter().any(|&a| {
+            let Stmt::Assign { rhs, .. } = &self.stmts[a] else { return false };
+            self.scope_accesses(*rhs).iter().any(|acc| {
+                acc.tensor == tensor && origins.iter().all(|o| acc.subscripts.iter().any(|t| t.as_var() == Some(*o)))
+            })
+        })
+    }
+
+    fn scope_accesses(&self, e: crate::notation::ExprId) -> Vec<crate::notation::Access> {
+        use crate::notation::Expr;
+        let mut out = Vec::new();
+        let mut stack = vec![e];
+        while let Some(n) = stack.pop() {
+            match &self.exprs[n] {
+                Expr::Access(a) => out.push(a.clone()),
+                Expr::Literal(_) => {}
+                Expr::Neg(a) | Expr::Sum(_, a) => stack.push(*a),
+                Expr::Binary(_, a, b) => stack.extend([*a, *b]),
+            }
+        }
+        out
+    }
+
+    fn assignments(&self, s: StmtId) -> Vec<StmtId> {
+        match &self.stmts[s] {
+            Stmt::Assign { .. } => vec![s],
+            _ => self.child_stmts(s).into_iter().flat_map(|c| self.assignments(c)).collect(),
+        }
+    }
+
+    fn check_parallel(&self, s: StmtId, var: IndexVarId, race: OutputRace) -> Result<(), ScheduleError> {
+        let name = self.vars[var].name.clone();
+        let parallel_loops = |root: StmtId| -> Vec<IndexVarId> {
+            let mut out = Vec::new();
+            let mut stack = vec![root];
+            while let Some(n) = stack.pop() {
+                if let Stmt::Forall { var, attrs, .. } = &self.stmts[n] {
+                    if attrs.parallel.is_some() {
+                        out.push(*var);
+                    }
+                }
+                stack.extend(self.child_stmts(n));
+            }
+            out
+        };
+        if let Some(other) = parallel_loops(s).first() {
+            return Err(ScheduleError::NestedParallel {
+                var: name,
+                relation: "around",
+                other: self.vars[*other].name.clone(),
+            });
+        }
+        for outer in parallel_loops(self.root) {
+            let (outer_stmt, _) = self.loop_named("parallelize", &self.vars[outer].name)?;
+            if self.subtree_contains(outer_stmt, s) {
+                return Err(ScheduleError::NestedParallel {
+                    var: name,
+                    relation: "inside",
+                    other: self.vars[outer].name.clone(),
+                });
+            }
+        }
+        if race == OutputRace::NoRaces {
+            let origins = self.origins(var);
+            for a in self.assignments(s) {
+                let Stmt::Assign { lhs, op, .. } = &self.stmts[a] else { continue };
+                if self.temporaries.contains(&lhs.tensor) && *op == AssignOp::Accumulate {
+                    continue;
+                }
+                let indexed = lhs.subscripts.iter().flat_map(|t| t.vars()).any(|v| origins.contains(&v));
+                if !indexed {
+                    return Err(ScheduleError::Races { var: name, tensor: self.tensors[lhs.tensor].name.clone() });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn subtree_contains(&self, root: StmtId, target: StmtId) -> bool {
+        root == target || self.child_stmts(root).into_iter().any(|c| self.subtree_contains(c, target))
+    }
+}

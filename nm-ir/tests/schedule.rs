@@ -1,0 +1,159 @@
+//! Scheduling commands on CIN: each rewrite as text, provenance back to the unscheduled loop
+//! order, loop marks that print and parse back, and every refusal with its reason.
+
+use nm_ir::concrete::{
+    Command, ConcreteNotation, OutputRace, ParallelUnit, ScheduleError, concretize, parse_concrete, parse_schedule,
+};
+use nm_ir::notation::parse;
+
+fn cin(text: &str) -> ConcreteNotation {
+    concretize(&parse(text).unwrap())
+}
+
+fn run(text: &str, schedule: &str) -> Result<ConcreteNotation, ScheduleError> {
+    cin(text).schedule(&parse_schedule(schedule).unwrap())
+}
+
+fn names(c: &ConcreteNotation, vars: &[nm_ir::notation::IndexVarId]) -> Vec<String> {
+    vars.iter().map(|&v| c.vars[v].name.clone()).collect()
+}
+
+/// The scheduled statement prints, parses back and prints the same.
+fn round_trip(c: &ConcreteNotation) -> String {
+    let text = c.to_string();
+    assert_eq!(parse_concrete(&text).unwrap_or_else(|e| panic!("{e}")).to_string(), text);
+    text
+}
+
+const SPGEMM: &str = "C(i,j) = A(i,k) * B(k,j)";
+
+#[test]
+fn reorder_split_fuse_pos_bound() {
+    let c = run(SPGEMM, "reorder(i, k, j)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i, forall(k, forall(j, C(i,j) += A(i,k) * B(k,j))))");
+    let c = run(SPGEMM, "reorder(k, j)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i, forall(k, forall(j, C(i,j) += A(i,k) * B(k,j))))");
+
+    let c = run(SPGEMM, "split(i, i0, i1, 32)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i0, forall(i1, forall(j, forall(k, C(i,j) += A(i,k) * B(k,j)))))");
+    assert_eq!(c.provenance(), "i0 = split(i, 32).outer\ni1 = split(i, 32).inner\n");
+    assert_eq!(names(&c, &c.unscheduled_loop_order()), ["i", "j", "k"]);
+
+    let c = run(SPGEMM, "fuse(i, j, f)").unwrap();
+    assert_eq!(round_trip(&c), "forall(f, forall(k, C(i,j) += A(i,k) * B(k,j)))");
+    assert_eq!(c.provenance(), "f = fuse(i, j)\n");
+    assert_eq!(names(&c, &c.unscheduled_loop_order()), ["i", "j", "k"]);
+
+    let c = run("y(i) = A(i,j) * x(j)", "pos(j, jp, A); bound(i, ib, 1024, max_exact)").unwrap();
+    assert_eq!(round_trip(&c), "forall(ib, forall(jp, y(i) += A(i,j) * x(j)), bound(1024, max_exact))");
+    assert_eq!(c.provenance(), "jp = pos(j, A)\nib = bound(i, 1024, max_exact)\n");
+    assert_eq!(names(&c, &c.unscheduled_loop_order()), ["i", "j"]);
+}
+
+#[test]
+fn a_transposed_spgemm_schedule_traces_back_to_its_loops() {
+    // The shape of the workspaces paper's Figure 11: reorder, fuse, pos, split on C(j,i) = A*B.
+    let c = run("C(j,i) = A(i,k) * B(k,j)", "reorder(i, k, j); fuse(i, k, f); pos(f, fpos, A); split(fpos, f0, f1, 8)")
+        .unwrap();
+    assert_eq!(round_trip(&c), "forall(f0, forall(f1, forall(j, C(j,i) += A(i,k) * B(k,j))))");
+    assert_eq!(names(&c, &c.loop_order()), ["f0", "f1", "j"]);
+    assert_eq!(names(&c, &c.unscheduled_loop_order()), ["i", "k", "j"]);
+    assert_eq!(names(&c, &c.origins(c.var_named_pub("f1"))), ["i", "k"]);
+}
+
+trait VarNamed {
+    fn var_named_pub(&self, name: &str) -> nm_ir::notation::IndexVarId;
+}
+
+impl VarNamed for ConcreteNotation {
+    fn var_named_pub(&self, name: &str) -> nm_ir::notation::IndexVarId {
+        self.vars.iter().find(|(_, v)| v.name == name).unwrap().0
+    }
+}
+
+#[test]
+fn loop_marks_print_and_parse_back() {
+    let c = run("y(i) = A(i,j) * x(j)", "parallelize(i, cpu_thread, no_races); unroll(j, 4)").unwrap();
+    assert_eq!(
+        round_trip(&c),
+        "forall(i, forall(j, y(i) += A(i,j) * x(j), unroll(4)), parallelize(cpu_thread, no_races))"
+    );
+    let c = run("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_vector, atomics)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i, forall(j, y(i) += A(i,j) * x(j), parallelize(cpu_vector, atomics)))");
+    // A temporary accumulated inside the loop does not race: each iteration has its own.
+    let c = run("y(i) = b(i) - A(i,j) * x(j)", "parallelize(i, cpu_thread, no_races)").unwrap();
+    assert!(round_trip(&c).ends_with("parallelize(cpu_thread, no_races))"));
+    // Reordering carries the marks with their loops.
+    let c = run(SPGEMM, "unroll(k, 2); reorder(k, j)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i, forall(k, forall(j, C(i,j) += A(i,k) * B(k,j)), unroll(2)))");
+}
+
+#[test]
+fn illegal_commands_say_why() {
+    let err = |text: &str, schedule: &str| run(text, schedule).unwrap_err().to_string();
+    assert_eq!(
+        err(SPGEMM, "split(x, x0, x1, 4)"),
+        "split: there is no loop over `x` in forall(i, forall(j, forall(k, C(i,j) += A(i,k) * B(k,j))))"
+    );
+    assert_eq!(
+        err(SPGEMM, "split(i, j, i1, 4)"),
+        "split: the name `j` is already used; pick a new name for the derived variable"
+    );
+    assert_eq!(err(SPGEMM, "split(i, i0, i1, 0)"), "split: the factor must be at least 1");
+    assert_eq!(err(SPGEMM, "unroll(i, 0)"), "unroll: the factor must be at least 1");
+    assert_eq!(
+        err(SPGEMM, "fuse(i, k, f)"),
+        "fuse: the loops over `i` and `k` are not directly nested (the loop over `j` stands between them)"
+    );
+    assert_eq!(
+        err(SPGEMM, "reorder(i, k)"),
+        "reorder: the loops over `i` and `k` are not directly nested (the loop over `j` stands between them)"
+    );
+    assert_eq!(
+        err("y(i) = b(i) - A(i,j) * x(j)", "reorder(i, j)"),
+        "reorder: the loops over `i` and `j` are not directly nested (a `where` stands between them)"
+    );
+    assert_eq!(
+        err("y(i) = A(i,j) * x(j)", "pos(j, jp, x2)"),
+        "pos: no access to `x2` below the loop over `j` has `j` (or what it was fused from) as plain subscripts, so there are no positions to iterate"
+    );
+    assert_eq!(
+        err("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
+        "parallelize: iterations of `j` write the same elements of `y` (`j` does not index it); use atomics, temporary or parallel_reduction instead of no_races"
+    );
+    assert_eq!(
+        err("y(i) = A(i,j) * x(j)", "parallelize(i, cpu_thread, no_races); parallelize(j, cpu_vector, atomics)"),
+        "parallelize: `j` is inside the parallel loop over `i`; nested parallelism is not supported"
+    );
+    assert_eq!(
+        err("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_vector, atomics); parallelize(i, cpu_thread, no_races)"),
+        "parallelize: `i` is around the parallel loop over `j`; nested parallelism is not supported"
+    );
+}
+
+#[test]
+fn schedules_parse_with_carets() {
+    assert_eq!(
+        parse_schedule("split(i, i0, i1, 32); parallelize(i0, cpu_thread, atomics)").unwrap(),
+        vec![
+            Command::Split("i".into(), "i0".into(), "i1".into(), 32),
+            Command::Parallelize("i0".into(), ParallelUnit::CpuThread, OutputRace::Atomics)
+        ]
+    );
+    let error = |t: &str| parse_schedule(t).unwrap_err().to_string();
+    assert_eq!(
+        error("tile(i, 4)"),
+        "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll or bound\n  tile(i, 4)\n  ^^^^"
+    );
+    assert_eq!(error("split(i, i0, i1)"), "expected `,` between arguments\n  split(i, i0, i1)\n                 ^");
+    assert_eq!(
+        error("reorder(i, j) reorder(j, i)"),
+        "expected `;` between commands\n  reorder(i, j) reorder(j, i)\n                ^^^^^^^"
+    );
+    assert_eq!(
+        error("parallelize(i, cpu, no_races)"),
+        "expected one of: cpu_thread cpu_vector gpu_block gpu_warp gpu_thread\n  parallelize(i, cpu, no_races)\n                 ^^^"
+    );
+    assert!(error("precompute(B(i,j), j, jw, w)").starts_with("precompute is not implemented yet"));
+    assert_eq!(error("unroll(i, -2)"), "expected a non-negative integer\n  unroll(i, -2)\n            ^");
+}
