@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use crate::error::{Result, TensorError};
 use crate::format::{Format, LevelExpr};
 use crate::level::LevelKind;
-use crate::storage::LevelStorage;
+use crate::storage::{Indices, LevelStorage, Metadata};
 use crate::value::Value;
 
 /// Coordinates of one component; inline up to order 4.
@@ -35,10 +35,37 @@ pub struct Tensor<T> {
     pub(crate) values: Vec<T>,
 }
 
-/// Per level, for every position in storage order: its parent position and its coordinate.
-pub(crate) struct LevelPositions {
-    pub parent: Vec<usize>,
-    pub coordinate: Vec<usize>,
+/// One level's map from a position to its parent position and its coordinate. Only a
+/// compressed level needs an array for it (the parent of each position, expanded from `pos`);
+/// the others compute both from the position, so dense levels cost no memory.
+pub(crate) enum LevelPositions<'a> {
+    Dense { size: usize },
+    Compressed { parent: Vec<usize>, crd: &'a Indices },
+    Singleton { crd: &'a Indices },
+    Structured { n: usize, m: usize, blocks: usize, meta: &'a Metadata },
+}
+
+impl LevelPositions<'_> {
+    /// The parent position of position `q`.
+    #[inline]
+    pub fn parent(&self, q: usize) -> usize {
+        match self {
+            LevelPositions::Dense { size } => q / size,
+            LevelPositions::Compressed { parent, .. } => parent[q],
+            LevelPositions::Singleton { .. } => q,
+            LevelPositions::Structured { n, blocks, .. } => q / (n * blocks),
+        }
+    }
+
+    /// The level coordinate of position `q`.
+    #[inline]
+    pub fn coordinate(&self, q: usize) -> usize {
+        match self {
+            LevelPositions::Dense { size } => q % size,
+            LevelPositions::Compressed { crd, .. } | LevelPositions::Singleton { crd } => crd.get(q),
+            LevelPositions::Structured { n, m, blocks, meta } => ((q / n) % blocks) * m + meta.get(q) as usize,
+        }
+    }
 }
 
 impl<T: Value> Tensor<T> {
@@ -120,41 +147,28 @@ impl<T: Value> Tensor<T> {
     /// Parent and coordinate of every position of every level, level by level. Positions of a
     /// level are visited in increasing order when their parents are, so the position is the
     /// index into these arrays.
-    pub(crate) fn level_positions(&self) -> Vec<LevelPositions> {
-        let mut out: Vec<LevelPositions> = Vec::with_capacity(self.levels.len());
+    pub(crate) fn level_positions(&self) -> Vec<LevelPositions<'_>> {
         let mut parents = 1usize;
+        let mut out = Vec::with_capacity(self.levels.len());
         for (l, storage) in self.levels.iter().enumerate() {
-            let lp = match storage {
-                LevelStorage::Dense { size } => {
-                    let (size, total) = ((*size).max(1), parents * size);
-                    LevelPositions {
-                        parent: (0..total).map(|q| q / size).collect(),
-                        coordinate: (0..total).map(|q| q % size).collect(),
-                    }
-                }
+            let (lp, positions) = match storage {
+                LevelStorage::Dense { size } => (LevelPositions::Dense { size: (*size).max(1) }, parents * size),
                 LevelStorage::Compressed { pos, crd } => {
                     let mut parent = Vec::with_capacity(crd.len());
                     for p in 0..parents {
                         parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
                     }
-                    LevelPositions { parent, coordinate: crd.to_usize() }
+                    (LevelPositions::Compressed { parent, crd }, crd.len())
                 }
-                LevelStorage::Singleton { crd } => {
-                    LevelPositions { parent: (0..parents).collect(), coordinate: crd.to_usize() }
-                }
+                LevelStorage::Singleton { crd } => (LevelPositions::Singleton { crd }, parents),
                 LevelStorage::Structured { size, meta } => {
                     let LevelKind::Structured { n, m } = self.format.levels()[l].kind else { unreachable!() };
                     let (n, m) = (n as usize, m as usize);
-                    let blocks = size / m;
-                    let per_parent = (blocks * n).max(1);
-                    let total = meta.len();
-                    LevelPositions {
-                        parent: (0..total).map(|q| q / per_parent).collect(),
-                        coordinate: (0..total).map(|q| ((q / n) % blocks) * m + meta.get(q) as usize).collect(),
-                    }
+                    let blocks = (size / m).max(1);
+                    (LevelPositions::Structured { n, m, blocks, meta }, meta.len())
                 }
             };
-            parents = lp.parent.len();
+            parents = positions;
             out.push(lp);
         }
         out
@@ -164,7 +178,7 @@ impl<T: Value> Tensor<T> {
     /// array per dimension (padding positions included).
     pub(crate) fn component_coordinates(&self) -> Vec<Vec<usize>> {
         let tree = self.level_positions();
-        let last = tree.last().map_or(0, |t| t.coordinate.len());
+        let last = self.values.len();
         let mut coords = vec![vec![0usize; last]; self.order()];
         // Walk from the last level up, carrying each component's position at level l.
         let mut at: Vec<usize> = (0..last).collect();
@@ -173,12 +187,12 @@ impl<T: Value> Tensor<T> {
             let dim = &mut coords[level.expr.dim()];
             let lp = &tree[l];
             for (c, q) in dim.iter_mut().zip(at.iter_mut()) {
-                let lc = lp.coordinate[*q];
+                let lc = lp.coordinate(*q);
                 *c += match level.expr {
                     LevelExpr::Dim(_) | LevelExpr::Mod(..) => lc,
                     LevelExpr::FloorDiv(_, b) => lc * b,
                 };
-                *q = lp.parent[*q];
+                *q = lp.parent(*q);
             }
         }
         coords
@@ -213,6 +227,9 @@ impl<T: Value> Tensor<T> {
             .try_reserve_exact(len)
             .map_err(|_| TensorError::TooLarge { what: format!("a dense array of {len} values") })?;
         dense.resize(len, T::ZERO);
+        if len == 0 {
+            return Ok(dense);
+        }
         let coords = self.component_coordinates();
         'next: for (q, &v) in self.values.iter().enumerate() {
             let mut linear = 0;

@@ -128,23 +128,31 @@ impl<T: Value> Tensor<T> {
             let LevelKind::Singleton(props) = kind else {
                 continue;
             };
-            for q in 1..tree[l].coordinate.len() {
+            for q in 1..self.positions_of(l) {
                 // Are all coordinates above level l equal for positions q-1 and q?
-                let (mut a, mut b, mut same) = (tree[l].parent[q - 1], tree[l].parent[q], true);
+                let (mut a, mut b, mut same) = (tree[l].parent(q - 1), tree[l].parent(q), true);
                 for k in (0..l).rev() {
-                    if tree[k].coordinate[a] != tree[k].coordinate[b] {
+                    if tree[k].coordinate(a) != tree[k].coordinate(b) {
                         same = false;
                         break;
                     }
-                    (a, b) = (tree[k].parent[a], tree[k].parent[b]);
+                    (a, b) = (tree[k].parent(a), tree[k].parent(b));
                 }
                 if same {
-                    let (prev, cur) = (tree[l].coordinate[q - 1], tree[l].coordinate[q]);
+                    let (prev, cur) = (tree[l].coordinate(q - 1), tree[l].coordinate(q));
                     check_pair(l, q, props.ordered, props.unique, prev, cur)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Number of positions of level `l` (a singleton level has one per parent position).
+    fn positions_of(&self, l: usize) -> usize {
+        match &self.levels[l] {
+            LevelStorage::Singleton { crd } => crd.len(),
+            _ => unreachable!("only singleton levels are walked here"),
+        }
     }
 
     /// Positions outside the logical shape (block padding) must hold zero.

@@ -209,3 +209,15 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn a_tall_empty_array_reads_and_densifies_without_touching_every_row() {
+    // Found by the mtx_read fuzz target (as 111111113 × 0): densifying walked every position of
+    // the dense row level with materialized arrays. Dense levels now cost no memory to walk.
+    let text = "%%MatrixMarket matrix array real general\n%c\n10000000 0\n";
+    let m = parse_mtx::<f64>(text.as_bytes()).unwrap();
+    assert_eq!((m.header.rows, m.header.cols, m.data.len()), (10_000_000, 0, 0));
+    let csr = Tensor::from_coordinates(&m.data, &Format::csr(), Duplicates::Sum).unwrap();
+    assert!(csr.to_dense().unwrap().is_empty());
+    assert_eq!(csr.convert(&Format::csc()).unwrap().stored_len(), 0);
+}
