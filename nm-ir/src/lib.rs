@@ -7,7 +7,8 @@
 //! So far: [`notation`], tensor index notation with affine subscripts — AST, parser,
 //! printer, `taco`'s reduction semantics, and semantic checks (tensor types, index variable
 //! sizes, valid-convolution ranges); and [`concrete`], concrete index notation (`forall`,
-//! `where`, `sequence`) with its printer, parser and `concretize`.
+//! `where`, `sequence`) with its printer, parser and `concretize`, and the scheduling
+//! language; [`lattice`], merge lattices for co-iterating the tensors of an expression.
 //!
 //! ## Glossary
 //!
@@ -25,4 +26,5 @@
 
 pub mod concrete;
 pub mod id;
+pub mod lattice;
 pub mod notation;

@@ -1,0 +1,251 @@
+//! Merge lattices: how the tensors read by an expression are co-iterated along one index
+//! variable.
+//!
+//! Each tensor level that the variable indexes is an *iterator*: a compressed, singleton or
+//! N:M level must be iterated (it lists only some coordinates), a dense level can be located.
+//! A lattice point is a set of iterators that are all still running, with the expression that
+//! computes the result while exactly those have components (`taco`, Kjolstad et al. 2017):
+//! multiplication intersects (only points where both operands have components), addition
+//! unions (the intersection, then each side alone). Points are ordered from most to fewest
+//! iterators; lowering emits one `while` per point with cases for the points below it.
+//!
+//! Simplification: a dense iterator never runs out, so once the top point holds one, no point
+//! without it is reachable and those points are dropped; iterators of a point that are dense
+//! are located rather than iterated.
+
+use std::fmt;
+
+use nm_format::{Format, LevelKind};
+
+use crate::notation::{BinaryOp, Expr, ExprId, IndexVarId, Scope, TensorId};
+
+/// One tensor level indexed by the lattice's variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LevelIterator {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// The level of its format.
+    pub level: usize,
+    /// Whether the level lists every coordinate (dense), so it can be located.
+    pub full: bool,
+}
+
+/// A lattice point: iterators still running, and what to compute there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatticePoint {
+    /// Sorted, without duplicates.
+    pub iterators: Vec<LevelIterator>,
+    /// The expression with every access that has run out dropped.
+    pub expr: PointExpr,
+}
+
+/// An expression as it stands at one lattice point.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PointExpr {
+    /// A node of the statement, whole.
+    Node(ExprId),
+    /// `-e`.
+    Neg(Box<PointExpr>),
+    /// `a op b`.
+    Binary(BinaryOp, Box<PointExpr>, Box<PointExpr>),
+}
+
+/// The lattice of one expression along one variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MergeLattice {
+    /// Points, most iterators first.
+    pub points: Vec<LatticePoint>,
+}
+
+/// Where each tensor is stored; `None` for a dense row-major tensor.
+pub type Formats<'a> = &'a [Option<Format>];
+
+impl MergeLattice {
+    /// The lattice of `expr` along `var`.
+    pub fn build(scope: Scope<'_>, formats: Formats<'_>, expr: ExprId, var: IndexVarId) -> MergeLattice {
+        let mut lattice = build(scope, formats, expr, var);
+        lattice.simplify();
+        lattice
+    }
+
+    fn simplify(&mut self) {
+        self.points.sort_by_key(|p| std::cmp::Reverse(p.iterators.len()));
+        let mut seen: Vec<Vec<LevelIterator>> = Vec::new();
+        self.points.retain(|p| {
+            let new = !seen.contains(&p.iterators);
+            seen.push(p.iterators.clone());
+            new
+        });
+        if let Some(top) = self.points.first() {
+            let full: Vec<LevelIterator> = top.iterators.iter().copied().filter(|it| it.full).collect();
+            self.points.retain(|p| full.iter().all(|f| p.iterators.contains(f)));
+        }
+    }
+
+    /// Whether some point must be iterated (it has a sparse iterator); a lattice of dense
+    /// iterators only is a plain `for` loop.
+    pub fn needs_merge(&self) -> bool {
+        self.points.iter().any(|p| p.iterators.iter().any(|it| !it.full))
+    }
+
+    /// The lattice as text: one line per point, `lp0: [B.1 C.1*] | B(i) + C(i)`, where `*` marks
+    /// a dense (located) iterator.
+    pub fn display<'a>(&'a self, scope: Scope<'a>) -> impl fmt::Display + 'a {
+        LatticeText { lattice: self, scope }
+    }
+}
+
+struct LatticeText<'a> {
+    lattice: &'a MergeLattice,
+    scope: Scope<'a>,
+}
+
+impl fmt::Display for LatticeText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (k, p) in self.lattice.points.iter().enumerate() {
+            let its: Vec<String> = p
+                .iterators
+                .iter()
+                .map(|it| {
+                    format!("{}.{}{}", self.scope.tensors[it.tensor].name, it.level, if it.full { "*" } else { "" })
+                })
+                .collect();
+            write!(f, "lp{k}: [{}] | ", its.join(" "))?;
+            let mut text = String::new();
+            write_point(self.scope, &mut text, &p.expr, 0, false)?;
+            writeln!(f, "{text}")?;
+        }
+        Ok(())
+    }
+}
+
+fn write_point(scope: Scope<'_>, f: &mut String, e: &PointExpr, outer: u8, right: bool) -> fmt::Result {
+    use std::fmt::Write;
+    let (inner, text) = match e {
+        PointExpr::Node(n) => {
+            let mut t = String::new();
+            scope.write_expr(&mut t, *n)?;
+            let prec = match &scope.exprs[*n] {
+                Expr::Binary(op, ..) => op.precedence(),
+                Expr::Neg(_) => 3,
+                _ => 4,
+            };
+            (prec, t)
+        }
+        PointExpr::Neg(a) => {
+            let mut t = String::from("-");
+            write_point(scope, &mut t, a, 3, false)?;
+            (3, t)
+        }
+        PointExpr::Binary(op, a, b) => {
+            let mut t = String::new();
+            write_point(scope, &mut t, a, op.precedence(), false)?;
+            write!(t, " {} ", op.symbol())?;
+            write_point(scope, &mut t, b, op.precedence(), true)?;
+            (op.precedence(), t)
+        }
+    };
+    if inner < outer || (right && inner == outer) { write!(f, "({text})") } else { f.write_str(&text) }
+}
+
+/// The level of `tensor` that stores dimension `dim` (the first, for a blocked dimension).
+fn level_of(format: Option<&Format>, dim: usize) -> (usize, bool) {
+    match format {
+        None => (dim, true),
+        Some(f) => {
+            let l = f.levels().iter().position(|l| l.expr.dim() == dim).expect("every dimension is stored");
+            (l, f.levels()[l].kind == LevelKind::Dense)
+        }
+    }
+}
+
+fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> MergeLattice {
+    let leaf = |iterators: Vec<LevelIterator>| MergeLattice {
+        points: vec![LatticePoint { iterators, expr: PointExpr::Node(e) }],
+    };
+    match &scope.exprs[e] {
+        Expr::Access(a) => {
+            let iterators = a
+                .subscripts
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.vars().any(|v| v == var))
+                .map(|(dim, _)| {
+                    let (level, full) =
+                        level_of(formats.get(crate::id::Id::index(a.tensor)).and_then(Option::as_ref), dim);
+                    LevelIterator { tensor: a.tensor, level, full }
+                })
+                .collect();
+            leaf(iterators)
+        }
+        Expr::Literal(_) => leaf(vec![]),
+        Expr::Sum(_, inner) => {
+            // A nested reduction reads its operand whole at each point.
+            let lattice = build(scope, formats, *inner, var);
+            MergeLattice {
+                points: lattice
+                    .points
+                    .into_iter()
+                    .map(|p| LatticePoint { iterators: p.iterators, expr: PointExpr::Node(e) })
+                    .collect(),
+            }
+        }
+        Expr::Neg(a) => {
+            let lattice = build(scope, formats, *a, var);
+            let points = lattice
+                .points
+                .into_iter()
+                .map(|p| LatticePoint { iterators: p.iterators, expr: PointExpr::Neg(Box::new(p.expr)) })
+                .collect();
+            keep_whole(MergeLattice { points }, e)
+        }
+        Expr::Binary(op, a, b) => {
+            let (la, lb) = (build(scope, formats, *a, var), build(scope, formats, *b, var));
+            let mut points = Vec::new();
+            for pa in &la.points {
+                for pb in &lb.points {
+                    points.push(LatticePoint {
+                        iterators: union(&pa.iterators, &pb.iterators),
+                        expr: PointExpr::Binary(*op, Box::new(pa.expr.clone()), Box::new(pb.expr.clone())),
+                    });
+                }
+            }
+            if matches!(op, BinaryOp::Add | BinaryOp::Sub) {
+                // Disjunction: each side also alone, where the other has run out. A side that
+                // never runs out (no iterators) already appears in every point.
+                if !lb.points.iter().any(|p| p.iterators.is_empty()) {
+                    points.extend(la.points.iter().cloned());
+                }
+                if !la.points.iter().any(|p| p.iterators.is_empty()) {
+                    points.extend(lb.points.iter().map(|p| LatticePoint {
+                        iterators: p.iterators.clone(),
+                        expr: if *op == BinaryOp::Sub {
+                            PointExpr::Neg(Box::new(p.expr.clone()))
+                        } else {
+                            p.expr.clone()
+                        },
+                    }));
+                }
+            }
+            keep_whole(MergeLattice { points }, e)
+        }
+    }
+}
+
+/// The points holding every iterator hold every operand: they compute the node as written.
+fn keep_whole(mut lattice: MergeLattice, e: ExprId) -> MergeLattice {
+    let whole = lattice.points.iter().map(|p| p.iterators.len()).max().unwrap_or(0);
+    for p in &mut lattice.points {
+        if p.iterators.len() == whole {
+            p.expr = PointExpr::Node(e);
+        }
+    }
+    lattice
+}
+
+fn union(a: &[LevelIterator], b: &[LevelIterator]) -> Vec<LevelIterator> {
+    let mut out: Vec<LevelIterator> = a.iter().chain(b).copied().collect();
+    out.sort();
+    out.dedup();
+    out
+}
