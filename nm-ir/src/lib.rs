@@ -8,7 +8,9 @@
 //! printer, `taco`'s reduction semantics, and semantic checks (tensor types, index variable
 //! sizes, valid-convolution ranges); and [`concrete`], concrete index notation (`forall`,
 //! `where`, `sequence`) with its printer, parser and `concretize`, and the scheduling
-//! language; [`lattice`], merge lattices for co-iterating the tensors of an expression.
+//! language; [`graph`], iteration graphs (tensor paths with unresolved variables, resolving and
+//! reducing edges, concordant orders, cycles explained, DOT); [`lattice`], merge lattices for
+//! co-iterating the tensors of an expression.
 //!
 //! ## Glossary
 //!
@@ -25,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod concrete;
+pub mod graph;
 pub mod id;
 pub mod lattice;
 pub mod notation;
