@@ -21,6 +21,7 @@ pub fn concretize(stmt: &IndexNotation) -> ConcreteNotation {
         stmts: Arena::new(),
         root: crate::id::Id::new(0),
         derivations: Default::default(),
+        workspaces: Vec::new(),
     };
     let mut s = assignment(&mut c, r.lhs.clone(), r.op, r.rhs);
     for v in r.free_vars().into_iter().rev() {

@@ -15,12 +15,14 @@ mod concretize;
 mod parse;
 mod print;
 mod schedule;
+mod workspace;
 
 pub use concretize::concretize;
 pub use parse::parse_concrete;
 pub use schedule::{
     BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,
 };
+pub use workspace::{AccessPattern, WorkspaceError, WorkspaceKind, WorkspacePlan, WorkspacePolicy};
 
 use std::collections::BTreeMap;
 
@@ -88,6 +90,9 @@ pub struct ConcreteNotation {
     /// How each index variable made by the schedule derives from others (split, fuse, pos,
     /// bound): the provenance analyses follow back to the unscheduled loop order.
     pub derivations: BTreeMap<IndexVarId, Derivation>,
+    /// Workspaces inserted by the analysis: the tensor, dense or sparse, its insert–sort–merge
+    /// policy, and `ow_order` (the result dimension each workspace dimension holds).
+    pub workspaces: Vec<(TensorId, WorkspaceKind, WorkspacePolicy, Vec<usize>)>,
 }
 
 impl ConcreteNotation {

@@ -30,6 +30,7 @@ pub fn parse_concrete(text: &str) -> Result<ConcreteNotation, ParseError> {
         stmts,
         root,
         derivations: Default::default(),
+        workspaces: Vec::new(),
     })
 }
 
