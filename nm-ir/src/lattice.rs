@@ -12,6 +12,10 @@
 //! Simplification: a dense iterator never runs out, so once the top point holds one, no point
 //! without it is reachable and those points are dropped; iterators of a point that are dense
 //! are located rather than iterated.
+//!
+//! Compound subscripts (the convolution paper's stateful lattices): an iterator records the
+//! subscript's unresolved variables before and after the loop, so `C(i+j)` along `i` is a
+//! subsection iterator still waiting for `j`.
 
 use std::fmt;
 
@@ -20,7 +24,12 @@ use nm_format::{Format, LevelKind};
 use crate::notation::{BinaryOp, Expr, ExprId, IndexVarId, Scope, TensorId};
 
 /// One tensor level indexed by the lattice's variable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// For a compound subscript (`C(i+j)`) the iterator is *stateful*: `pre` are the subscript's
+/// variables still unresolved when the loop starts, `post` those still unresolved after it binds
+/// its variable. A level whose `post` is not empty is not resolved by this loop: it is iterated
+/// by non-empty subsections, and a later loop finishes it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LevelIterator {
     /// The tensor.
     pub tensor: TensorId,
@@ -28,6 +37,10 @@ pub struct LevelIterator {
     pub level: usize,
     /// Whether the level lists every coordinate (dense), so it can be located.
     pub full: bool,
+    /// Unresolved variables of the level's subscript before this loop.
+    pub pre: Vec<IndexVarId>,
+    /// Unresolved variables after it.
+    pub post: Vec<IndexVarId>,
 }
 
 /// A lattice point: iterators still running, and what to compute there.
@@ -61,9 +74,16 @@ pub struct MergeLattice {
 pub type Formats<'a> = &'a [Option<Format>];
 
 impl MergeLattice {
-    /// The lattice of `expr` along `var`.
-    pub fn build(scope: Scope<'_>, formats: Formats<'_>, expr: ExprId, var: IndexVarId) -> MergeLattice {
-        let mut lattice = build(scope, formats, expr, var);
+    /// The lattice of `expr` along `var`, inside loops that already bound `bound`.
+    pub fn build(
+        scope: Scope<'_>,
+        formats: Formats<'_>,
+        expr: ExprId,
+        var: IndexVarId,
+        bound: &[IndexVarId],
+    ) -> MergeLattice {
+        let ctx = Context { scope, formats, var, bound };
+        let mut lattice = build(&ctx, expr);
         lattice.simplify();
         lattice
     }
@@ -77,7 +97,7 @@ impl MergeLattice {
             new
         });
         if let Some(top) = self.points.first() {
-            let full: Vec<LevelIterator> = top.iterators.iter().copied().filter(|it| it.full).collect();
+            let full: Vec<LevelIterator> = top.iterators.iter().filter(|it| it.full).cloned().collect();
             self.points.retain(|p| full.iter().all(|f| p.iterators.contains(f)));
         }
     }
@@ -89,7 +109,8 @@ impl MergeLattice {
     }
 
     /// The lattice as text: one line per point, `lp0: [B.1 C.1*] | B(i) + C(i)`, where `*` marks
-    /// a dense (located) iterator.
+    /// a dense (located) iterator and `{i,j→j}` the unresolved variables of a stateful one
+    /// before and after the loop.
     pub fn display<'a>(&'a self, scope: Scope<'a>) -> impl fmt::Display + 'a {
         LatticeText { lattice: self, scope }
     }
@@ -107,7 +128,16 @@ impl fmt::Display for LatticeText<'_> {
                 .iterators
                 .iter()
                 .map(|it| {
-                    format!("{}.{}{}", self.scope.tensors[it.tensor].name, it.level, if it.full { "*" } else { "" })
+                    let names = |vs: &[IndexVarId]| {
+                        vs.iter().map(|&v| self.scope.vars[v].name.as_str()).collect::<Vec<_>>().join(",")
+                    };
+                    let state = if it.pre.len() > 1 || !it.post.is_empty() {
+                        format!("{{{}→{}}}", names(&it.pre), names(&it.post))
+                    } else {
+                        String::new()
+                    };
+                    let located = if it.full { "*" } else { "" };
+                    format!("{}.{}{located}{state}", self.scope.tensors[it.tensor].name, it.level)
                 })
                 .collect();
             write!(f, "lp{k}: [{}] | ", its.join(" "))?;
@@ -159,7 +189,15 @@ fn level_of(format: Option<&Format>, dim: usize) -> (usize, bool) {
     }
 }
 
-fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> MergeLattice {
+struct Context<'a> {
+    scope: Scope<'a>,
+    formats: Formats<'a>,
+    var: IndexVarId,
+    bound: &'a [IndexVarId],
+}
+
+fn build(ctx: &Context<'_>, e: ExprId) -> MergeLattice {
+    let (scope, formats, var) = (ctx.scope, ctx.formats, ctx.var);
     let leaf = |iterators: Vec<LevelIterator>| MergeLattice {
         points: vec![LatticePoint { iterators, expr: PointExpr::Node(e) }],
     };
@@ -170,10 +208,14 @@ fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> 
                 .iter()
                 .enumerate()
                 .filter(|(_, t)| t.vars().any(|v| v == var))
-                .map(|(dim, _)| {
+                .map(|(dim, term)| {
                     let (level, full) =
                         level_of(formats.get(crate::id::Id::index(a.tensor)).and_then(Option::as_ref), dim);
-                    LevelIterator { tensor: a.tensor, level, full }
+                    let mut pre: Vec<IndexVarId> = term.vars().filter(|v| !ctx.bound.contains(v)).collect();
+                    pre.sort();
+                    pre.dedup();
+                    let post = pre.iter().copied().filter(|&v| v != var).collect();
+                    LevelIterator { tensor: a.tensor, level, full, pre, post }
                 })
                 .collect();
             leaf(iterators)
@@ -181,7 +223,7 @@ fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> 
         Expr::Literal(_) => leaf(vec![]),
         Expr::Sum(_, inner) => {
             // A nested reduction reads its operand whole at each point.
-            let lattice = build(scope, formats, *inner, var);
+            let lattice = build(ctx, *inner);
             MergeLattice {
                 points: lattice
                     .points
@@ -191,7 +233,7 @@ fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> 
             }
         }
         Expr::Neg(a) => {
-            let lattice = build(scope, formats, *a, var);
+            let lattice = build(ctx, *a);
             let points = lattice
                 .points
                 .into_iter()
@@ -200,7 +242,7 @@ fn build(scope: Scope<'_>, formats: Formats<'_>, e: ExprId, var: IndexVarId) -> 
             keep_whole(MergeLattice { points }, e)
         }
         Expr::Binary(op, a, b) => {
-            let (la, lb) = (build(scope, formats, *a, var), build(scope, formats, *b, var));
+            let (la, lb) = (build(ctx, *a), build(ctx, *b));
             let mut points = Vec::new();
             for pa in &la.points {
                 for pb in &lb.points {
@@ -244,7 +286,7 @@ fn keep_whole(mut lattice: MergeLattice, e: ExprId) -> MergeLattice {
 }
 
 fn union(a: &[LevelIterator], b: &[LevelIterator]) -> Vec<LevelIterator> {
-    let mut out: Vec<LevelIterator> = a.iter().chain(b).copied().collect();
+    let mut out: Vec<LevelIterator> = a.iter().chain(b).cloned().collect();
     out.sort();
     out.dedup();
     out

@@ -11,7 +11,7 @@ fn lattice(text: &str, var: &str, formats: &[(&str, Format)]) -> (String, bool) 
     let s: IndexNotation = parse(text).unwrap();
     let fs: Vec<Option<Format>> =
         s.tensors.iter().map(|(_, t)| formats.iter().find(|(n, _)| *n == t.name).map(|(_, f)| f.clone())).collect();
-    let l = MergeLattice::build(s.scope(), &fs, s.rhs, s.var_named(var).unwrap());
+    let l = MergeLattice::build(s.scope(), &fs, s.rhs, s.var_named(var).unwrap(), &[]);
     (l.display(s.scope()).to_string(), l.needs_merge())
 }
 
@@ -78,10 +78,29 @@ fn matrix_levels_follow_the_format() {
 fn a_nested_sum_is_read_whole() {
     let s = parse("a(i) = B(i) + C(i,j) * d(j)").unwrap().with_reductions();
     let fs = vec![None, Some(Format::parse("s", 1).unwrap()), Some(Format::csr()), None];
-    let l = MergeLattice::build(s.scope(), &fs, s.rhs, s.var_named("i").unwrap());
+    let l = MergeLattice::build(s.scope(), &fs, s.rhs, s.var_named("i").unwrap(), &[]);
     assert!(matches!(s.exprs[s.rhs], Expr::Binary(..)));
     assert_eq!(
         l.display(s.scope()).to_string(),
         "lp0: [B.0 C.0*] | B(i) + sum(j, C(i,j) * d(j))\nlp1: [C.0*] | sum(j, C(i,j) * d(j))\n"
     );
+}
+
+#[test]
+fn compound_subscripts_make_stateful_iterators() {
+    // The convolution paper's example A(i,j) = B(i) + C(i+j), B and C sparse vectors. Along
+    // the outer loop i, C's level is only narrowed (i+j still needs j): three points, C's
+    // iterator stateful.
+    let s = parse("A(i,j) = B(i) + C(i+j)").unwrap();
+    let fs = vec![None, Some(Format::parse("s", 1).unwrap()), Some(Format::parse("s", 1).unwrap())];
+    let (i, j) = (s.var_named("i").unwrap(), s.var_named("j").unwrap());
+    let l = MergeLattice::build(s.scope(), &fs, s.rhs, i, &[]);
+    assert_eq!(
+        l.display(s.scope()).to_string(),
+        "lp0: [B.0 C.0{i,j→j}] | B(i) + C(i+j)\nlp1: [B.0] | B(i)\nlp2: [C.0{i,j→j}] | C(i+j)\n"
+    );
+    // Along j inside i, B is fixed and C is resolved.
+    let l = MergeLattice::build(s.scope(), &fs, s.rhs, j, &[i]);
+    assert_eq!(l.display(s.scope()).to_string(), "lp0: [C.0] | B(i) + C(i+j)\nlp1: [] | B(i)\n");
+    assert_eq!(l.points[0].iterators[0].post, vec![]);
 }
