@@ -143,7 +143,7 @@ fn schedules_parse_with_carets() {
     let error = |t: &str| parse_schedule(t).unwrap_err().to_string();
     assert_eq!(
         error("tile(i, 4)"),
-        "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll or bound\n  tile(i, 4)\n  ^^^^"
+        "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll, bound or precompute\n  tile(i, 4)\n  ^^^^"
     );
     assert_eq!(error("split(i, i0, i1)"), "expected `,` between arguments\n  split(i, i0, i1)\n                 ^");
     assert_eq!(
@@ -154,6 +154,62 @@ fn schedules_parse_with_carets() {
         error("parallelize(i, cpu, no_races)"),
         "expected one of: cpu_thread cpu_vector gpu_block gpu_warp gpu_thread\n  parallelize(i, cpu, no_races)\n                 ^^^"
     );
-    assert!(error("precompute(B(i,j), j, jw, w)").starts_with("precompute is not implemented yet"));
+    assert_eq!(
+        error("precompute(B(i,j) *, j, jw, w)"),
+        "expected a tensor access, a number, `(` or `-`\n  precompute(B(i,j) *, j, jw, w)\n                     ^"
+    );
+    assert_eq!(
+        error("precompute(B(i,j), j, jw, w, heap)"),
+        "expected a workspace policy: bucket, hash, coord, map or vector\n  precompute(B(i,j), j, jw, w, heap)\n                               ^^^^"
+    );
     assert_eq!(error("unroll(i, -2)"), "expected a non-negative integer\n  unroll(i, -2)\n            ^");
+}
+
+#[test]
+fn precompute_makes_a_temporary() {
+    // Gustavson's SpGEMM: the reduction loop k moves into the producer.
+    let c = run(SPGEMM, "reorder(k, j); precompute(B(k,j) * A(i,k), j, jw, w)").unwrap_err();
+    assert!(c.to_string().starts_with("precompute: `B(k,j) * A(i,k)` is not a subexpression of"), "{c}");
+    let c = run(SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)").unwrap();
+    assert_eq!(
+        round_trip(&c),
+        "forall(i, where(forall(j, C(i,j) += w(j)), forall(k, forall(jw, w(jw) += A(i,k) * B(k,jw)))))"
+    );
+    assert!(c.workspaces.is_empty());
+    // Element-wise: no loop moves, the producer assigns.
+    let c = run("A(i,j) = B(i,j) * C(i,j) * D(j)", "precompute(B(i,j) * C(i,j), j, jw, w)").unwrap();
+    assert_eq!(
+        round_trip(&c),
+        "forall(i, where(forall(j, A(i,j) = w(j) * D(j)), forall(jw, w(jw) = B(i,jw) * C(i,jw))))"
+    );
+    // A policy makes it a sparse workspace.
+    let c = run(SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w, hash(64))").unwrap();
+    let (t, kind, policy, _) = &c.workspaces[0];
+    assert_eq!(
+        (c.tensors[*t].name.as_str(), *kind, policy.to_string()),
+        ("w", nm_ir::concrete::WorkspaceKind::Sparse, "hash(64)".to_string())
+    );
+}
+
+#[test]
+fn precompute_refuses_what_a_vector_temporary_cannot_hold() {
+    let err = |text: &str, schedule: &str| run(text, schedule).unwrap_err().to_string();
+    // j is bound inside i and used by both the expression and the result.
+    assert_eq!(
+        err("A(i,j) = B(i,j) * C(j)", "precompute(B(i,j), i, iw, w)"),
+        "precompute: `B(i,j)` depends on `j`, bound inside `i`, so w(i) cannot hold it; precompute over `j` instead"
+    );
+    // The rest of the statement reads k, which the producer would sum away.
+    assert_eq!(
+        err("C(i,j) = A(i,k) * B(k,j) * d(k)", "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)"),
+        "precompute: the rest of the statement uses `k`, which the precomputed expression sums over"
+    );
+    assert_eq!(
+        err(SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, k, w)"),
+        "precompute: the name `k` is already used; pick a new name for the derived variable"
+    );
+    assert_eq!(
+        err(SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, A)"),
+        "precompute: the name `A` is already used; pick a new name for the derived variable"
+    );
 }

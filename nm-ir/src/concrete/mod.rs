@@ -13,6 +13,7 @@
 
 mod concretize;
 mod parse;
+mod precompute;
 mod print;
 mod schedule;
 mod workspace;

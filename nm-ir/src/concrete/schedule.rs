@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use super::{ConcreteNotation, Stmt, StmtId};
+use super::{ConcreteNotation, Stmt, StmtId, WorkspacePolicy};
 use crate::notation::parse::{Parser, Tok};
 use crate::notation::{AssignOp, IndexVar, IndexVarId, ParseError, TensorId};
 
@@ -122,6 +122,24 @@ impl LoopAttrs {
     }
 }
 
+/// `bucket`, `hash`, `hash(L)`, `coord`, `map` or `vector`.
+fn policy(p: &mut Parser<'_>) -> Result<WorkspacePolicy, ParseError> {
+    let (_, n) = p.name("a workspace policy: bucket, hash, coord, map or vector")?;
+    Ok(match n.as_str() {
+        "bucket" => WorkspacePolicy::Bucket,
+        "hash" if p.eat(&Tok::LParen) => {
+            let l = int(p)? as usize;
+            p.expect(Tok::RParen, "`)` closing `hash(`")?;
+            WorkspacePolicy::Hash(Some(l))
+        }
+        "hash" => WorkspacePolicy::Hash(None),
+        "coord" => WorkspacePolicy::Coord,
+        "map" => WorkspacePolicy::Map,
+        "vector" => WorkspacePolicy::Vector,
+        _ => return Err(p.error_prev("expected a workspace policy: bucket, hash, coord, map or vector")),
+    })
+}
+
 fn named<T>(p: &mut Parser<'_>, from: fn(&str) -> Option<T>, names: &str) -> Result<T, ParseError> {
     let (_, n) = p.name(&format!("one of: {}", names.trim()))?;
     from(&n).ok_or_else(|| p.error_prev(&format!("expected one of: {}", names.trim())))
@@ -188,6 +206,9 @@ pub enum Command {
     Unroll(String, u64),
     /// `bound(i, ib, value, kind)`.
     Bound(String, String, u64, BoundType),
+    /// `precompute(expr, i, iw, w)` (dense temporary) or `precompute(expr, i, iw, w, policy)`
+    /// (sparse workspace); the expression is kept as its canonical text.
+    Precompute(String, String, String, String, Option<WorkspacePolicy>),
 }
 
 /// Parses a schedule: commands separated by `;` (the `-s=` option of the command line).
@@ -196,13 +217,10 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
     let mut out = Vec::new();
     while !p.at_end() {
         let (_, name) = p.name("a scheduling command")?;
-        const COMMANDS: [&str; 7] = ["reorder", "split", "fuse", "pos", "parallelize", "unroll", "bound"];
-        if name == "precompute" {
-            return Err(p.error_prev("precompute is not implemented yet (it arrives with workspaces)"));
-        }
+        const COMMANDS: [&str; 8] = ["reorder", "split", "fuse", "pos", "parallelize", "unroll", "bound", "precompute"];
         if !COMMANDS.contains(&name.as_str()) {
             return Err(p.error_prev(
-                "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll or bound",
+                "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll, bound or precompute",
             ));
         }
         p.expect(Tok::LParen, &format!("`(` after `{name}`"))?;
@@ -255,6 +273,20 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
                 let v = int(&mut p)?;
                 comma(&mut p)?;
                 Command::Bound(i, ib, v, named(&mut p, BoundType::from_name, BoundType::NAMES)?)
+            }
+            "precompute" => {
+                let e = p.expr()?;
+                let mut text = String::new();
+                let scope = crate::notation::Scope { tensors: &p.tensors, vars: &p.vars, exprs: &p.exprs };
+                scope.write_expr(&mut text, e).expect("writing to a String");
+                comma(&mut p)?;
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                let iw = var(&mut p)?;
+                comma(&mut p)?;
+                let w = p.name("the workspace's name")?.1;
+                let policy = if p.eat(&Tok::Comma) { Some(policy(&mut p)?) } else { None };
+                Command::Precompute(text, i, iw, w, policy)
             }
             _ => unreachable!("checked against COMMANDS"),
         };
@@ -324,6 +356,20 @@ pub enum ScheduleError {
         var: String,
         /// The written tensor.
         tensor: String,
+    },
+    /// `precompute` of an expression the statement does not contain.
+    #[error("precompute: `{expr}` is not a subexpression of {cin}")]
+    NoSuchExpr {
+        /// The expression.
+        expr: String,
+        /// The statement.
+        cin: String,
+    },
+    /// `precompute` where the temporary would need more than the precomputed variable.
+    #[error("precompute: {why}")]
+    CannotPrecompute {
+        /// Why.
+        why: String,
     },
     /// `parallelize` inside or around another parallel loop.
     #[error("parallelize: `{var}` is {relation} the parallel loop over `{other}`; nested parallelism is not supported")]
@@ -405,6 +451,7 @@ impl ConcreteNotation {
                     attrs.unroll = Some(*factor as u32);
                 }
             }
+            Command::Precompute(expr, i, iw, w, policy) => c.precompute(expr, i, iw, w, *policy)?,
             Command::Parallelize(i, unit, race) => {
                 let (s, var) = c.loop_named("parallelize", i)?;
                 c.check_parallel(s, var, *race)?;
@@ -471,7 +518,7 @@ impl ConcreteNotation {
     }
 
     /// The loop over `name`.
-    fn loop_named(&self, command: &'static str, name: &str) -> Result<(StmtId, IndexVarId), ScheduleError> {
+    pub(crate) fn loop_named(&self, command: &'static str, name: &str) -> Result<(StmtId, IndexVarId), ScheduleError> {
         let var = self.var_named(command, name)?;
         self.stmts
             .iter()
@@ -500,7 +547,7 @@ impl ConcreteNotation {
         }
     }
 
-    fn fresh_var(&mut self, command: &'static str, name: &str) -> Result<IndexVarId, ScheduleError> {
+    pub(crate) fn fresh_var(&mut self, command: &'static str, name: &str) -> Result<IndexVarId, ScheduleError> {
         if self.vars.iter().any(|(_, v)| v.name == name) || self.tensors.iter().any(|(_, t)| t.name == name) {
             return Err(ScheduleError::NameInUse { command, name: name.to_string() });
         }

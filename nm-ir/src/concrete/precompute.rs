@@ -1,0 +1,187 @@
+//! `precompute(expr, i, iw, w)`: compute a subexpression into a temporary over `i` first, then
+//! use it (taco's scheduling command; a sparse workspace when a policy is given).
+//!
+//! For a nest of loops around one assignment, with `i` the `p`-th loop:
+//! - the `where` goes above the reduction loops directly outside `i` (their variables are not
+//!   in the result), which move into the producer: Gustavson's SpGEMM
+//!   `∀i ∀k ∀j A(i,j) += B(i,k)·C(k,j)` with `precompute(B(i,k)*C(k,j), j, jw, w)` becomes
+//!   `∀i where(∀j A(i,j) += w(j), ∀k ∀jw w(jw) += B(i,k)·C(k,jw))`;
+//! - loops inside `i` go to the producer if `expr` uses their variable, to the consumer if the
+//!   rest of the statement does;
+//! - the consumer keeps the assignment's operator; the producer accumulates when it has loops
+//!   of its own to sum over, and the temporary starts at zero.
+
+use super::schedule::ScheduleError;
+use super::{ConcreteNotation, LoopAttrs, Stmt, StmtId, WorkspaceKind, WorkspacePolicy};
+use crate::notation::{Access, AssignOp, Expr, ExprId, IndexTerm, IndexVarId, TensorVar};
+
+impl ConcreteNotation {
+    pub(crate) fn precompute(
+        &mut self,
+        expr: &str,
+        i: &str,
+        iw: &str,
+        w: &str,
+        policy: Option<WorkspacePolicy>,
+    ) -> Result<(), ScheduleError> {
+        let refuse = |why: String| ScheduleError::CannotPrecompute { why };
+        // The nest: loops from the root to one assignment.
+        let mut loops: Vec<StmtId> = Vec::new();
+        let mut s = self.root;
+        let assign = loop {
+            match &self.stmts[s] {
+                Stmt::Forall { body, .. } => {
+                    loops.push(s);
+                    s = *body;
+                }
+                Stmt::Assign { .. } => break s,
+                _ => return Err(refuse("it needs one assignment under a nest of loops".into())),
+            }
+        };
+        let var_of = |c: &Self, s: StmtId| match c.stmts[s] {
+            Stmt::Forall { var, .. } => var,
+            _ => unreachable!("loops are foralls"),
+        };
+        let (_, var) = self.loop_named("precompute", i)?;
+        let p = loops.iter().position(|&l| var_of(self, l) == var).expect("the loop is in the nest");
+        let Stmt::Assign { lhs, op, rhs } = self.stmts[assign].clone() else { unreachable!() };
+        let target = self
+            .find_subexpr(rhs, expr)
+            .ok_or_else(|| ScheduleError::NoSuchExpr { expr: expr.to_string(), cin: self.to_string() })?;
+        let result_vars: Vec<IndexVarId> = lhs.subscripts.iter().flat_map(IndexTerm::vars).collect();
+        let expr_vars = self.expr_vars(target);
+        // Reduction loops right outside `i` move into the producer.
+        let mut r = p;
+        while r > 0 && !result_vars.contains(&var_of(self, loops[r - 1])) {
+            r -= 1;
+        }
+        // What the consumer reads once `expr` is replaced by w(i).
+        let w_tensor = self.tensors.push(TensorVar { name: self.fresh_name(w)?, order: 1 });
+        let iw_var = self.fresh_var("precompute", iw)?;
+        let produced = self.rebuild_renamed(target, var, iw_var);
+        self.exprs[target] =
+            Expr::Access(Access { tensor: w_tensor, subscripts: vec![IndexTerm::var(var)], span: None });
+        let consumer_vars: Vec<IndexVarId> = result_vars.iter().copied().chain(self.expr_vars(rhs)).collect();
+        for &l in &loops[r..p] {
+            let v = var_of(self, l);
+            if consumer_vars.contains(&v) {
+                return Err(refuse(format!(
+                    "the rest of the statement uses `{}`, which the precomputed expression sums over",
+                    self.vars[v].name
+                )));
+            }
+        }
+        let mut producer_loops: Vec<StmtId> = loops[r..p].to_vec();
+        let mut consumer_loops: Vec<StmtId> = Vec::new();
+        for &l in &loops[p + 1..] {
+            let v = var_of(self, l);
+            let (in_expr, in_rest) = (expr_vars.contains(&v), consumer_vars.contains(&v));
+            if in_expr && in_rest {
+                return Err(refuse(format!(
+                    "`{expr}` depends on `{}`, bound inside `{i}`, so w({i}) cannot hold it; precompute over `{}` instead",
+                    self.vars[v].name, self.vars[v].name
+                )));
+            }
+            if in_expr {
+                producer_loops.push(l);
+            } else if in_rest {
+                consumer_loops.push(l);
+            }
+        }
+        // Consumer: ∀i (∀ consumer loops) lhs op rest.
+        let mut consumer = self.stmts.push(Stmt::Assign { lhs, op, rhs });
+        for &l in consumer_loops.iter().rev() {
+            consumer = self.copy_loop(l, consumer, None);
+        }
+        consumer = self.copy_loop(loops[p], consumer, None);
+        // Producer: (∀ moved reductions) ∀iw (∀ inner loops of expr) w(iw) (+)= expr[i := iw].
+        let w_write = Access { tensor: w_tensor, subscripts: vec![IndexTerm::var(iw_var)], span: None };
+        let sums = !producer_loops.is_empty();
+        let mut producer = self.stmts.push(Stmt::Assign {
+            lhs: w_write,
+            op: if sums { AssignOp::Accumulate } else { AssignOp::Assign },
+            rhs: produced,
+        });
+        let inner: Vec<StmtId> = producer_loops.iter().copied().filter(|&l| loops[p + 1..].contains(&l)).collect();
+        let outer: Vec<StmtId> = producer_loops.iter().copied().filter(|&l| loops[r..p].contains(&l)).collect();
+        for &l in inner.iter().rev() {
+            producer = self.copy_loop(l, producer, None);
+        }
+        producer = self.copy_loop(loops[p], producer, Some(iw_var));
+        for &l in outer.iter().rev() {
+            producer = self.copy_loop(l, producer, None);
+        }
+        let mut s = self.stmts.push(Stmt::Where { consumer, producer });
+        for &l in loops[..r].iter().rev() {
+            s = self.copy_loop(l, s, None);
+        }
+        self.root = s;
+        self.temporaries.push(w_tensor);
+        if let Some(policy) = policy {
+            self.workspaces.push((w_tensor, WorkspaceKind::Sparse, policy, vec![0]));
+        }
+        Ok(())
+    }
+
+    /// A new loop like `l` (same variable unless renamed, same marks) around `body`.
+    fn copy_loop(&mut self, l: StmtId, body: StmtId, rename: Option<IndexVarId>) -> StmtId {
+        let Stmt::Forall { var, attrs, .. } = self.stmts[l] else { unreachable!("loops are foralls") };
+        let attrs: LoopAttrs = attrs;
+        self.stmts.push(Stmt::Forall { var: rename.unwrap_or(var), body, attrs })
+    }
+
+    fn fresh_name(&self, name: &str) -> Result<String, ScheduleError> {
+        if self.tensors.iter().any(|(_, t)| t.name == name) || self.vars.iter().any(|(_, v)| v.name == name) {
+            return Err(ScheduleError::NameInUse { command: "precompute", name: name.to_string() });
+        }
+        Ok(name.to_string())
+    }
+
+    /// The node below `e` that prints as `text`.
+    fn find_subexpr(&self, e: ExprId, text: &str) -> Option<ExprId> {
+        let mut printed = String::new();
+        self.scope().write_expr(&mut printed, e).ok()?;
+        if printed == text {
+            return Some(e);
+        }
+        match &self.exprs[e] {
+            Expr::Access(_) | Expr::Literal(_) => None,
+            Expr::Neg(a) | Expr::Sum(_, a) => self.find_subexpr(*a, text),
+            Expr::Binary(_, a, b) => self.find_subexpr(*a, text).or_else(|| self.find_subexpr(*b, text)),
+        }
+    }
+
+    /// The variables read below `e`.
+    fn expr_vars(&self, e: ExprId) -> Vec<IndexVarId> {
+        match &self.exprs[e] {
+            Expr::Access(a) => a.subscripts.iter().flat_map(IndexTerm::vars).collect(),
+            Expr::Literal(_) => vec![],
+            Expr::Neg(a) | Expr::Sum(_, a) => self.expr_vars(*a),
+            Expr::Binary(_, a, b) => [self.expr_vars(*a), self.expr_vars(*b)].concat(),
+        }
+    }
+
+    /// A copy of the tree below `e` with `from` renamed to `to`.
+    fn rebuild_renamed(&mut self, e: ExprId, from: IndexVarId, to: IndexVarId) -> ExprId {
+        let node = match self.exprs[e].clone() {
+            Expr::Access(mut a) => {
+                for t in &mut a.subscripts {
+                    for (_, v) in &mut t.terms {
+                        if *v == from {
+                            *v = to;
+                        }
+                    }
+                }
+                Expr::Access(a)
+            }
+            Expr::Literal(v) => Expr::Literal(v),
+            Expr::Neg(a) => Expr::Neg(self.rebuild_renamed(a, from, to)),
+            Expr::Sum(v, a) => Expr::Sum(v, self.rebuild_renamed(a, from, to)),
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.rebuild_renamed(a, from, to), self.rebuild_renamed(b, from, to));
+                Expr::Binary(op, a, b)
+            }
+        };
+        self.exprs.push(node)
+    }
+}
