@@ -213,3 +213,22 @@ fn precompute_refuses_what_a_vector_temporary_cannot_hold() {
         "precompute: the name `A` is already used; pick a new name for the derived variable"
     );
 }
+
+#[test]
+fn loop_marks_in_cin_text_are_checked() {
+    let error = |t: &str| parse_concrete(t).unwrap_err().to_string();
+    assert_eq!(
+        error("forall(i, y(i) = x(i), vectorize(4))"),
+        "unknown loop mark: expected parallelize, unroll or bound\n  forall(i, y(i) = x(i), vectorize(4))\n                         ^^^^^^^^^"
+    );
+    assert_eq!(
+        error("forall(i, y(i) = x(i), parallelize(cpu_thread, maybe))"),
+        "expected one of: no_races ignore_races atomics temporary parallel_reduction\n  forall(i, y(i) = x(i), parallelize(cpu_thread, maybe))\n                                                 ^^^^^"
+    );
+    assert_eq!(
+        error("forall(i, y(i) = x(i), bound(16, exact))"),
+        "expected one of: min_exact min_constraint max_exact max_constraint\n  forall(i, y(i) = x(i), bound(16, exact))\n                                   ^^^^^"
+    );
+    let c = parse_concrete("forall(i, y(i) = x(i), bound(16, min_exact), unroll(2))").unwrap();
+    assert_eq!(c.to_string(), "forall(i, y(i) = x(i), unroll(2), bound(16, min_exact))");
+}

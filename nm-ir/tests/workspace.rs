@@ -85,6 +85,11 @@ fn what_the_analysis_refuses() {
         c.workspace_plan(None).unwrap_err().to_string(),
         "workspace analysis needs one assignment under a nest of loops; this statement has a `where`"
     );
+    let seq = parse_concrete("forall(i, sequence(y(i) = b(i), y(i) += c(i)))").unwrap();
+    assert_eq!(
+        seq.workspace_plan(None).unwrap_err().to_string(),
+        "workspace analysis needs one assignment under a nest of loops; this statement has a `sequence`"
+    );
     let c = scheduled("C(i,j) = A(i,j) + B(i,j)", "");
     assert_eq!(
         c.insert_workspace(Some(&Format::csr()), "w", WorkspacePolicy::Coord).unwrap_err().to_string(),

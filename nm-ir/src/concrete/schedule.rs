@@ -102,6 +102,9 @@ impl LoopAttrs {
     /// Parses one mark after a `forall` body (the `,` already consumed).
     pub(crate) fn parse_one(&mut self, p: &mut Parser<'_>) -> Result<(), ParseError> {
         let (_, name) = p.name("a loop mark: parallelize(...), unroll(...) or bound(...)")?;
+        if !["parallelize", "unroll", "bound"].contains(&name.as_str()) {
+            return Err(p.error_prev("unknown loop mark: expected parallelize, unroll or bound"));
+        }
         p.expect(Tok::LParen, &format!("`(` after `{name}`"))?;
         match name.as_str() {
             "parallelize" => {
@@ -116,7 +119,7 @@ impl LoopAttrs {
                 p.expect(Tok::Comma, "`,` after the bound")?;
                 self.bound = Some((v, named(p, BoundType::from_name, BoundType::NAMES)?));
             }
-            _ => return Err(p.error_prev("unknown loop mark: expected parallelize, unroll or bound")),
+            _ => unreachable!("checked above"),
         }
         p.expect(Tok::RParen, &format!("`)` closing `{name}(`"))
     }

@@ -104,7 +104,7 @@ pub enum SemanticError {
         rendered: Option<(String, usize, usize)>,
     },
     /// A declared format whose order differs from the shape's.
-    #[error("`{name}` has a {shape_order}-dimensional shape but its format stores {format_order} dimensions")]
+    #[error("{}", render(rendered, &format!("`{name}` has a {shape_order}-dimensional shape but its format stores {format_order} dimensions")))]
     FormatOrder {
         /// The tensor.
         name: String,
@@ -112,6 +112,8 @@ pub enum SemanticError {
         shape_order: usize,
         /// Dimensions of the format.
         format_order: usize,
+        /// The statement with a caret, if known.
+        rendered: Option<(String, usize, usize)>,
     },
     /// An index variable that indexes dimensions of two different sizes.
     #[error("{}", render(rendered, &format!("index variable `{var}` has size {first} from {first_at} but size {second} here")))]
@@ -128,12 +130,12 @@ pub enum SemanticError {
         rendered: Option<(String, usize, usize)>,
     },
     /// An index variable used only in compound subscripts, with no size given.
-    #[error(
-        "the size of index variable `{var}` cannot be inferred: it appears only in compound subscripts; give it with `-d={var}:SIZE`"
-    )]
+    #[error("{}", render(rendered, &format!("the size of index variable `{var}` cannot be inferred: it appears only in compound subscripts; give it with `-d={var}:SIZE`")))]
     CannotInfer {
         /// The variable.
         var: String,
+        /// The statement with a caret under its first access, if known.
+        rendered: Option<(String, usize, usize)>,
     },
     /// A compound subscript that leaves its dimension for some values of its variables.
     #[error("{}", render(rendered, &format!("subscript {dim} of `{name}` reaches {low}..={high}, outside 0..{size}; with valid convolution semantics the index variable sizes must keep every access in range")))]
@@ -152,10 +154,12 @@ pub enum SemanticError {
         rendered: Option<(String, usize, usize)>,
     },
     /// The same index variable twice on the left-hand side.
-    #[error("index variable `{var}` appears twice on the left-hand side")]
+    #[error("{}", render(rendered, &format!("index variable `{var}` appears twice on the left-hand side")))]
     RepeatedOutputVar {
         /// The variable.
         var: String,
+        /// The statement with a caret under the left-hand side, if known.
+        rendered: Option<(String, usize, usize)>,
     },
 }
 
@@ -177,7 +181,10 @@ impl IndexNotation {
         let lhs_vars = self.free_vars();
         for (k, v) in lhs_vars.iter().enumerate() {
             if lhs_vars[..k].contains(v) {
-                return Err(SemanticError::RepeatedOutputVar { var: self.var_name(*v).to_string() });
+                return Err(SemanticError::RepeatedOutputVar {
+                    var: self.var_name(*v).to_string(),
+                    rendered: self.caret(&self.lhs),
+                });
             }
         }
         let mut accesses = vec![&self.lhs];
@@ -203,6 +210,7 @@ impl IndexNotation {
                         name: name.to_string(),
                         shape_order: ty.shape.len(),
                         format_order: f.order(),
+                        rendered: self.caret(a),
                     });
                 }
             }
@@ -240,7 +248,13 @@ impl IndexNotation {
         for (v, var) in self.vars.iter() {
             match &sizes[v.index()] {
                 Some((n, _)) => resolved[v.index()] = *n,
-                None if used.contains(&v) => return Err(SemanticError::CannotInfer { var: var.name.clone() }),
+                None if used.contains(&v) => {
+                    let first = accesses.iter().find(|a| a.subscripts.iter().any(|t| t.vars().any(|w| w == v)));
+                    return Err(SemanticError::CannotInfer {
+                        var: var.name.clone(),
+                        rendered: first.and_then(|a| self.caret(a)),
+                    });
+                }
                 None => {}
             }
         }
