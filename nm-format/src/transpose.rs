@@ -64,27 +64,21 @@ trait Index: Copy + Default {
     fn from(v: usize) -> Self;
 }
 
-impl Index for u32 {
-    #[inline]
-    fn to(self) -> usize {
-        self as usize
-    }
-    #[inline]
-    fn from(v: usize) -> Self {
-        v as u32
-    }
+macro_rules! index {
+    ($($t:ty),*) => {$(
+        impl Index for $t {
+            #[inline]
+            fn to(self) -> usize {
+                self as usize
+            }
+            #[inline]
+            fn from(v: usize) -> Self {
+                v as $t
+            }
+        }
+    )*};
 }
-
-impl Index for u64 {
-    #[inline]
-    fn to(self) -> usize {
-        self as usize
-    }
-    #[inline]
-    fn from(v: usize) -> Self {
-        v as u64
-    }
-}
+index!(u32, u64);
 
 /// New `pos`, `crd` and values: transposed (count per inner coordinate, prefix sums, stable
 /// scatter; scanning the source in outer order leaves each new row sorted) or copied, and in

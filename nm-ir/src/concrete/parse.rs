@@ -11,7 +11,7 @@
 use super::{ConcreteNotation, LoopAttrs, Stmt, StmtId};
 use crate::id::Arena;
 use crate::notation::parse::{Parser, Tok};
-use crate::notation::{AssignOp, Expr, IndexTerm, ParseError, TensorId};
+use crate::notation::{Expr, ParseError, TensorId};
 
 /// Parses CIN text.
 pub fn parse_concrete(text: &str) -> Result<ConcreteNotation, ParseError> {
@@ -96,16 +96,7 @@ fn written(stmts: &Arena<StmtId, Stmt>, s: StmtId) -> Vec<TensorId> {
 }
 
 fn assignment(p: &mut Parser<'_>, stmts: &mut Arena<StmtId, Stmt>) -> Result<StmtId, ParseError> {
-    let start = p.peek_offset();
-    let lhs = p.access()?;
-    if lhs.subscripts.iter().any(IndexTerm::is_compound) {
-        return Err(p.error_span(start, "the left-hand side takes plain index variables, not compound subscripts"));
-    }
-    let op = match p.next_kind() {
-        Some(Tok::Assign) => AssignOp::Assign,
-        Some(Tok::PlusAssign) => AssignOp::Accumulate,
-        _ => return Err(p.error_prev("expected `=` or `+=` after the left-hand side")),
-    };
+    let (lhs, op) = p.assignment_head()?;
     let rhs_start = p.peek_offset();
     let rhs = p.expr()?;
     if p.exprs.iter().any(|(_, e)| matches!(e, Expr::Sum(..))) {

@@ -36,16 +36,7 @@ pub struct ParseError {
 /// Parses one statement.
 pub fn parse(text: &str) -> Result<IndexNotation, ParseError> {
     let mut p = Parser::new(text)?;
-    let lhs_start = p.peek_offset();
-    let lhs = p.access()?;
-    if lhs.subscripts.iter().any(IndexTerm::is_compound) {
-        return Err(p.error_span(lhs_start, "the left-hand side takes plain index variables, not compound subscripts"));
-    }
-    let op = match p.next_kind() {
-        Some(Tok::Assign) => AssignOp::Assign,
-        Some(Tok::PlusAssign) => AssignOp::Accumulate,
-        _ => return Err(p.error_prev("expected `=` or `+=` after the left-hand side")),
-    };
+    let (lhs, op) = p.assignment_head()?;
     let rhs = p.expr()?;
     if !p.at_end() {
         return Err(p.error_at_token(p.at, "unexpected text after the expression"));
@@ -181,6 +172,23 @@ impl<'a> Parser<'a> {
             tensor_ids: HashMap::new(),
             var_ids: HashMap::new(),
         })
+    }
+
+    /// `lhs =` or `lhs +=`, the left-hand side taking plain variables only.
+    pub(crate) fn assignment_head(&mut self) -> Result<(Access, AssignOp), ParseError> {
+        let start = self.peek_offset();
+        let lhs = self.access()?;
+        if lhs.subscripts.iter().any(IndexTerm::is_compound) {
+            return Err(
+                self.error_span(start, "the left-hand side takes plain index variables, not compound subscripts")
+            );
+        }
+        let op = match self.next_kind() {
+            Some(Tok::Assign) => AssignOp::Assign,
+            Some(Tok::PlusAssign) => AssignOp::Accumulate,
+            _ => return Err(self.error_prev("expected `=` or `+=` after the left-hand side")),
+        };
+        Ok((lhs, op))
     }
 
     /// Whether every token is consumed.
