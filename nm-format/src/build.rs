@@ -97,6 +97,9 @@ impl<T: Value> Tensor<T> {
     /// Builds a tensor from a coordinate list. Explicit zeros are stored as given.
     pub fn from_coordinates(list: &CoordinateList<T>, format: &Format, duplicates: Duplicates) -> Result<Self> {
         check_list(list, format)?;
+        if let Some(t) = Self::from_coordinates_compressed_matrix(list, format, duplicates) {
+            return t;
+        }
         let entries = Entries::from_list(list, format);
         Builder { format, shape: &list.shape }.build(entries, duplicates, false).map(|(t, _)| t)
     }
@@ -179,6 +182,13 @@ impl<T: Value> Tensor<T> {
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, true)
     }
+}
+
+/// The general builder alone (for tests that compare the fast paths with it).
+#[cfg(test)]
+pub(crate) fn build_general<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<Tensor<T>> {
+    let entries = Entries::from_list(list, format);
+    Builder { format, shape: &list.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
 }
 
 fn check_list<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<()> {

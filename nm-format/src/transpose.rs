@@ -1,7 +1,10 @@
-//! The conversion between the two one-compressed-level matrix formats (CSR ↔ CSC, and CSR →
-//! CSR dropping explicit zeros) by one counting sort, as scipy's `tocsc` does. The general
-//! builder gives the same result through more passes; this is the conversion users time.
+//! The two one-compressed-level matrix formats (CSR and CSC) by counting sort, as scipy does:
+//! conversion between them (`tocsc`), and building them from a coordinate list (`coo_tocsr`,
+//! then each row sorted and its duplicates merged). The general builder gives the same tensors
+//! through more passes; these are the paths users time.
 
+use crate::build::{CoordinateList, Duplicates};
+use crate::error::{Result, TensorError};
 use crate::format::{Format, LevelExpr};
 use crate::level::LevelKind;
 use crate::storage::{Indices, LevelStorage};
@@ -20,6 +23,67 @@ fn outer_dim(format: &Format) -> Option<usize> {
 }
 
 impl<T: Value> Tensor<T> {
+    /// The fast path of [`Tensor::from_coordinates`] for CSR/CSC targets (the list already
+    /// checked); `None` when it does not apply. Entries of one row keep their list order among
+    /// equal columns, so duplicates sum in the same order as the general builder sums them.
+    pub(crate) fn from_coordinates_compressed_matrix(
+        list: &CoordinateList<T>,
+        format: &Format,
+        duplicates: Duplicates,
+    ) -> Option<Result<Tensor<T>>> {
+        let outer = outer_dim(format)?;
+        let inner = 1 - outer;
+        let (rows, cols) = (&list.coords[outer], &list.coords[inner]);
+        let n_outer = list.shape[outer];
+        let mut pos = vec![0usize; n_outer + 1];
+        for &r in rows {
+            pos[r + 1] += 1;
+        }
+        for r in 0..n_outer {
+            pos[r + 1] += pos[r];
+        }
+        let mut next = pos.clone();
+        let mut entries: Vec<(usize, T)> = vec![(0, T::ZERO); list.len()];
+        for ((&r, &c), &v) in rows.iter().zip(cols).zip(&list.values) {
+            entries[next[r]] = (c, v);
+            next[r] += 1;
+        }
+        // Sort each row by column (stable), then merge equal columns.
+        let mut crd = Vec::with_capacity(entries.len());
+        let mut values = Vec::with_capacity(entries.len());
+        let mut new_pos = Vec::with_capacity(n_outer + 1);
+        new_pos.push(0);
+        for r in 0..n_outer {
+            let row = &mut entries[pos[r]..pos[r + 1]];
+            if !row.windows(2).all(|w| w[0].0 <= w[1].0) {
+                row.sort_by_key(|e| e.0);
+            }
+            for &(c, v) in row.iter() {
+                if crd.len() > new_pos[r] && crd.last() == Some(&c) {
+                    if duplicates == Duplicates::Reject {
+                        let mut coordinates = vec![0; 2];
+                        (coordinates[outer], coordinates[inner]) = (r, c);
+                        return Some(Err(TensorError::DuplicateEntry { coordinates }));
+                    }
+                    *values.last_mut().expect("a value per coordinate") += v;
+                } else {
+                    crd.push(c);
+                    values.push(v);
+                }
+            }
+            new_pos.push(crd.len());
+        }
+        Some(Ok(Tensor {
+            shape: list.shape.clone(),
+            format: format.clone(),
+            levels: vec![
+                LevelStorage::Dense { size: n_outer },
+                LevelStorage::Compressed { pos: Indices::from_usize(new_pos), crd: Indices::from_usize(crd) },
+            ],
+            values,
+        }))
+    }
+
     /// The fast path of [`Tensor::convert`] for CSR/CSC sources and targets; `None` when it
     /// does not apply.
     pub(crate) fn convert_compressed_matrix(&self, target: &Format) -> Option<Tensor<T>> {
@@ -155,7 +219,33 @@ fn rebuild_with<I: Index, O: Index, T: Value, const DROP_ZEROS: bool>(
 
 #[cfg(test)]
 mod tests {
-    use crate::{CoordinateList, Duplicates, Format, Tensor};
+    use crate::{CoordinateList, Duplicates, Format, Tensor, TensorError};
+
+    #[test]
+    fn building_csr_and_csc_matches_the_general_builder() {
+        use crate::generate::{Values, uniform};
+        for seed in 0..20u64 {
+            // Duplicates on purpose: the same list twice, the second half shuffled.
+            let mut list = uniform::<f64>(&[13, 9], 0.3, Values::Uniform, seed);
+            let n = list.len();
+            for e in (0..n).rev() {
+                let coords = list.entry(e);
+                list.push(&coords, list.values[e] * 0.5);
+            }
+            for format in [Format::csr(), Format::csc()] {
+                let fast =
+                    Tensor::from_coordinates_compressed_matrix(&list, &format, Duplicates::Sum).unwrap().unwrap();
+                // The general builder, reached through a format the fast path does not match.
+                let coo = Tensor::from_coordinates(&list, &Format::coo(2), Duplicates::Sum).unwrap();
+                let general = crate::build::build_general(&coo.to_coordinates(), &format).unwrap();
+                assert_eq!(fast, general, "seed {seed}");
+                let e = Tensor::from_coordinates_compressed_matrix(&list, &format, Duplicates::Reject)
+                    .unwrap()
+                    .unwrap_err();
+                assert!(matches!(e, TensorError::DuplicateEntry { .. }));
+            }
+        }
+    }
 
     #[test]
     fn explicit_zeros_are_dropped_and_rows_stay_sorted() {
