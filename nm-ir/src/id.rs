@@ -4,7 +4,9 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-/// Declares a `u32` id type whose `Display` is `prefix` followed by the number.
+/// Declares a `u32` id type whose `Display` is `prefix` followed by the number (for every
+/// nmsparse IR: `nm_ir::id!(StmtId, "s")`).
+#[macro_export]
 macro_rules! id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
         $(#[$doc])*
@@ -27,7 +29,7 @@ macro_rules! id {
         }
     };
 }
-pub(crate) use id;
+pub use id;
 
 /// What an arena needs of an id type.
 pub trait Id: Copy {

@@ -4,9 +4,13 @@
 //! back end (generated C99, the system C compiler, an on-disk cache, dynamic loading) and a
 //! reference interpreter.
 //!
-//! So far: [`jit`], the C back end's compile-cache-load machinery, which every generated
-//! kernel goes through. Loop IR, lowering and the interpreter follow.
+//! So far: [`ir`], the loop IR (with its text form); [`interp`], its checked reference
+//! interpreter; [`c`], the C99 emitter and kernel runner; and [`jit`], the compile–cache–load
+//! machinery every generated kernel goes through. Lowering CIN to the loop IR follows.
 
 #![deny(missing_docs)]
 
+pub mod c;
+pub mod interp;
+pub mod ir;
 pub mod jit;

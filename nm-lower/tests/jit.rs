@@ -81,14 +81,17 @@ fn a_missing_compiler_is_an_error() {
 
 #[test]
 fn a_corrupted_cache_entry_is_compiled_again() {
-    let dir = fresh_dir();
+    // A truncated object left by another run (the loader serves paths this process already
+    // loaded from memory, so the damaged copy goes into a second cache directory).
+    let (good, damaged) = (fresh_dir(), fresh_dir());
     let cc = compiler();
-    let first = cc.compile_in(&dir, DOT, CompileOptions::default()).unwrap();
-    let path = first.path().to_path_buf();
-    drop(first);
-    std::fs::write(&path, b"not an ELF object").unwrap();
-    let again = cc.compile_in(&dir, DOT, CompileOptions::default()).unwrap();
+    let first = cc.compile_in(&good, DOT, CompileOptions::default()).unwrap();
+    std::fs::create_dir_all(&damaged).unwrap();
+    let name = first.path().file_name().unwrap().to_owned();
+    std::fs::write(damaged.join(&name), b"not an ELF object").unwrap();
+    let again = cc.compile_in(&damaged, DOT, CompileOptions::default()).unwrap();
     assert_eq!(again.outcome(), Outcome::Compiled);
+    assert_eq!(again.path(), damaged.join(&name));
     assert_eq!(call_dot(&again, &[1.0, 2.0], &[3.0, 4.0]), 11.0);
 }
 

@@ -12,6 +12,9 @@
 //!   compiled again.
 //! - A compiler failure is an error carrying the compiler's stderr and the path of the source
 //!   it was given, which stays in the cache directory for inspection.
+//! - Loaded kernels are never unloaded: an object that started OpenMP threads cannot be
+//!   unloaded safely. Within one process the loader also serves a path it has already loaded
+//!   from memory.
 
 mod cache;
 
@@ -211,10 +214,15 @@ impl CCompiler {
     }
 }
 
+/// Loads with `RTLD_NODELETE`: kernels stay mapped for the life of the process. Unloading an
+/// object that started OpenMP threads crashes the process when those threads next wake, and
+/// kernels are small, so they are never unloaded.
 fn load(path: &Path) -> Result<libloading::Library, JitError> {
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
     // SAFETY: loading runs the object's initializers. The objects loaded here are the ones this
     // module compiled from generated C, which defines no initializers and links only libc
     // (and OpenMP / the sanitizer runtimes when asked).
-    unsafe { libloading::Library::new(path) }
+    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE) }
+        .map(libloading::Library::from)
         .map_err(|e| JitError::Load { path: path.to_path_buf(), message: e.to_string() })
 }

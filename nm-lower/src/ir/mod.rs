@@ -1,0 +1,301 @@
+//! The loop IR: the small imperative language lowering emits and both back ends run.
+//!
+//! A [`Function`] owns its arrays (the kernel's parameters: each tensor's per-level `pos`,
+//! `crd` or N:M metadata, then its values, each tagged with its [`Role`]) and its scalar
+//! variables, and a body of [`Stmt`]s: declarations, assignments, loads and stores, `for`
+//! (optionally parallel or unrolled), `while` for co-iteration, `if`/`else`, `break`, and
+//! `resize` of an output array (sizes grown on demand while a sparse result is assembled).
+//! The text form ([`Function`]'s `Display`) is what snapshot tests compare.
+
+mod print;
+
+use nm_ir::id;
+use nm_ir::id::Arena;
+
+id!(
+    /// A scalar variable; prints as its name.
+    VarId,
+    "v"
+);
+id!(
+    /// An array parameter; prints as its name.
+    ArrayId,
+    "a"
+);
+
+/// The type of a scalar variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarType {
+    /// A position, coordinate or count (64-bit signed).
+    Index,
+    /// A 32-bit float value.
+    F32,
+    /// A 64-bit float value.
+    F64,
+    /// A condition.
+    Bool,
+}
+
+/// The element type of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// 32-bit positions or coordinates.
+    I32,
+    /// 64-bit positions or coordinates.
+    I64,
+    /// Packed N:M metadata words.
+    U64,
+    /// 32-bit values.
+    F32,
+    /// 64-bit values.
+    F64,
+}
+
+impl ElemType {
+    /// Whether elements are floating point.
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F64)
+    }
+
+    /// The scalar type a load produces.
+    pub fn scalar(self) -> ScalarType {
+        match self {
+            ElemType::F32 => ScalarType::F32,
+            ElemType::F64 => ScalarType::F64,
+            _ => ScalarType::Index,
+        }
+    }
+}
+
+/// What an array is, as the kernel boundary decomposes tensors (after Triton's sparse-operand
+/// decomposition): per level `pos`/`crd` or N:M metadata, then values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `pos` of a compressed level.
+    Pos {
+        /// The tensor's name.
+        tensor: String,
+        /// The level.
+        level: usize,
+    },
+    /// `crd` of a compressed or singleton level.
+    Crd {
+        /// The tensor's name.
+        tensor: String,
+        /// The level.
+        level: usize,
+    },
+    /// Packed metadata of a structured N:M level.
+    Metadata {
+        /// The tensor's name.
+        tensor: String,
+        /// The level.
+        level: usize,
+    },
+    /// The values of a tensor.
+    Values {
+        /// The tensor's name.
+        tensor: String,
+    },
+    /// Scratch memory the kernel uses (a workspace).
+    Scratch,
+}
+
+/// One array parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArrayDecl {
+    /// Its name in the text and in generated C.
+    pub name: String,
+    /// Element type.
+    pub elem: ElemType,
+    /// What it holds.
+    pub role: Role,
+    /// Whether the kernel writes it (and may grow it with `resize`).
+    pub output: bool,
+}
+
+/// One scalar variable.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VarDecl {
+    /// Its name in the text and in generated C.
+    pub name: String,
+    /// Its type.
+    pub ty: ScalarType,
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// Arithmetic negation.
+    Neg,
+    /// Logical not.
+    Not,
+}
+
+/// Binary operators; comparisons and `and`/`or` produce a `Bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates)
+    Div,
+    /// `%` on indices
+    Rem,
+    /// The smaller operand.
+    Min,
+    /// The larger operand.
+    Max,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `&&` (short-circuit)
+    And,
+    /// `||` (short-circuit)
+    Or,
+}
+
+/// An expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// An index constant.
+    Int(i64),
+    /// A float constant (of the function's value type where it meets one).
+    Float(f64),
+    /// A variable's value.
+    Var(VarId),
+    /// `array[index]`.
+    Load(ArrayId, Box<Expr>),
+    /// `op e`.
+    Unary(UnOp, Box<Expr>),
+    /// `a op b`.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `cond ? a : b`.
+    Select(Box<Expr>, Box<Expr>, Box<Expr>),
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// Declares and initializes a variable.
+    Decl(VarId, Expr),
+    /// `var = e`.
+    Assign(VarId, Expr),
+    /// `array[index] = value`, or `+=` when `accumulate`.
+    Store {
+        /// The array.
+        array: ArrayId,
+        /// The index.
+        index: Expr,
+        /// The value.
+        value: Expr,
+        /// Add instead of overwrite.
+        accumulate: bool,
+    },
+    /// `for var in start..end`.
+    For {
+        /// The loop variable (an index).
+        var: VarId,
+        /// First value.
+        start: Expr,
+        /// One past the last value.
+        end: Expr,
+        /// The body.
+        body: Vec<Stmt>,
+        /// Iterations may run in parallel (`#pragma omp parallel for`).
+        parallel: bool,
+    },
+    /// `while cond`.
+    While {
+        /// Checked before each iteration.
+        cond: Expr,
+        /// The body.
+        body: Vec<Stmt>,
+    },
+    /// `if cond { then } else { otherwise }`.
+    If {
+        /// The condition.
+        cond: Expr,
+        /// Taken when true.
+        then: Vec<Stmt>,
+        /// Taken when false.
+        otherwise: Vec<Stmt>,
+    },
+    /// Leaves the innermost loop.
+    Break,
+    /// Grows an output array to at least `len` elements (new elements are zero).
+    Resize {
+        /// The array.
+        array: ArrayId,
+        /// The length it needs.
+        len: Expr,
+    },
+}
+
+/// A kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    /// Its name (a C identifier).
+    pub name: String,
+    /// Its array parameters, in ABI order.
+    pub arrays: Arena<ArrayId, ArrayDecl>,
+    /// Its scalar variables.
+    pub vars: Arena<VarId, VarDecl>,
+    /// Its body.
+    pub body: Vec<Stmt>,
+}
+
+impl Function {
+    /// An empty kernel.
+    pub fn new(name: &str) -> Self {
+        Self { name: name.to_string(), arrays: Arena::new(), vars: Arena::new(), body: Vec::new() }
+    }
+
+    /// Adds an array parameter.
+    pub fn array(&mut self, name: &str, elem: ElemType, role: Role, output: bool) -> ArrayId {
+        self.arrays.push(ArrayDecl { name: name.to_string(), elem, role, output })
+    }
+
+    /// Adds a scalar variable.
+    pub fn var(&mut self, name: &str, ty: ScalarType) -> VarId {
+        self.vars.push(VarDecl { name: name.to_string(), ty })
+    }
+}
+
+/// Shorthands for building expressions in lowering code and tests.
+pub mod build {
+    use super::{ArrayId, BinOp, Expr, UnOp, VarId};
+
+    /// `v`
+    pub fn var(v: VarId) -> Expr {
+        Expr::Var(v)
+    }
+    /// An index constant.
+    pub fn int(v: i64) -> Expr {
+        Expr::Int(v)
+    }
+    /// A float constant.
+    pub fn float(v: f64) -> Expr {
+        Expr::Float(v)
+    }
+    /// `a[i]`
+    pub fn load(a: ArrayId, i: Expr) -> Expr {
+        Expr::Load(a, Box::new(i))
+    }
+    /// `a op b`
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+    /// `-e`
+    pub fn neg(e: Expr) -> Expr {
+        Expr::Unary(UnOp::Neg, Box::new(e))
+    }
+}

@@ -1,0 +1,156 @@
+//! The loop IR as text, for snapshot tests and `-print-compute`.
+
+use std::fmt::{self, Write};
+
+use super::{BinOp, Expr, Function, Stmt, UnOp};
+
+impl Function {
+    fn write_expr(&self, f: &mut impl Write, e: &Expr) -> fmt::Result {
+        match e {
+            Expr::Int(v) => write!(f, "{v}"),
+            Expr::Float(v) => write!(f, "{v:?}"),
+            Expr::Var(v) => f.write_str(&self.vars[*v].name),
+            Expr::Load(a, i) => {
+                write!(f, "{}[", self.arrays[*a].name)?;
+                self.write_expr(f, i)?;
+                f.write_str("]")
+            }
+            Expr::Unary(op, a) => {
+                f.write_str(match op {
+                    UnOp::Neg => "-",
+                    UnOp::Not => "!",
+                })?;
+                self.write_operand(f, a)
+            }
+            Expr::Binary(op @ (BinOp::Min | BinOp::Max), a, b) => {
+                write!(f, "{}(", if *op == BinOp::Min { "min" } else { "max" })?;
+                self.write_expr(f, a)?;
+                f.write_str(", ")?;
+                self.write_expr(f, b)?;
+                f.write_str(")")
+            }
+            Expr::Binary(op, a, b) => {
+                self.write_operand(f, a)?;
+                write!(f, " {} ", symbol(*op))?;
+                self.write_operand(f, b)
+            }
+            Expr::Select(c, a, b) => {
+                self.write_operand(f, c)?;
+                f.write_str(" ? ")?;
+                self.write_operand(f, a)?;
+                f.write_str(" : ")?;
+                self.write_operand(f, b)
+            }
+        }
+    }
+
+    /// Operands of operators are parenthesized unless they are atoms: unambiguous, if verbose.
+    fn write_operand(&self, f: &mut impl Write, e: &Expr) -> fmt::Result {
+        let atom = matches!(e, Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Load(..))
+            || matches!(e, Expr::Binary(BinOp::Min | BinOp::Max, ..));
+        if atom {
+            self.write_expr(f, e)
+        } else {
+            f.write_str("(")?;
+            self.write_expr(f, e)?;
+            f.write_str(")")
+        }
+    }
+
+    fn write_block(&self, f: &mut impl Write, body: &[Stmt], depth: usize) -> fmt::Result {
+        for s in body {
+            self.write_stmt(f, s, depth)?;
+        }
+        Ok(())
+    }
+
+    fn write_stmt(&self, f: &mut impl Write, s: &Stmt, depth: usize) -> fmt::Result {
+        let pad = "  ".repeat(depth);
+        match s {
+            Stmt::Decl(v, e) => {
+                write!(f, "{pad}let {}: {:?} = ", self.vars[*v].name, self.vars[*v].ty)?;
+                self.write_expr(f, e)?;
+                writeln!(f)
+            }
+            Stmt::Assign(v, e) => {
+                write!(f, "{pad}{} = ", self.vars[*v].name)?;
+                self.write_expr(f, e)?;
+                writeln!(f)
+            }
+            Stmt::Store { array, index, value, accumulate } => {
+                write!(f, "{pad}{}[", self.arrays[*array].name)?;
+                self.write_expr(f, index)?;
+                write!(f, "] {} ", if *accumulate { "+=" } else { "=" })?;
+                self.write_expr(f, value)?;
+                writeln!(f)
+            }
+            Stmt::For { var, start, end, body, parallel } => {
+                write!(f, "{pad}{}for {} in ", if *parallel { "parallel " } else { "" }, self.vars[*var].name)?;
+                self.write_expr(f, start)?;
+                f.write_str("..")?;
+                self.write_expr(f, end)?;
+                writeln!(f, " {{")?;
+                self.write_block(f, body, depth + 1)?;
+                writeln!(f, "{pad}}}")
+            }
+            Stmt::While { cond, body } => {
+                write!(f, "{pad}while ")?;
+                self.write_expr(f, cond)?;
+                writeln!(f, " {{")?;
+                self.write_block(f, body, depth + 1)?;
+                writeln!(f, "{pad}}}")
+            }
+            Stmt::If { cond, then, otherwise } => {
+                write!(f, "{pad}if ")?;
+                self.write_expr(f, cond)?;
+                writeln!(f, " {{")?;
+                self.write_block(f, then, depth + 1)?;
+                if otherwise.is_empty() {
+                    writeln!(f, "{pad}}}")
+                } else {
+                    writeln!(f, "{pad}}} else {{")?;
+                    self.write_block(f, otherwise, depth + 1)?;
+                    writeln!(f, "{pad}}}")
+                }
+            }
+            Stmt::Break => writeln!(f, "{pad}break"),
+            Stmt::Resize { array, len } => {
+                write!(f, "{pad}resize {} to ", self.arrays[*array].name)?;
+                self.write_expr(f, len)?;
+                writeln!(f)
+            }
+        }
+    }
+}
+
+fn symbol(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::Rem => "%",
+        BinOp::Lt => "<",
+        BinOp::Le => "<=",
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::And => "&&",
+        BinOp::Or => "||",
+        BinOp::Min | BinOp::Max => unreachable!("printed as calls"),
+    }
+}
+
+/// `kernel name(arrays) { body }`, arrays with their types and roles.
+impl fmt::Display for Function {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "kernel {}(", self.name)?;
+        for (_, a) in self.arrays.iter() {
+            writeln!(f, "  {}{}: [{:?}] {:?},", if a.output { "out " } else { "" }, a.name, a.elem, a.role)?;
+        }
+        writeln!(f, ") {{")?;
+        let mut body = String::new();
+        self.write_block(&mut body, &self.body, 1)?;
+        f.write_str(&body)?;
+        writeln!(f, "}}")
+    }
+}

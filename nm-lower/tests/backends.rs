@@ -1,0 +1,301 @@
+//! Hand-written loop IR kernels (what lowering will emit) run by the interpreter and by the C
+//! back end: results must agree exactly with each other and with a dense reference computed
+//! independently (small-integer data, so every sum is exact).
+
+use nm_format::generate::{Values, uniform};
+use nm_format::{Duplicates, Format, Indices, LevelStorage, Tensor};
+use nm_lower::c::{CKernel, emit};
+use nm_lower::interp::{ArrayData, InterpError, interpret};
+use nm_lower::ir::build::{bin, float, int, load, var};
+use nm_lower::ir::{BinOp, ElemType, Function, Role, ScalarType, Stmt};
+use nm_lower::jit::CCompiler;
+
+fn cc() -> CCompiler {
+    CCompiler::from_env().expect("a C compiler")
+}
+
+fn role_values(t: &str) -> Role {
+    Role::Values { tensor: t.into() }
+}
+
+/// y(i) = A(i,j) * x(j), A in CSR with `m` rows: `scale * A_vals[p] * x[A_crd[p]]` summed.
+fn spmv(m: i64, value: ElemType, scalar: ScalarType, scale: f64, parallel: bool) -> Function {
+    let mut f = Function::new(if parallel { "spmv_par" } else { "spmv" });
+    let pos = f.array("A1_pos", ElemType::I32, Role::Pos { tensor: "A".into(), level: 1 }, false);
+    let crd = f.array("A1_crd", ElemType::I32, Role::Crd { tensor: "A".into(), level: 1 }, false);
+    let vals = f.array("A_vals", value, role_values("A"), false);
+    let x = f.array("x_vals", value, role_values("x"), false);
+    let y = f.array("y_vals", value, role_values("y"), true);
+    let (i, p, acc) = (f.var("i", ScalarType::Index), f.var("p", ScalarType::Index), f.var("acc", scalar));
+    let product = bin(BinOp::Mul, bin(BinOp::Mul, float(scale), load(vals, var(p))), load(x, load(crd, var(p))));
+    f.body = vec![Stmt::For {
+        var: i,
+        start: int(0),
+        end: int(m),
+        parallel,
+        body: vec![
+            Stmt::Decl(acc, float(0.0)),
+            Stmt::For {
+                var: p,
+                start: load(pos, var(i)),
+                end: load(pos, bin(BinOp::Add, var(i), int(1))),
+                parallel: false,
+                body: vec![Stmt::Assign(acc, bin(BinOp::Add, var(acc), product))],
+            },
+            Stmt::Store { array: y, index: var(i), value: var(acc), accumulate: false },
+        ],
+    }];
+    f
+}
+
+fn csr_arrays(t: &Tensor<f64>) -> (Vec<i32>, Vec<i32>) {
+    let LevelStorage::Compressed { pos: Indices::U32(pos), crd: Indices::U32(crd) } = &t.levels()[1] else {
+        panic!("csr")
+    };
+    (pos.iter().map(|&v| v as i32).collect(), crd.iter().map(|&v| v as i32).collect())
+}
+
+#[test]
+fn spmv_agrees_on_both_back_ends_and_with_the_dense_reference() {
+    let (m, n) = (37usize, 23usize);
+    let a = Tensor::from_coordinates(
+        &uniform::<f64>(&[m, n], 0.2, Values::SmallIntegers(9), 5),
+        &Format::csr(),
+        Duplicates::Reject,
+    )
+    .unwrap();
+    let x: Vec<f64> = (0..n).map(|j| (j % 5) as f64 - 2.0).collect();
+    let dense = a.to_dense().unwrap();
+    let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| dense[i * n + j] * x[j]).sum()).collect();
+    let (pos, crd) = csr_arrays(&a);
+    for parallel in [false, true] {
+        let f = spmv(m as i64, ElemType::F64, ScalarType::F64, 1.0, parallel);
+        let args = || {
+            vec![
+                ArrayData::I32(pos.clone()),
+                ArrayData::I32(crd.clone()),
+                ArrayData::F64(a.values().to_vec()),
+                ArrayData::F64(x.clone()),
+                ArrayData::F64(vec![0.0; m]),
+            ]
+        };
+        let mut by_interp = args();
+        interpret(&f, &mut by_interp).unwrap();
+        let mut by_c = args();
+        let kernel = CKernel::compile(&f, &cc()).unwrap();
+        kernel.run(&mut by_c).unwrap();
+        assert_eq!(by_interp[4], ArrayData::F64(expected.clone()), "interpreter, parallel = {parallel}");
+        assert_eq!(by_c[4], by_interp[4], "C, parallel = {parallel}");
+    }
+}
+
+#[test]
+fn f32_kernels_stay_in_f32_on_both_back_ends() {
+    // 0.1 is not exact: C must compute in float (0.1f), as the interpreter does.
+    let (m, n) = (16usize, 16usize);
+    let a =
+        Tensor::from_coordinates(&uniform::<f64>(&[m, n], 0.5, Values::Uniform, 9), &Format::csr(), Duplicates::Reject)
+            .unwrap();
+    let (pos, crd) = csr_arrays(&a);
+    let vals: Vec<f32> = a.values().iter().map(|&v| v as f32).collect();
+    let x: Vec<f32> = (0..n).map(|j| 0.3 + j as f32 * 0.7).collect();
+    let f = spmv(m as i64, ElemType::F32, ScalarType::F32, 0.1, false);
+    let args = || {
+        vec![
+            ArrayData::I32(pos.clone()),
+            ArrayData::I32(crd.clone()),
+            ArrayData::F32(vals.clone()),
+            ArrayData::F32(x.clone()),
+            ArrayData::F32(vec![0.0; m]),
+        ]
+    };
+    let (mut by_interp, mut by_c) = (args(), args());
+    interpret(&f, &mut by_interp).unwrap();
+    CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
+    assert_eq!(by_c[4], by_interp[4]);
+    // And the value is the f32 computation, not a rounded f64 one.
+    let ArrayData::F32(y) = &by_interp[4] else { unreachable!() };
+    let row0: f32 =
+        (pos[0]..pos[1]).fold(0.0f32, |acc, p| acc + 0.1f32 * vals[p as usize] * x[crd[p as usize] as usize]);
+    assert_eq!(y[0], row0);
+    assert!(emit(&f).contains("0.1f"));
+}
+
+/// a(i) = b(i) + c(i) over two sparse vectors: a while loop merging both, then the tails,
+/// assembling a compressed result whose arrays grow by doubling.
+fn sparse_add() -> Function {
+    let mut f = Function::new("sparse_add");
+    let level = |t: &str| Role::Crd { tensor: t.into(), level: 0 };
+    let b_pos = f.array("b0_pos", ElemType::I32, Role::Pos { tensor: "b".into(), level: 0 }, false);
+    let b_crd = f.array("b0_crd", ElemType::I32, level("b"), false);
+    let b_vals = f.array("b_vals", ElemType::F64, role_values("b"), false);
+    let c_pos = f.array("c0_pos", ElemType::I32, Role::Pos { tensor: "c".into(), level: 0 }, false);
+    let c_crd = f.array("c0_crd", ElemType::I32, level("c"), false);
+    let c_vals = f.array("c_vals", ElemType::F64, role_values("c"), false);
+    let a_pos = f.array("a0_pos", ElemType::I64, Role::Pos { tensor: "a".into(), level: 0 }, true);
+    let a_crd = f.array("a0_crd", ElemType::I32, level("a"), true);
+    let a_vals = f.array("a_vals", ElemType::F64, role_values("a"), true);
+    let v = |f: &mut Function, n: &str| f.var(n, ScalarType::Index);
+    let (pb, pc, pa, cap, ib, ic, i) = (
+        v(&mut f, "pb"),
+        v(&mut f, "pc"),
+        v(&mut f, "pa"),
+        v(&mut f, "cap"),
+        v(&mut f, "ib"),
+        v(&mut f, "ic"),
+        v(&mut f, "i"),
+    );
+    let grow = || Stmt::If {
+        cond: bin(BinOp::Le, var(cap), var(pa)),
+        then: vec![
+            Stmt::Assign(cap, bin(BinOp::Mul, var(cap), int(2))),
+            Stmt::Resize { array: a_crd, len: var(cap) },
+            Stmt::Resize { array: a_vals, len: var(cap) },
+        ],
+        otherwise: vec![],
+    };
+    let append = |coord: nm_lower::ir::Expr, value: nm_lower::ir::Expr| {
+        vec![
+            grow(),
+            Stmt::Store { array: a_crd, index: var(pa), value: coord, accumulate: false },
+            Stmt::Store { array: a_vals, index: var(pa), value, accumulate: false },
+            Stmt::Assign(pa, bin(BinOp::Add, var(pa), int(1))),
+        ]
+    };
+    let in_b = bin(BinOp::Lt, var(pb), load(b_pos, int(1)));
+    let in_c = bin(BinOp::Lt, var(pc), load(c_pos, int(1)));
+    let mut merge = vec![
+        Stmt::Decl(ib, load(b_crd, var(pb))),
+        Stmt::Decl(ic, load(c_crd, var(pc))),
+        Stmt::Decl(i, bin(BinOp::Min, var(ib), var(ic))),
+        Stmt::If {
+            cond: bin(BinOp::And, bin(BinOp::Eq, var(ib), var(i)), bin(BinOp::Eq, var(ic), var(i))),
+            then: append(var(i), bin(BinOp::Add, load(b_vals, var(pb)), load(c_vals, var(pc)))),
+            otherwise: vec![Stmt::If {
+                cond: bin(BinOp::Eq, var(ib), var(i)),
+                then: append(var(i), load(b_vals, var(pb))),
+                otherwise: append(var(i), load(c_vals, var(pc))),
+            }],
+        },
+    ];
+    merge.push(Stmt::If {
+        cond: bin(BinOp::Eq, var(ib), var(i)),
+        then: vec![Stmt::Assign(pb, bin(BinOp::Add, var(pb), int(1)))],
+        otherwise: vec![],
+    });
+    merge.push(Stmt::If {
+        cond: bin(BinOp::Eq, var(ic), var(i)),
+        then: vec![Stmt::Assign(pc, bin(BinOp::Add, var(pc), int(1)))],
+        otherwise: vec![],
+    });
+    let mut tail_b = append(load(b_crd, var(pb)), load(b_vals, var(pb)));
+    tail_b.push(Stmt::Assign(pb, bin(BinOp::Add, var(pb), int(1))));
+    let mut tail_c = append(load(c_crd, var(pc)), load(c_vals, var(pc)));
+    tail_c.push(Stmt::Assign(pc, bin(BinOp::Add, var(pc), int(1))));
+    f.body = vec![
+        Stmt::Decl(pb, load(b_pos, int(0))),
+        Stmt::Decl(pc, load(c_pos, int(0))),
+        Stmt::Decl(pa, int(0)),
+        Stmt::Decl(cap, int(1)),
+        Stmt::Resize { array: a_crd, len: var(cap) },
+        Stmt::Resize { array: a_vals, len: var(cap) },
+        Stmt::While { cond: bin(BinOp::And, in_b.clone(), in_c.clone()), body: merge },
+        Stmt::While { cond: in_b, body: tail_b },
+        Stmt::While { cond: in_c, body: tail_c },
+        Stmt::Resize { array: a_pos, len: int(2) },
+        Stmt::Store { array: a_pos, index: int(1), value: var(pa), accumulate: false },
+    ];
+    f
+}
+
+fn vector(seed: u64, n: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>, Vec<f64>) {
+    let t = Tensor::from_coordinates(
+        &uniform::<f64>(&[n], density, Values::SmallIntegers(9), seed),
+        &Format::parse("s", 1).unwrap(),
+        Duplicates::Reject,
+    )
+    .unwrap();
+    let LevelStorage::Compressed { pos: Indices::U32(pos), crd: Indices::U32(crd) } = &t.levels()[0] else { panic!() };
+    (
+        pos.iter().map(|&v| v as i32).collect(),
+        crd.iter().map(|&v| v as i32).collect(),
+        t.values().to_vec(),
+        t.to_dense().unwrap(),
+    )
+}
+
+#[test]
+fn a_merge_loop_assembles_the_same_sparse_result_on_both_back_ends() {
+    let f = sparse_add();
+    let kernel = CKernel::compile(&f, &cc()).unwrap();
+    for (seed, db, dc) in [(1, 0.3, 0.3), (2, 0.0, 0.5), (3, 0.5, 0.0), (4, 1.0, 0.1), (5, 0.0, 0.0)] {
+        let n = 50;
+        let (bp, bc, bv, bd) = vector(seed, n, db);
+        let (cp, cc_, cv, cd) = vector(seed + 100, n, dc);
+        let args = || {
+            vec![
+                ArrayData::I32(bp.clone()),
+                ArrayData::I32(bc.clone()),
+                ArrayData::F64(bv.clone()),
+                ArrayData::I32(cp.clone()),
+                ArrayData::I32(cc_.clone()),
+                ArrayData::F64(cv.clone()),
+                ArrayData::I64(vec![0]),
+                ArrayData::I32(vec![]),
+                ArrayData::F64(vec![]),
+            ]
+        };
+        let (mut by_interp, mut by_c) = (args(), args());
+        interpret(&f, &mut by_interp).unwrap();
+        kernel.run(&mut by_c).unwrap();
+        assert_eq!(by_c, by_interp, "seed {seed}");
+        // Build the result from the kernel's arrays (validated) and compare densely.
+        let ArrayData::I64(pos) = &by_c[6] else { unreachable!() };
+        let ArrayData::I32(crd) = &by_c[7] else { unreachable!() };
+        let ArrayData::F64(vals) = &by_c[8] else { unreachable!() };
+        let nnz = pos[1] as usize;
+        let levels = vec![LevelStorage::Compressed {
+            pos: Indices::from_usize(pos.iter().map(|&p| p as usize).collect()),
+            crd: Indices::from_usize(crd[..nnz].iter().map(|&c| c as usize).collect()),
+        }];
+        let a = Tensor::from_raw(vec![n], Format::parse("s", 1).unwrap(), levels, vals[..nnz].to_vec()).unwrap();
+        let expected: Vec<f64> = bd.iter().zip(&cd).map(|(x, y)| x + y).collect();
+        assert_eq!(a.to_dense().unwrap(), expected, "seed {seed}");
+    }
+}
+
+#[test]
+fn bad_arguments_and_out_of_bounds_accesses_are_errors() {
+    let f = spmv(3, ElemType::F64, ScalarType::F64, 1.0, false);
+    let mut too_few = vec![ArrayData::I32(vec![0, 0, 0, 0])];
+    assert!(matches!(interpret(&f, &mut too_few), Err(InterpError::ArgumentCount { expected: 5, given: 1, .. })));
+    let mut wrong = vec![
+        ArrayData::I64(vec![0, 0, 0, 0]),
+        ArrayData::I32(vec![]),
+        ArrayData::F64(vec![]),
+        ArrayData::F64(vec![]),
+        ArrayData::F64(vec![0.0; 3]),
+    ];
+    let e = interpret(&f, &mut wrong).unwrap_err();
+    assert_eq!(e.to_string(), "array `A1_pos` is declared I32 but I64 was given");
+    let kernel = CKernel::compile(&f, &cc()).unwrap();
+    assert_eq!(kernel.run(&mut wrong).unwrap_err().to_string(), "array `A1_pos` is declared I32 but I64 was given");
+    // pos says row 0 has one entry, but crd is empty.
+    let mut short = vec![
+        ArrayData::I32(vec![0, 1, 1, 1]),
+        ArrayData::I32(vec![]),
+        ArrayData::F64(vec![]),
+        ArrayData::F64(vec![]),
+        ArrayData::F64(vec![0.0; 3]),
+    ];
+    assert_eq!(interpret(&f, &mut short).unwrap_err().to_string(), "index 0 is outside `A_vals` (length 0)");
+}
+
+#[test]
+fn the_ir_prints() {
+    let text = spmv(4, ElemType::F64, ScalarType::F64, 2.0, true).to_string();
+    assert_eq!(
+        text,
+        "kernel spmv_par(\n  A1_pos: [I32] Pos { tensor: \"A\", level: 1 },\n  A1_crd: [I32] Crd { tensor: \"A\", level: 1 },\n  A_vals: [F64] Values { tensor: \"A\" },\n  x_vals: [F64] Values { tensor: \"x\" },\n  out y_vals: [F64] Values { tensor: \"y\" },\n) {\n  parallel for i in 0..4 {\n    let acc: F64 = 0.0\n    for p in A1_pos[i]..A1_pos[i + 1] {\n      acc = acc + ((2.0 * A_vals[p]) * x_vals[A1_crd[p]])\n    }\n    y_vals[i] = acc\n  }\n}\n"
+    );
+}
