@@ -6,7 +6,8 @@
 //!
 //! So far: [`ir`], the loop IR (with its text form); [`interp`], its checked reference
 //! interpreter; [`c`], the C99 emitter and kernel runner; and [`jit`], the compile–cache–load
-//! machinery every generated kernel goes through. Lowering CIN to the loop IR follows.
+//! machinery every generated kernel goes through; and [`lower`], the first class of CIN →
+//! loop IR lowering (one sparse iterator per loop, dense locate, dense results).
 
 #![deny(missing_docs)]
 
@@ -14,3 +15,4 @@ pub mod c;
 pub mod interp;
 pub mod ir;
 pub mod jit;
+pub mod lower;
