@@ -9,9 +9,11 @@
 //! unions (the intersection, then each side alone). Points are ordered from most to fewest
 //! iterators; lowering emits one `while` per point with cases for the points below it.
 //!
-//! Simplification: a dense iterator never runs out, so once the top point holds one, no point
-//! without it is reachable and those points are dropped; iterators of a point that are dense
-//! are located rather than iterated.
+//! Simplification: a dense iterator (or a constant) never runs out, so a disjunction adds the
+//! points where one side stands alone only if the other side can run out — every point of it
+//! has a sparse iterator. `B(i) + C(i)` with B dense has no C-alone point; `b(i) + c(i)·d(i)`
+//! with d dense keeps its b-alone point (c runs out). Dense iterators of a point are located
+//! rather than iterated.
 //!
 //! Compound subscripts (the convolution paper's stateful lattices): an iterator records the
 //! subscript's unresolved variables before and after the loop, so `C(i+j)` along `i` is a
@@ -96,10 +98,6 @@ impl MergeLattice {
             seen.push(p.iterators.clone());
             new
         });
-        if let Some(top) = self.points.first() {
-            let full: Vec<LevelIterator> = top.iterators.iter().filter(|it| it.full).cloned().collect();
-            self.points.retain(|p| full.iter().all(|f| p.iterators.contains(f)));
-        }
     }
 
     /// Whether some point must be iterated (it has a sparse iterator); a lattice of dense
@@ -253,12 +251,14 @@ fn build(ctx: &Context<'_>, e: ExprId) -> MergeLattice {
                 }
             }
             if matches!(op, BinaryOp::Add | BinaryOp::Sub) {
-                // Disjunction: each side also alone, where the other has run out. A side that
-                // never runs out (no iterators) already appears in every point.
-                if !lb.points.iter().any(|p| p.iterators.is_empty()) {
+                // Disjunction: each side also alone, once the other side has run out — which
+                // happens only if every point of the other side has a sparse iterator (dense
+                // iterators and constants never run out).
+                let can_end = |l: &MergeLattice| l.points.iter().all(|p| p.iterators.iter().any(|it| !it.full));
+                if can_end(&lb) {
                     points.extend(la.points.iter().cloned());
                 }
-                if !la.points.iter().any(|p| p.iterators.is_empty()) {
+                if can_end(&la) {
                     points.extend(lb.points.iter().map(|p| LatticePoint {
                         iterators: p.iterators.clone(),
                         expr: if *op == BinaryOp::Sub {

@@ -54,6 +54,11 @@ fn dense_iterators_are_located_and_prune_unreachable_points() {
     let (text, merge) = lattice("a(i) = B(i) * C(i)", "i", &sparse_vectors(&["C"]));
     assert_eq!(text, "lp0: [B.0* C.0] | B(i) * C(i)\n");
     assert!(merge);
+    // b + c·d with d dense: c can still run out, so the b-alone point stays (found by
+    // nm-lower's end-to-end tests: dropping it lost b's entries past c's last).
+    let v = [("b", Format::parse("s", 1).unwrap()), ("c", Format::parse("s", 1).unwrap())];
+    let (text, _) = lattice("a(i) = b(i) + c(i) * d(i)", "i", &v);
+    assert_eq!(text, "lp0: [b.0 c.0 d.0*] | b(i) + c(i) * d(i)\nlp1: [c.0 d.0*] | c(i) * d(i)\nlp2: [b.0] | b(i)\n");
     // All dense: a plain loop.
     let (text, merge) = lattice("a(i) = B(i) + C(i)", "i", &[]);
     assert_eq!(text, "lp0: [B.0* C.0*] | B(i) + C(i)\n");

@@ -1,9 +1,11 @@
-//! Lowering CIN to the loop IR — the first class of statements: every loop either iterates one
-//! compressed level or runs densely, locating every dense level it reaches, and the result is
-//! dense. That covers SpMV, SpMM with dense operands, TTV, SDDMM-style sampling, element-wise
-//! products of one sparse operand with dense ones, and reductions to scalars, in any concordant
-//! loop order. Co-iteration (merge lattices), sparse results, workspaces and compound
-//! subscripts are refused with [`LowerError::Unsupported`] naming what is missing.
+//! Lowering CIN to the loop IR, for statements whose result is dense: each loop co-iterates
+//! the compressed levels its variable reaches, as the merge lattice of the expression says
+//! (taco's algorithm: a `while` per lattice point with a case per sub-point, or a `for` over
+//! every coordinate when a dense operand or a constant never runs out), and locates the dense
+//! levels. That covers SpMV, SpMM, SpAdd and element-wise products in any mix of formats, TTV,
+//! Gustavson's SpGEMM into a dense result, and reductions to scalars, in any concordant loop
+//! order. Sparse results, workspaces (`where`) and compound subscripts are refused with
+//! [`LowerError::Unsupported`] naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
 //! `T{l}_pos` and `T{l}_crd`, then `T_vals` — tagged with their roles; the result is `R_vals`,
@@ -11,8 +13,9 @@
 
 use nm_format::{Format, LevelKind};
 use nm_ir::concrete::{ConcreteNotation, Stmt as CinStmt};
-use nm_ir::id::Id;
-use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
+use nm_ir::id::{Arena, Id};
+use nm_ir::lattice::{MergeLattice, PointExpr};
+use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, Scope, TensorId, Types};
 
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
@@ -61,6 +64,10 @@ struct Lowerer<'a> {
     /// For each (tensor, access), the position variable of each resolved level.
     positions: Vec<Vec<Option<VarId>>>,
     accesses: Vec<Access>,
+    /// The statement's expression nodes, plus those lattice points make.
+    exprs: Arena<ExprId, CinExpr>,
+    /// Every tensor's format, by id (`None`: dense).
+    formats: Vec<Option<Format>>,
 }
 
 /// Lowers `cin` (one assignment under a nest of loops) with the tensor types of `types`.
@@ -166,6 +173,8 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         bound: vec![None; cin.vars.len()],
         positions: accesses.iter().map(|a| vec![None; a.subscripts.len().max(1)]).collect(),
         accesses,
+        exprs: cin.exprs.clone(),
+        formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
     };
     let body = lw.nest(&loops, &lhs, op, rhs)?;
     lw.f.body = body;
@@ -173,13 +182,17 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
-    match &cin.exprs[e] {
+    collect_accesses_in(&cin.exprs, e, out)
+}
+
+fn collect_accesses_in(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {
+    match &exprs[e] {
         CinExpr::Access(a) => out.push(a.clone()),
         CinExpr::Literal(_) => {}
-        CinExpr::Neg(a) | CinExpr::Sum(_, a) => collect_accesses(cin, *a, out),
+        CinExpr::Neg(a) | CinExpr::Sum(_, a) => collect_accesses_in(exprs, *a, out),
         CinExpr::Binary(_, a, b) => {
-            collect_accesses(cin, *a, out);
-            collect_accesses(cin, *b, out);
+            collect_accesses_in(exprs, *a, out);
+            collect_accesses_in(exprs, *b, out);
         }
     }
 }
@@ -189,7 +202,39 @@ impl Lowerer<'_> {
         self.types.sizes[v.index()]
     }
 
-    /// The loops from `k` on, then the assignment.
+    /// The accesses (indices into `self.accesses`) read by `e`.
+    fn reads(&self, e: ExprId) -> Vec<usize> {
+        let mut found = Vec::new();
+        collect_accesses_in(&self.exprs, e, &mut found);
+        let mut out: Vec<usize> =
+            found.iter().map(|a| self.accesses.iter().position(|b| b == a).expect("collected")).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Materializes a lattice point's expression as nodes.
+    fn materialize(&mut self, p: &PointExpr) -> ExprId {
+        match p {
+            PointExpr::Node(e) => *e,
+            PointExpr::Neg(a) => {
+                let a = self.materialize(a);
+                self.exprs.push(CinExpr::Neg(a))
+            }
+            PointExpr::Binary(op, a, b) => {
+                let (a, b) = (self.materialize(a), self.materialize(b));
+                self.exprs.push(CinExpr::Binary(*op, a, b))
+            }
+        }
+    }
+
+    /// The loops from the first of `loops` inward, then the assignment of `rhs`.
+    ///
+    /// Along each variable, the merge lattice of `rhs` decides the loop: a `for` over every
+    /// coordinate when some point has no sparse iterator (a dense operand, a constant), with a
+    /// case per point; otherwise one `while` per lattice point over its sparse iterators,
+    /// with a case per sub-point, taking the smallest coordinate and advancing the iterators
+    /// that stand on it (taco's co-iteration).
     fn nest(
         &mut self,
         loops: &[(IndexVarId, bool)],
@@ -201,76 +246,160 @@ impl Lowerer<'_> {
             return self.assignment(lhs, op, rhs);
         };
         let name = self.cin.vars[v].name.clone();
-        let loop_var = self.f.var(&name, ScalarType::Index);
-        // The next unresolved level of every access: the ones `v` resolves now.
-        let mut sparse: Option<(usize, usize)> = None; // (access, level)
+        let reads = self.reads(rhs);
+        // Which level of each access this variable reaches now.
+        let mut sparse: Vec<(usize, usize)> = Vec::new();
         let mut dense: Vec<(usize, usize)> = Vec::new();
-        for (k, a) in self.accesses.iter().enumerate() {
+        for &k in &reads {
+            let a = &self.accesses[k];
             let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
-            let next = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none);
-            let Some(l) = next else { continue };
+            let Some(l) = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none) else {
+                continue;
+            };
             let level = &op.format.levels()[l];
             let dim_var = a.subscripts.get(level.expr.dim()).and_then(|t| t.as_var());
-            let uses_v = a.subscripts.iter().any(|t| t.vars().any(|w| w == v));
             if dim_var == Some(v) {
-                if level.kind == LevelKind::Dense {
-                    dense.push((k, l));
-                } else if sparse.replace((k, l)).is_some() {
-                    return unsupported(format!(
-                        "co-iteration of two sparse levels along `{name}` (merge lattices arrive next)"
-                    ));
-                }
-            } else if uses_v {
+                if level.kind == LevelKind::Dense { dense.push((k, l)) } else { sparse.push((k, l)) }
+            } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v)) {
                 return unsupported(format!(
                     "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
                     self.cin.tensors[a.tensor].name
                 ));
             }
         }
-        let mut body = Vec::new();
-        // Locate every dense level: position = parent · size + v.
-        let locate = |lw: &mut Self, body: &mut Vec<Stmt>, list: &[(usize, usize)]| {
-            for &(k, l) in list {
-                let op = lw.operands[lw.accesses[k].tensor.index()].as_ref().expect("decomposed");
-                let dim = op.format.levels()[l].expr.dim();
-                let size = op.shape[dim] as i64;
-                let parent = if l == 0 { int(0) } else { var(lw.positions[k][l - 1].expect("resolved in order")) };
-                let p = lw.f.var(&format!("{}{l}_p{k}", lw.cin.tensors[lw.accesses[k].tensor].name), ScalarType::Index);
-                body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), var(loop_var))));
-                lw.positions[k][l] = Some(p);
-            }
-        };
+        let loop_var = self.f.var(&name, ScalarType::Index);
         self.bound[v.index()] = Some(loop_var);
-        match sparse {
-            None => {
-                locate(self, &mut body, &dense);
-                body.extend(self.nest(rest, lhs, op, rhs)?);
-                Ok(vec![Stmt::For { var: loop_var, start: int(0), end: int(self.size(v) as i64), body, parallel }])
+        let bound: Vec<IndexVarId> =
+            self.bound.iter().enumerate().filter(|(_, b)| b.is_some()).map(|(i, _)| IndexVarId::new(i)).collect();
+        let lattice = {
+            let scope = Scope { tensors: &self.cin.tensors, vars: &self.cin.vars, exprs: &self.exprs };
+            MergeLattice::build(scope, &self.formats, rhs, v, &bound)
+        };
+        // The iterator of a lattice level: which (access, level) of `sparse` it is.
+        let find = |lw: &Self, it: &nm_ir::lattice::LevelIterator| {
+            sparse.iter().position(|&(k, l)| lw.accesses[k].tensor == it.tensor && l == it.level)
+        };
+        let mut points: Vec<(Vec<usize>, ExprId)> = Vec::new();
+        for p in &lattice.points {
+            let its: Vec<usize> = p.iterators.iter().filter(|it| !it.full).filter_map(|it| find(self, it)).collect();
+            let e = self.materialize(&p.expr);
+            points.push((its, e));
+        }
+        let dense_driven = sparse.is_empty() || points.iter().any(|(its, _)| its.is_empty());
+        if sparse.is_empty() && !dense_driven {
+            unreachable!("no sparse iterator means a dense loop");
+        }
+        // Positions and ends of the sparse iterators.
+        let mut out = Vec::new();
+        let mut cursors = Vec::new(); // (position var, end var, coordinate var)
+        for (n, &(k, l)) in sparse.iter().enumerate() {
+            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+            let (pos, crd) = (o.pos[l].expect("compressed"), o.crd[l].expect("compressed"));
+            let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
+            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+            let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
+            let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
+            let c = self.f.var(&format!("{tname}{l}_{name}{n}"), ScalarType::Index);
+            out.push(Stmt::Decl(p, load(pos, parent.clone())));
+            out.push(Stmt::Decl(end, load(pos, bin(BinOp::Add, parent, int(1)))));
+            cursors.push((p, end, c, crd));
+        }
+        let at = |n: usize| bin(BinOp::Eq, var(cursors[n].2), var(loop_var));
+        let all = |conds: Vec<Expr>| conds.into_iter().reduce(|a, b| bin(BinOp::And, a, b)).unwrap_or(Expr::Int(1));
+        // One loop body: read coordinates, locate dense levels, cases, advance.
+        let body_for = |lw: &mut Self, loop_its: &[usize], dense_mode: bool| -> Result<Vec<Stmt>, LowerError> {
+            let mut body = Vec::new();
+            for &n in loop_its {
+                let (p, end, c, crd) = cursors[n];
+                let value = if dense_mode {
+                    // A finished iterator reads a coordinate no loop value equals.
+                    Expr::Select(
+                        Box::new(bin(BinOp::Lt, var(p), var(end))),
+                        Box::new(load(crd, var(p))),
+                        Box::new(int(-1)),
+                    )
+                } else {
+                    load(crd, var(p))
+                };
+                body.push(Stmt::Decl(c, value));
             }
-            Some((k, l)) => {
-                let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-                let (pos, crd) = (o.pos[l].expect("compressed"), o.crd[l].expect("compressed"));
-                let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
-                let p =
-                    self.f.var(&format!("{}{l}_p", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
-                self.positions[k][l] = Some(p);
-                body.push(Stmt::Decl(loop_var, load(crd, var(p))));
-                locate(self, &mut body, &dense);
-                body.extend(self.nest(rest, lhs, op, rhs)?);
-                Ok(vec![Stmt::For {
-                    var: p,
-                    start: load(pos, parent.clone()),
-                    end: load(pos, bin(BinOp::Add, parent, int(1))),
-                    body,
-                    parallel,
-                }])
+            if !dense_mode {
+                let min = loop_its
+                    .iter()
+                    .map(|&n| var(cursors[n].2))
+                    .reduce(|a, b| bin(BinOp::Min, a, b))
+                    .expect("a sparse iterator");
+                body.push(Stmt::Decl(loop_var, min));
             }
+            lw.locate(&mut body, &dense, loop_var);
+            // Cases: the points whose sparse iterators are among this loop's, most specific first.
+            let mut chain: Vec<(Expr, Vec<Stmt>)> = Vec::new();
+            for (its, e) in points.clone() {
+                if !its.iter().all(|n| loop_its.contains(n)) {
+                    continue;
+                }
+                let saved = (lw.positions.clone(), lw.bound.clone());
+                for &n in &its {
+                    let (k, l) = sparse[n];
+                    lw.positions[k][l] = Some(cursors[n].0);
+                }
+                let inner = lw.nest(rest, lhs, op, e)?;
+                (lw.positions, lw.bound) = saved;
+                chain.push((all(its.iter().map(|&n| at(n)).collect()), inner));
+            }
+            let mut cases: Vec<Stmt> = Vec::new();
+            for (cond, then) in chain.into_iter().rev() {
+                cases = vec![Stmt::If { cond, then, otherwise: cases }];
+            }
+            body.extend(cases);
+            for &n in loop_its {
+                let p = cursors[n].0;
+                body.push(Stmt::If {
+                    cond: at(n),
+                    then: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
+                    otherwise: vec![],
+                });
+            }
+            Ok(body)
+        };
+        if dense_driven {
+            let all_its: Vec<usize> = (0..sparse.len()).collect();
+            let body = body_for(self, &all_its, true)?;
+            out.push(Stmt::For {
+                var: loop_var,
+                start: int(0),
+                end: int(self.size(v) as i64),
+                body,
+                parallel: parallel && sparse.is_empty(),
+            });
+        } else {
+            for (its, _) in points.clone() {
+                let cond = all(its.iter().map(|&n| bin(BinOp::Lt, var(cursors[n].0), var(cursors[n].1))).collect());
+                let body = body_for(self, &its, false)?;
+                out.push(Stmt::While { cond, body });
+            }
+        }
+        self.bound[v.index()] = None;
+        Ok(out)
+    }
+
+    /// Locates every dense level in `list`: position = parent · size + coordinate.
+    fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(usize, usize)], coordinate: VarId) {
+        for &(k, l) in list {
+            let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+            let size = op.shape[op.format.levels()[l].expr.dim()] as i64;
+            let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
+            let p =
+                self.f.var(&format!("{}{l}_p{k}", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
+            body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), var(coordinate))));
+            self.positions[k][l] = Some(p);
         }
     }
 
     fn assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
-        // Every access must be fully resolved.
-        for (k, a) in self.accesses.iter().enumerate() {
+        // Every access the expression reads must be fully resolved.
+        for k in self.reads(rhs) {
+            let a = &self.accesses[k];
             let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().len();
             if !a.subscripts.is_empty() && self.positions[k][..levels].iter().any(Option::is_none) {
                 return unsupported(format!("`{}` has levels no loop reaches", self.cin.tensors[a.tensor].name));
@@ -291,7 +420,7 @@ impl Lowerer<'_> {
 
     /// The value of a CIN expression.
     fn expr(&self, e: ExprId) -> Result<Expr, LowerError> {
-        Ok(match &self.cin.exprs[e] {
+        Ok(match &self.exprs[e] {
             CinExpr::Access(a) => {
                 let k = self.accesses.iter().position(|b| b == a).expect("collected");
                 let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
