@@ -1,11 +1,14 @@
-//! Lowering CIN to the loop IR, for statements whose result is dense: each loop co-iterates
+//! Lowering CIN to the loop IR. Each loop co-iterates
 //! the compressed levels its variable reaches, as the merge lattice of the expression says
 //! (taco's algorithm: a `while` per lattice point with a case per sub-point, or a `for` over
 //! every coordinate when a dense operand or a constant never runs out), and locates the dense
 //! levels. That covers SpMV, SpMM, SpAdd and element-wise products in any mix of formats, TTV,
 //! Gustavson's SpGEMM into a dense result, and reductions to scalars, in any concordant loop
-//! order. Sparse results, workspaces (`where`) and compound subscripts are refused with
-//! [`LowerError::Unsupported`] naming what is missing.
+//! order. A dense result is written in place; a sparse one (dense levels, then compressed ones)
+//! is assembled in append order when the loops follow its storage order with no reduction
+//! inside — compressed levels append a coordinate once something was appended below it, with
+//! `pos`/`crd`/values grown by doubling. Workspaces (`where`), results written out of order and
+//! compound subscripts are refused with [`LowerError::Unsupported`] naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
 //! `T{l}_pos` and `T{l}_crd`, then `T_vals` — tagged with their roles; the result is `R_vals`,
@@ -68,6 +71,226 @@ struct Lowerer<'a> {
     exprs: Arena<ExprId, CinExpr>,
     /// Every tensor's format, by id (`None`: dense).
     formats: Vec<Option<Format>>,
+    /// How a sparse result is assembled (`None`: a dense result).
+    assembly: Option<Assembly>,
+}
+
+/// A sparse result assembled in append order: dense levels located, compressed levels
+/// appended with their `pos`/`crd` arrays grown by doubling.
+#[derive(Clone, Debug)]
+struct Assembly {
+    kinds: Vec<LevelKind>,
+    sizes: Vec<usize>,
+    vars: Vec<IndexVarId>,
+    pos: Vec<Option<ArrayId>>,
+    crd: Vec<Option<ArrayId>>,
+    /// Entries appended so far at each compressed level.
+    count: Vec<Option<VarId>>,
+    /// Capacity of each compressed level's `crd` (and values, at the last level).
+    cap: Vec<Option<VarId>>,
+    /// The position of each dense level in the current iteration.
+    position: Vec<Option<VarId>>,
+    /// Entries below a compressed, non-last level when its coordinate was reached.
+    start: Vec<Option<VarId>>,
+    vals: Option<ArrayId>,
+}
+
+impl Assembly {
+    fn declare(
+        f: &mut Function,
+        params: &mut Vec<TensorId>,
+        t: TensorId,
+        name: &str,
+        format: &Format,
+        shape: &[usize],
+    ) -> Result<Self, LowerError> {
+        let levels = format.levels();
+        let n = levels.len();
+        let mut a = Assembly {
+            kinds: levels.iter().map(|l| l.kind).collect(),
+            sizes: format.level_sizes(shape),
+            vars: Vec::new(),
+            pos: vec![None; n],
+            crd: vec![None; n],
+            count: vec![None; n],
+            cap: vec![None; n],
+            position: vec![None; n],
+            start: vec![None; n],
+            vals: None,
+        };
+        for (l, level) in levels.iter().enumerate() {
+            if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
+                return unsupported(format!("blocked levels in the result `{name}`"));
+            }
+            match level.kind {
+                LevelKind::Dense if l + 1 == n || a.kinds[..l].iter().any(|k| *k != LevelKind::Dense) => {
+                    return unsupported(format!("a dense level below or after compressed ones in the result `{name}`"));
+                }
+                LevelKind::Dense => {}
+                LevelKind::Compressed(p) if p.unique && p.ordered => {
+                    a.pos[l] = Some(f.array(
+                        &format!("{name}{l}_pos"),
+                        ElemType::I64,
+                        Role::Pos { tensor: name.into(), level: l },
+                        true,
+                    ));
+                    a.crd[l] = Some(f.array(
+                        &format!("{name}{l}_crd"),
+                        ElemType::I64,
+                        Role::Crd { tensor: name.into(), level: l },
+                        true,
+                    ));
+                    params.extend([t, t]);
+                    a.count[l] = Some(f.var(&format!("{name}{l}_n"), ScalarType::Index));
+                    a.cap[l] = Some(f.var(&format!("{name}{l}_cap"), ScalarType::Index));
+                }
+                other => return unsupported(format!("{other} levels in the result `{name}`")),
+            }
+        }
+        Ok(a)
+    }
+
+    /// Number of positions of the dense levels above `l` (all dense, by construction).
+    fn dense_parents(&self, l: usize) -> usize {
+        self.sizes[..l].iter().product()
+    }
+
+    fn prologue(&mut self, f: &mut Function, vals: ArrayId) -> Vec<Stmt> {
+        self.vals = Some(vals);
+        let mut out = Vec::new();
+        let last = self.kinds.len() - 1;
+        for l in 0..self.kinds.len() {
+            let (Some(n), Some(cap)) = (self.count[l], self.cap[l]) else { continue };
+            out.push(Stmt::Decl(n, int(0)));
+            out.push(Stmt::Decl(cap, int(16)));
+            out.push(Stmt::Resize { array: self.crd[l].expect("compressed"), len: var(cap) });
+            if l == last {
+                out.push(Stmt::Resize { array: vals, len: var(cap) });
+            }
+            // pos: one entry per parent position plus one; a compressed parent grows it.
+            let parents = if l == 0 || self.kinds[l - 1] == LevelKind::Dense {
+                int(self.dense_parents(l) as i64 + 1)
+            } else {
+                int(17)
+            };
+            out.push(Stmt::Resize { array: self.pos[l].expect("compressed"), len: parents });
+            if l + 1 < self.kinds.len() {
+                self.start[l] = Some(f.var(&format!("start{l}"), ScalarType::Index));
+            }
+        }
+        out
+    }
+
+    /// Doubles level `l`'s capacity when full (and what grows with it).
+    fn grow(&self, l: usize) -> Stmt {
+        let (n, cap) = (self.count[l].expect("compressed"), self.cap[l].expect("compressed"));
+        let mut then = vec![
+            Stmt::Assign(cap, bin(BinOp::Mul, var(cap), int(2))),
+            Stmt::Resize { array: self.crd[l].expect("compressed"), len: var(cap) },
+        ];
+        if l + 1 == self.kinds.len() {
+            then.push(Stmt::Resize { array: self.vals.expect("prologue ran"), len: var(cap) });
+        } else if let Some(child_pos) = self.pos[l + 1] {
+            then.push(Stmt::Resize { array: child_pos, len: bin(BinOp::Add, var(cap), int(1)) });
+        }
+        Stmt::If { cond: bin(BinOp::Le, var(cap), var(n)), then, otherwise: vec![] }
+    }
+
+    /// Before the subtree of result level `l` at coordinate `v`.
+    fn before(&mut self, f: &mut Function, l: usize, v: VarId) -> Vec<Stmt> {
+        match self.kinds[l] {
+            LevelKind::Dense => {
+                let parent = if l == 0 { int(0) } else { var(self.position[l - 1].expect("dense parents")) };
+                let p = f.var(&format!("r{l}"), ScalarType::Index);
+                self.position[l] = Some(p);
+                vec![Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(self.sizes[l] as i64)), var(v)))]
+            }
+            _ if l + 1 < self.kinds.len() => {
+                vec![Stmt::Decl(self.start[l].expect("declared"), var(self.count[l + 1].expect("compressed child")))]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// After the subtree of result level `l` at coordinate `v`: a compressed level that got
+    /// children below it appends `v`; a dense parent records its child's count.
+    fn after(&self, l: usize, v: VarId) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        if self.kinds[l] != LevelKind::Dense && l + 1 < self.kinds.len() {
+            let (n, child) = (self.count[l].expect("compressed"), self.count[l + 1].expect("compressed child"));
+            out.push(Stmt::If {
+                cond: bin(BinOp::Lt, var(self.start[l].expect("declared")), var(child)),
+                then: vec![
+                    self.grow(l),
+                    Stmt::Store {
+                        array: self.crd[l].expect("compressed"),
+                        index: var(n),
+                        value: var(v),
+                        accumulate: false,
+                    },
+                    Stmt::Store {
+                        array: self.pos[l + 1].expect("compressed child"),
+                        index: bin(BinOp::Add, var(n), int(1)),
+                        value: var(child),
+                        accumulate: false,
+                    },
+                    Stmt::Assign(n, bin(BinOp::Add, var(n), int(1))),
+                ],
+                otherwise: vec![],
+            });
+        }
+        if self.kinds[l] == LevelKind::Dense && l + 1 < self.kinds.len() {
+            if let Some(child) = self.count[l + 1] {
+                let r = self.position[l].expect("dense position");
+                out.push(Stmt::Store {
+                    array: self.pos[l + 1].expect("compressed child"),
+                    index: bin(BinOp::Add, var(r), int(1)),
+                    value: var(child),
+                    accumulate: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// The write of one value at the last (compressed) level.
+    fn append(&self, v: VarId, value: Expr) -> Vec<Stmt> {
+        let l = self.kinds.len() - 1;
+        let n = self.count[l].expect("compressed");
+        vec![
+            self.grow(l),
+            Stmt::Store { array: self.crd[l].expect("compressed"), index: var(n), value: var(v), accumulate: false },
+            Stmt::Store { array: self.vals.expect("prologue ran"), index: var(n), value, accumulate: false },
+            Stmt::Assign(n, bin(BinOp::Add, var(n), int(1))),
+        ]
+    }
+
+    /// `pos` of a compressed level under dense ones: rows no loop visited repeat the count
+    /// before them (a running maximum); the top level's `pos` is `[0, count]`.
+    fn epilogue(&self, f: &mut Function) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for l in 0..self.kinds.len() {
+            let (Some(pos), Some(n)) = (self.pos[l], self.count[l]) else { continue };
+            if l == 0 {
+                out.push(Stmt::Store { array: pos, index: int(1), value: var(n), accumulate: false });
+            } else if self.kinds[l - 1] == LevelKind::Dense {
+                let r = f.var(&format!("fix{l}"), ScalarType::Index);
+                out.push(Stmt::For {
+                    var: r,
+                    start: int(0),
+                    end: int(self.dense_parents(l) as i64),
+                    body: vec![Stmt::Store {
+                        array: pos,
+                        index: bin(BinOp::Add, var(r), int(1)),
+                        value: bin(BinOp::Max, load(pos, var(r)), load(pos, bin(BinOp::Add, var(r), int(1)))),
+                        accumulate: false,
+                    }],
+                    parallel: false,
+                });
+            }
+        }
+        out
+    }
 }
 
 /// Lowers `cin` (one assignment under a nest of loops) with the tensor types of `types`.
@@ -92,17 +315,36 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
     }
     let CinStmt::Assign { lhs, op, rhs } = cin.stmts[assign].clone() else { unreachable!() };
     let result = lhs.tensor;
-    if types.tensors[result.index()].format.as_ref().is_some_and(|f| *f != Format::dense(f.order())) {
-        return unsupported("a sparse result (assembly arrives with the next lowering class)");
-    }
+    let result_format = types.tensors[result.index()].format.clone().filter(|f| *f != Format::dense(f.order()));
     let mut f = Function::new("kernel");
-    let result_vals = f.array(
-        &format!("{}_vals", cin.tensors[result].name),
-        value,
-        Role::Values { tensor: cin.tensors[result].name.clone() },
-        true,
-    );
-    let mut params = vec![result];
+    let mut params = Vec::new();
+    let result_name = cin.tensors[result].name.clone();
+    let assembly = match &result_format {
+        None => None,
+        Some(format) => {
+            let vars: Vec<IndexVarId> = lhs.subscripts.iter().filter_map(|t| t.as_var()).collect();
+            let order: Vec<IndexVarId> = format.levels().iter().map(|l| vars[l.expr.dim()]).collect();
+            let loop_vars: Vec<IndexVarId> = loops.iter().map(|(v, _)| *v).collect();
+            if loop_vars != order {
+                return unsupported(format!(
+                    "a sparse result written out of its storage order or with reductions inside (`{result_name}`: workspaces arrive with the ISM issue)"
+                ));
+            }
+            let mut assembly = Assembly::declare(
+                &mut f,
+                &mut params,
+                result,
+                &result_name,
+                format,
+                &types.tensors[result.index()].shape,
+            )?;
+            assembly.vars = order;
+            Some(assembly)
+        }
+    };
+    let result_vals =
+        f.array(&format!("{result_name}_vals"), value, Role::Values { tensor: result_name.clone() }, true);
+    params.push(result);
     let mut operands: Vec<Option<Operand>> = vec![None; cin.tensors.len()];
     // One iterator per distinct access: `B(i,j) * C(i,j) - C(i,j) * B(i,j)` reads B once.
     let mut accesses: Vec<Access> = Vec::new();
@@ -175,8 +417,16 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         accesses,
         exprs: cin.exprs.clone(),
         formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
+        assembly,
     };
-    let body = lw.nest(&loops, &lhs, op, rhs)?;
+    let mut body = match &mut lw.assembly {
+        Some(a) => a.prologue(&mut lw.f, lw.result_vals),
+        None => Vec::new(),
+    };
+    body.extend(lw.nest(&loops, &lhs, op, rhs)?);
+    if let Some(a) = &lw.assembly {
+        body.extend(a.epilogue(&mut lw.f));
+    }
     lw.f.body = body;
     Ok(Lowered { function: lw.f, params })
 }
@@ -343,7 +593,9 @@ impl Lowerer<'_> {
                     let (k, l) = sparse[n];
                     lw.positions[k][l] = Some(cursors[n].0);
                 }
-                let inner = lw.nest(rest, lhs, op, e)?;
+                let mut inner = lw.result_before(v, loop_var);
+                inner.extend(lw.nest(rest, lhs, op, e)?);
+                inner.extend(lw.result_after(v, loop_var));
                 (lw.positions, lw.bound) = saved;
                 chain.push((all(its.iter().map(|&n| at(n)).collect()), inner));
             }
@@ -396,6 +648,27 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The result level `v` indexes, when the result is assembled.
+    fn result_level(&self, v: IndexVarId) -> Option<usize> {
+        let a = self.assembly.as_ref()?;
+        a.vars.iter().position(|&w| w == v)
+    }
+
+    fn result_before(&mut self, v: IndexVarId, loop_var: VarId) -> Vec<Stmt> {
+        let Some(l) = self.result_level(v) else { return Vec::new() };
+        let mut a = self.assembly.take().expect("assembled");
+        let out = a.before(&mut self.f, l, loop_var);
+        self.assembly = Some(a);
+        out
+    }
+
+    fn result_after(&self, v: IndexVarId, loop_var: VarId) -> Vec<Stmt> {
+        match (self.result_level(v), &self.assembly) {
+            (Some(l), Some(a)) => a.after(l, loop_var),
+            _ => Vec::new(),
+        }
+    }
+
     fn assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
         // Every access the expression reads must be fully resolved.
         for k in self.reads(rhs) {
@@ -404,6 +677,12 @@ impl Lowerer<'_> {
             if !a.subscripts.is_empty() && self.positions[k][..levels].iter().any(Option::is_none) {
                 return unsupported(format!("`{}` has levels no loop reaches", self.cin.tensors[a.tensor].name));
             }
+        }
+        if let Some(a) = &self.assembly {
+            let last = a.vars.last().copied().expect("a result level");
+            let v = self.bound[last.index()].expect("the last result level's loop");
+            let value = self.expr(rhs)?;
+            return Ok(a.append(v, value));
         }
         let shape = &self.types.tensors[self.result.index()].shape;
         let mut index = int(0);
@@ -485,4 +764,54 @@ pub fn arguments(
             }
         })
         .collect()
+}
+
+/// The result tensor of a kernel that assembled a sparse result (or filled a dense one), read
+/// back from the kernel's output arrays and validated by `Tensor::from_raw`.
+pub fn result_tensor(
+    lowered: &Lowered,
+    arrays: &[crate::interp::ArrayData],
+    shape: &[usize],
+    format: &Format,
+) -> Result<nm_format::Tensor<f64>, nm_format::TensorError> {
+    use crate::interp::ArrayData;
+    use nm_format::{Indices, LevelStorage, Tensor};
+    let result = lowered.params[0];
+    let find = |want: &dyn Fn(&Role) -> bool| {
+        lowered
+            .function
+            .arrays
+            .iter()
+            .zip(&lowered.params)
+            .position(|((_, d), t)| *t == result && d.output && want(&d.role))
+    };
+    let ints = |k: usize| match &arrays[k] {
+        ArrayData::I64(v) => v.iter().map(|&x| x.max(0) as usize).collect::<Vec<usize>>(),
+        _ => Vec::new(),
+    };
+    let sizes = format.level_sizes(shape);
+    let mut levels = Vec::new();
+    let mut parents = 1usize;
+    for (l, level) in format.levels().iter().enumerate() {
+        match level.kind {
+            LevelKind::Dense => {
+                levels.push(LevelStorage::Dense { size: sizes[l] });
+                parents *= sizes[l];
+            }
+            _ => {
+                let pos = find(&|r| matches!(r, Role::Pos { level, .. } if *level == l)).map(ints).unwrap_or_default();
+                let crd = find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)).map(ints).unwrap_or_default();
+                let pos: Vec<usize> = pos.into_iter().take(parents + 1).collect();
+                let count = pos.get(parents).copied().unwrap_or(0);
+                let crd: Vec<usize> = crd.into_iter().take(count).collect();
+                levels.push(LevelStorage::Compressed { pos: Indices::from_usize(pos), crd: Indices::from_usize(crd) });
+                parents = count;
+            }
+        }
+    }
+    let vals = find(&|r| matches!(r, Role::Values { .. })).map(|k| match &arrays[k] {
+        ArrayData::F64(v) => v.iter().copied().take(parents).collect::<Vec<f64>>(),
+        _ => Vec::new(),
+    });
+    Tensor::from_raw(shape.to_vec(), format.clone(), levels, vals.unwrap_or_default())
 }
