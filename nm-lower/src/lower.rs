@@ -7,8 +7,11 @@
 //! order. A dense result is written in place; a sparse one (dense levels, then compressed ones)
 //! is assembled in append order when the loops follow its storage order with no reduction
 //! inside — compressed levels append a coordinate once something was appended below it, with
-//! `pos`/`crd`/values grown by doubling. Workspaces (`where`), results written out of order and
-//! compound subscripts are refused with [`LowerError::Unsupported`] naming what is missing.
+//! `pos`/`crd`/values grown by doubling. `where` producers that compute scalar temporaries
+//! (concretize's inner reductions) run right before their consumer. Tensors whose levels are
+//! all dense are located where they are read, so they never constrain the loop order.
+//! Workspaces with loops in the consumer, results written out of order and compound
+//! subscripts are refused with [`LowerError::Unsupported`] naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
 //! `T{l}_pos` and `T{l}_crd`, then `T_vals` — tagged with their roles; the result is `R_vals`,
@@ -73,6 +76,58 @@ struct Lowerer<'a> {
     formats: Vec<Option<Format>>,
     /// How a sparse result is assembled (`None`: a dense result).
     assembly: Option<Assembly>,
+    /// The scalar variable of each `where` temporary.
+    temporaries: Vec<(TensorId, VarId)>,
+    /// The `where` producers, computed right before the consumer's assignment.
+    producers: Vec<Producer>,
+    /// Whether a producer is being lowered (its leaf is its own assignment).
+    in_producer: bool,
+}
+
+/// A `where` producer: loops computing a scalar temporary.
+#[derive(Clone, Debug)]
+struct Producer {
+    loops: Vec<(IndexVarId, bool)>,
+    lhs: Access,
+    op: AssignOp,
+    rhs: ExprId,
+}
+
+/// The consumer assignment of a chain of `where`s, and their producers (innermost first).
+fn where_chain(
+    cin: &ConcreteNotation,
+    s: nm_ir::concrete::StmtId,
+) -> Result<(nm_ir::concrete::StmtId, Vec<Producer>), LowerError> {
+    match &cin.stmts[s] {
+        CinStmt::Assign { .. } => Ok((s, Vec::new())),
+        CinStmt::Where { consumer, producer } => {
+            let (assign, mut producers) = where_chain(cin, *consumer)?;
+            let mut loops = Vec::new();
+            let mut p = *producer;
+            loop {
+                match &cin.stmts[p] {
+                    CinStmt::Forall { var, body, attrs } => {
+                        loops.push((*var, attrs.parallel.is_some()));
+                        p = *body;
+                    }
+                    CinStmt::Assign { lhs, op, rhs }
+                        if cin.temporaries.contains(&lhs.tensor) && lhs.subscripts.is_empty() =>
+                    {
+                        producers.push(Producer { loops, lhs: lhs.clone(), op: *op, rhs: *rhs });
+                        break;
+                    }
+                    _ => {
+                        return unsupported(
+                            "a `where` whose producer is not loops around a scalar temporary (workspaces arrive with the ISM issue)",
+                        );
+                    }
+                }
+            }
+            Ok((assign, producers))
+        }
+        CinStmt::Forall { .. } => unsupported("loops inside a `where` consumer"),
+        CinStmt::Sequence { .. } => unsupported("`sequence`"),
+    }
 }
 
 /// A sparse result assembled in append order: dense levels located, compressed levels
@@ -305,11 +360,11 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                 loops.push((*var, attrs.parallel.is_some()));
                 s = *body;
             }
-            CinStmt::Assign { .. } => break s,
-            CinStmt::Where { .. } => return unsupported("`where` (temporaries and workspaces)"),
+            CinStmt::Assign { .. } | CinStmt::Where { .. } => break s,
             CinStmt::Sequence { .. } => return unsupported("`sequence`"),
         }
     };
+    let (assign, producers) = where_chain(cin, assign)?;
     if !cin.derivations.is_empty() {
         return unsupported("variables made by split, fuse, pos or bound");
     }
@@ -349,6 +404,10 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
     // One iterator per distinct access: `B(i,j) * C(i,j) - C(i,j) * B(i,j)` reads B once.
     let mut accesses: Vec<Access> = Vec::new();
     collect_accesses(cin, rhs, &mut accesses);
+    for p in &producers {
+        collect_accesses(cin, p.rhs, &mut accesses);
+    }
+    accesses.retain(|a| !cin.temporaries.contains(&a.tensor));
     let mut unique: Vec<Access> = Vec::new();
     for a in accesses {
         if !unique.contains(&a) {
@@ -418,7 +477,16 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         exprs: cin.exprs.clone(),
         formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
         assembly,
+        temporaries: Vec::new(),
+        producers,
+        in_producer: false,
     };
+    for p in lw.producers.clone() {
+        let name = cin.tensors[p.lhs.tensor].name.clone();
+        let scalar = if value == ElemType::F32 { ScalarType::F32 } else { ScalarType::F64 };
+        let v = lw.f.var(&name, scalar);
+        lw.temporaries.push((p.lhs.tensor, v));
+    }
     let mut body = match &mut lw.assembly {
         Some(a) => a.prologue(&mut lw.f, lw.result_vals),
         None => Vec::new(),
@@ -456,8 +524,11 @@ impl Lowerer<'_> {
     fn reads(&self, e: ExprId) -> Vec<usize> {
         let mut found = Vec::new();
         collect_accesses_in(&self.exprs, e, &mut found);
-        let mut out: Vec<usize> =
-            found.iter().map(|a| self.accesses.iter().position(|b| b == a).expect("collected")).collect();
+        let mut out: Vec<usize> = found
+            .iter()
+            .filter(|a| !self.cin.temporaries.contains(&a.tensor))
+            .map(|a| self.accesses.iter().position(|b| b == a).expect("collected"))
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -493,23 +564,60 @@ impl Lowerer<'_> {
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
         let Some((&(v, parallel), rest)) = loops.split_first() else {
-            return self.assignment(lhs, op, rhs);
+            let mut out = Vec::new();
+            if !self.in_producer {
+                // The `where` producers compute their temporaries first.
+                for p in self.producers.clone() {
+                    let t = self.temporary(p.lhs.tensor).expect("declared");
+                    out.push(Stmt::Decl(t, float(0.0)));
+                    let saved = (self.positions.clone(), self.bound.clone());
+                    self.in_producer = true;
+                    let code = self.nest(&p.loops, &p.lhs, p.op, p.rhs);
+                    self.in_producer = false;
+                    (self.positions, self.bound) = saved;
+                    out.extend(code?);
+                }
+            }
+            out.extend(self.assignment(lhs, op, rhs)?);
+            return Ok(out);
         };
         let name = self.cin.vars[v].name.clone();
-        let reads = self.reads(rhs);
+        let consumer_reads = self.reads(rhs);
+        let mut reads = consumer_reads.clone();
+        if !self.in_producer {
+            // Producers run inside these loops: their operands' dense levels are located here.
+            for p in self.producers.clone() {
+                reads.extend(self.reads(p.rhs));
+            }
+            reads.sort_unstable();
+            reads.dedup();
+        }
         // Which level of each access this variable reaches now.
         let mut sparse: Vec<(usize, usize)> = Vec::new();
         let mut dense: Vec<(usize, usize)> = Vec::new();
         for &k in &reads {
             let a = &self.accesses[k];
             let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
+            if self.all_dense(k) {
+                // Located all at once where it is read, in any loop order.
+                continue;
+            }
             let Some(l) = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none) else {
                 continue;
             };
             let level = &op.format.levels()[l];
             let dim_var = a.subscripts.get(level.expr.dim()).and_then(|t| t.as_var());
             if dim_var == Some(v) {
-                if level.kind == LevelKind::Dense { dense.push((k, l)) } else { sparse.push((k, l)) }
+                if level.kind == LevelKind::Dense {
+                    dense.push((k, l))
+                } else if !consumer_reads.contains(&k) {
+                    return unsupported(format!(
+                        "a `where` producer reading `{}`'s compressed level {l} along the outer loop `{name}`",
+                        self.cin.tensors[a.tensor].name
+                    ));
+                } else {
+                    sparse.push((k, l))
+                }
             } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v)) {
                 return unsupported(format!(
                     "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
@@ -648,6 +756,36 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Whether every level of access `k`'s tensor is dense.
+    fn all_dense(&self, k: usize) -> bool {
+        let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        op.format.levels().iter().all(|l| l.kind == LevelKind::Dense)
+    }
+
+    /// The position of a read of an all-dense tensor: its levels' coordinates linearized.
+    fn dense_position(&self, k: usize) -> Result<Expr, LowerError> {
+        let a = &self.accesses[k];
+        let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+        let mut position = int(0);
+        for level in op.format.levels() {
+            let d = level.expr.dim();
+            let v = a.subscripts[d].as_var().expect("plain subscripts");
+            let lv = self.bound[v.index()].ok_or_else(|| {
+                LowerError::Unsupported(format!(
+                    "`{}` is read outside the loop over `{}`",
+                    self.cin.tensors[a.tensor].name, self.cin.vars[v].name
+                ))
+            })?;
+            position = bin(BinOp::Add, bin(BinOp::Mul, position, int(op.shape[d] as i64)), var(lv));
+        }
+        Ok(position)
+    }
+
+    /// The scalar variable of a `where` temporary.
+    fn temporary(&self, t: TensorId) -> Option<VarId> {
+        self.temporaries.iter().find(|(u, _)| *u == t).map(|(_, v)| *v)
+    }
+
     /// The result level `v` indexes, when the result is assembled.
     fn result_level(&self, v: IndexVarId) -> Option<usize> {
         let a = self.assembly.as_ref()?;
@@ -674,9 +812,15 @@ impl Lowerer<'_> {
         for k in self.reads(rhs) {
             let a = &self.accesses[k];
             let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().len();
-            if !a.subscripts.is_empty() && self.positions[k][..levels].iter().any(Option::is_none) {
+            if !a.subscripts.is_empty() && !self.all_dense(k) && self.positions[k][..levels].iter().any(Option::is_none)
+            {
                 return unsupported(format!("`{}` has levels no loop reaches", self.cin.tensors[a.tensor].name));
             }
+        }
+        if let Some(t) = self.temporary(lhs.tensor) {
+            let value = self.expr(rhs)?;
+            let value = if op == AssignOp::Accumulate { bin(BinOp::Add, var(t), value) } else { value };
+            return Ok(vec![Stmt::Assign(t, value)]);
         }
         if let Some(a) = &self.assembly {
             let last = a.vars.last().copied().expect("a result level");
@@ -700,10 +844,13 @@ impl Lowerer<'_> {
     /// The value of a CIN expression.
     fn expr(&self, e: ExprId) -> Result<Expr, LowerError> {
         Ok(match &self.exprs[e] {
+            CinExpr::Access(a) if self.temporary(a.tensor).is_some() => var(self.temporary(a.tensor).expect("checked")),
             CinExpr::Access(a) => {
                 let k = self.accesses.iter().position(|b| b == a).expect("collected");
                 let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
-                let position = if a.subscripts.is_empty() {
+                let position = if !a.subscripts.is_empty() && self.all_dense(k) {
+                    self.dense_position(k)?
+                } else if a.subscripts.is_empty() {
                     int(0)
                 } else {
                     var(self.positions[k][op.format.levels().len() - 1].expect("resolved"))

@@ -216,14 +216,22 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         ),
         "cannot lower this statement yet: `j` is bound before `A`'s level 0 is reached: the loop order is discordant with its format"
     );
+    let e = err(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)",
+        ("C", &[4, 4]),
+        &[("A", &[4, 3], Some(Format::csr()), 1), ("B", &[3, 4], Some(Format::csr()), 2)],
+    );
+    assert_eq!(e, "cannot lower this statement yet: loops inside a `where` consumer");
+    let e = err(
+        "y(i) = b(i) - A(i,j) * x(j)",
+        "",
+        ("y", &[4]),
+        &[("b", &[4], None, 1), ("A", &[4, 3], Some(Format::csf(2)), 2), ("x", &[3], None, 3)],
+    );
     assert_eq!(
-        err(
-            "y(i) = b(i) - A(i,j) * x(j)",
-            "",
-            ("y", &[4]),
-            &[("b", &[4], None, 1), ("A", &[4, 3], Some(Format::csr()), 2), ("x", &[3], None, 3)]
-        ),
-        "cannot lower this statement yet: `where` (temporaries and workspaces)"
+        e,
+        "cannot lower this statement yet: a `where` producer reading `A`'s compressed level 0 along the outer loop `i`"
     );
     assert_eq!(
         err("O(i) = I(i+p) * F(p)", "", ("O", &[4]), &[("I", &[6], sv(), 1), ("F", &[3], None, 2)]),
@@ -327,4 +335,54 @@ fn sparse_results_are_assembled_in_append_order() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("workspaces arrive with the ISM issue"), "{e}");
+}
+
+#[test]
+fn where_temporaries_for_inner_reductions() {
+    let (m, n) = (7, 6);
+    // The residual: y(i) = b(i) - sum(j, A(i,j) x(j)) with a scalar temporary per row.
+    let (y, d) = run(
+        "y(i) = b(i) - A(i,j) * x(j)",
+        "",
+        ("y", &[m]),
+        &[("b", &[m], None, 51), ("A", &[m, n], Some(Format::csr()), 52), ("x", &[n], None, 53)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..m).map(|i| d[0][i] - (0..n).map(|j| d[1][i * n + j] * d[2][j]).sum::<f64>()).collect();
+    assert_eq!(y, expected);
+    // A row sum scaling a sparse vector.
+    let (a, d) = run(
+        "a(i) = sum(j, B(i,j)) * c(i)",
+        "",
+        ("a", &[m]),
+        &[("B", &[m, n], Some(Format::csr()), 54), ("c", &[m], Some(Format::parse("s", 1).unwrap()), 55)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| d[0][i * n + j]).sum::<f64>() * d[1][i]).collect();
+    assert_eq!(a, expected);
+    // MTTKRP with B stored (i, l, k), k compressed, so the concretized loops i, j, l, k are
+    // concordant and the producer iterates B's last level.
+    let (r, k, l) = (3, 4, 5);
+    let (a, d) = run(
+        "A(i,j) = B(i,k,l) * C(k,j) * D(l,j)",
+        "",
+        ("A", &[m, r]),
+        &[
+            ("B", &[m, k, l], Some(Format::parse("dds:0,2,1", 3).unwrap()), 56),
+            ("C", &[k, r], None, 57),
+            ("D", &[l, r], None, 58),
+        ],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..m * r)
+        .map(|ij| {
+            let (i, j) = (ij / r, ij % r);
+            (0..l)
+                .map(|ll| {
+                    (0..k).map(|kk| d[0][(i * k + kk) * l + ll] * d[1][kk * r + j]).sum::<f64>() * d[2][ll * r + j]
+                })
+                .sum()
+        })
+        .collect();
+    assert_eq!(a, expected);
 }
