@@ -44,9 +44,64 @@ enum Command {
     },
 }
 
+/// `nmsparse "<expr>" [options]`: compile and run an expression (taco's options).
+#[derive(Parser)]
+#[command(
+    name = "nmsparse",
+    version,
+    about = "Compile and run a tensor expression, e.g. nmsparse \"y(i) = A(i,j) * x(j)\" -f=A:csr -time=10"
+)]
+struct RunCli {
+    /// The expression, in taco's index notation.
+    expr: String,
+    /// A tensor's format: `-f=A:csr`, `-f=B:ds:1,0`, `-f=W:nm(2,4,16)`.
+    #[arg(short = 'f', value_name = "TENSOR:FORMAT")]
+    format: Vec<String>,
+    /// Read a tensor from a .mtx or .tns file: `-i=A:matrix.mtx`.
+    #[arg(short = 'i', value_name = "TENSOR:FILE")]
+    input: Vec<String>,
+    /// Write the result: `-o=y:out.mtx`.
+    #[arg(short = 'o', value_name = "TENSOR:FILE")]
+    output: Vec<String>,
+    /// An index variable's size: `-d=i:1000` (default 1000 unless an input fixes it).
+    #[arg(short = 'd', value_name = "VAR:SIZE")]
+    dim: Vec<String>,
+    /// A schedule: `-s="reorder(k, j)"`.
+    #[arg(short = 's', value_name = "SCHEDULE")]
+    schedule: Option<String>,
+    /// Run N times and print compile and compute times.
+    #[arg(long, value_name = "N")]
+    time: Option<usize>,
+    /// `jit` (generated C, default) or `interp` (the loop-IR interpreter).
+    #[arg(long, value_name = "jit|interp", default_value = "jit")]
+    backend: String,
+    /// Print the concrete index notation.
+    #[arg(long = "print-concrete")]
+    print_concrete: bool,
+    /// Print the loop IR.
+    #[arg(long = "print-loops")]
+    print_loops: bool,
+    /// Print the generated C.
+    #[arg(long = "print-compute")]
+    print_compute: bool,
+    /// Print the iteration graph (DOT).
+    #[arg(long = "print-iteration-graph")]
+    print_iteration_graph: bool,
+}
+
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
-    const LONG: [&str; 3] = ["time", "format", "prune"];
+    const LONG: [&str; 9] = [
+        "time",
+        "format",
+        "prune",
+        "backend",
+        "print-concrete",
+        "print-loops",
+        "print-compute",
+        "print-iteration-graph",
+        "help",
+    ];
     args.map(|a| match a.strip_prefix('-') {
         Some(rest)
             if !rest.starts_with('-') && LONG.iter().any(|l| rest == *l || rest.starts_with(&format!("{l}="))) =>
@@ -59,7 +114,12 @@ fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(taco_style(std::env::args()));
+    let args = taco_style(std::env::args());
+    const SUBCOMMANDS: [&str; 6] = ["info", "convert", "help", "--help", "-h", "--version"];
+    if args.get(1).is_some_and(|a| !SUBCOMMANDS.contains(&a.as_str()) && !a.starts_with('-')) {
+        return run_expression(RunCli::parse_from(args));
+    }
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Info { file, time } => commands::info(&file, time).map(|info| print!("{}", info.render(&file))),
         Command::Convert { input, output, format, prune, time } => {
@@ -77,6 +137,41 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_expression(cli: RunCli) -> ExitCode {
+    let backend = match cli.backend.as_str() {
+        "jit" => commands::Backend::Jit,
+        "interp" => commands::Backend::Interp,
+        other => {
+            eprintln!("error: -backend={other}: expected jit or interp");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = commands::RunOptions {
+        expr: cli.expr,
+        formats: cli.format,
+        inputs: cli.input,
+        outputs: cli.output,
+        dims: cli.dim,
+        schedule: cli.schedule,
+        time: cli.time,
+        backend,
+        print_concrete: cli.print_concrete,
+        print_loops: cli.print_loops,
+        print_compute: cli.print_compute,
+        print_iteration_graph: cli.print_iteration_graph,
+    };
+    match commands::run(&options) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE

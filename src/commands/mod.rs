@@ -2,9 +2,11 @@
 
 mod convert;
 mod info;
+mod run;
 
 pub use convert::{ConvertOptions, ConvertReport, convert};
 pub use info::{Info, info};
+pub use run::{Backend, RunOptions, run};
 
 use std::time::{Duration, Instant};
 
