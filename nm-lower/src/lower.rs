@@ -82,6 +82,10 @@ struct Lowerer<'a> {
     producers: Vec<Producer>,
     /// Whether a producer is being lowered (its leaf is its own assignment).
     in_producer: bool,
+    /// A scalar the innermost reduction loops accumulate into, stored once after them.
+    accumulator: Option<VarId>,
+    /// The value type.
+    value: ElemType,
 }
 
 /// A `where` producer: loops computing a scalar temporary.
@@ -446,9 +450,12 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                         Role::Pos { tensor: name.clone(), level: l },
                         false,
                     ));
+                    // Coordinates are below the dimension's size: 32 bits halve their memory
+                    // traffic whenever the size allows (positions can exceed it: 64 bits).
+                    let narrow = ty.shape[level.expr.dim()] <= i32::MAX as usize;
                     crd[l] = Some(f.array(
                         &format!("{name}{l}_crd"),
-                        ElemType::I64,
+                        if narrow { ElemType::I32 } else { ElemType::I64 },
                         Role::Crd { tensor: name.clone(), level: l },
                         false,
                     ));
@@ -480,6 +487,8 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         temporaries: Vec::new(),
         producers,
         in_producer: false,
+        accumulator: None,
+        value,
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -581,6 +590,27 @@ impl Lowerer<'_> {
             out.extend(self.assignment(lhs, op, rhs)?);
             return Ok(out);
         };
+        // Reduction loops inside every result loop, accumulating into a dense result: sum
+        // into a register and store once (`y[i] += acc` after the loop, not per element).
+        let reduces = op == AssignOp::Accumulate
+            && self.accumulator.is_none()
+            && !self.in_producer
+            && self.assembly.is_none()
+            && self.temporary(lhs.tensor).is_none()
+            && self.producers.is_empty()
+            && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()));
+        if reduces {
+            let scalar = if self.value == ElemType::F32 { ScalarType::F32 } else { ScalarType::F64 };
+            let acc = self.f.var("acc", scalar);
+            self.accumulator = Some(acc);
+            let inner = self.nest(loops, lhs, op, rhs);
+            self.accumulator = None;
+            let index = self.result_index(lhs)?;
+            let mut out = vec![Stmt::Decl(acc, float(0.0))];
+            out.extend(inner?);
+            out.push(Stmt::Store { array: self.result_vals, index, value: var(acc), accumulate: true });
+            return Ok(out);
+        }
         let name = self.cin.vars[v].name.clone();
         let consumer_reads = self.reads(rhs);
         let mut reads = consumer_reads.clone();
@@ -722,6 +752,25 @@ impl Lowerer<'_> {
             }
             Ok(body)
         };
+        if !dense_driven && sparse.len() == 1 && points.len() == 1 {
+            // One iterator and nothing to merge: a plain loop over its positions.
+            let (p, _, _, crd) = cursors[0];
+            let (k, l) = sparse[0];
+            let (start, stop) = match (&out[0], &out[1]) {
+                (Stmt::Decl(_, a), Stmt::Decl(_, b)) => (a.clone(), b.clone()),
+                _ => unreachable!("the cursor's declarations"),
+            };
+            let mut body = vec![Stmt::Decl(loop_var, load(crd, var(p)))];
+            self.locate(&mut body, &dense, loop_var);
+            let saved = (self.positions.clone(), self.bound.clone());
+            self.positions[k][l] = Some(p);
+            body.extend(self.result_before(v, loop_var));
+            body.extend(self.nest(rest, lhs, op, points[0].1)?);
+            body.extend(self.result_after(v, loop_var));
+            (self.positions, self.bound) = saved;
+            self.bound[v.index()] = None;
+            return Ok(vec![Stmt::For { var: p, start, end: stop, body, parallel }]);
+        }
         if dense_driven {
             let all_its: Vec<usize> = (0..sparse.len()).collect();
             let body = body_for(self, &all_its, true)?;
@@ -828,6 +877,17 @@ impl Lowerer<'_> {
             let value = self.expr(rhs)?;
             return Ok(a.append(v, value));
         }
+        if let Some(acc) = self.accumulator {
+            let value = self.expr(rhs)?;
+            return Ok(vec![Stmt::Assign(acc, bin(BinOp::Add, var(acc), value))]);
+        }
+        let index = self.result_index(lhs)?;
+        let value = self.expr(rhs)?;
+        Ok(vec![Stmt::Store { array: self.result_vals, index, value, accumulate: op == AssignOp::Accumulate }])
+    }
+
+    /// The row-major position of the dense result element `lhs` names.
+    fn result_index(&self, lhs: &Access) -> Result<Expr, LowerError> {
         let shape = &self.types.tensors[self.result.index()].shape;
         let mut index = int(0);
         for (d, t) in lhs.subscripts.iter().enumerate() {
@@ -837,8 +897,7 @@ impl Lowerer<'_> {
             })?;
             index = bin(BinOp::Add, bin(BinOp::Mul, index, int(shape[d] as i64)), var(lv));
         }
-        let value = self.expr(rhs)?;
-        Ok(vec![Stmt::Store { array: self.result_vals, index, value, accumulate: op == AssignOp::Accumulate }])
+        Ok(index)
     }
 
     /// The value of a CIN expression.
@@ -903,8 +962,12 @@ pub fn arguments(
                     Some(LevelStorage::Compressed { pos, .. }) => ArrayData::I64(wide(pos.to_usize())),
                     _ => ArrayData::I64(vec![]),
                 },
-                (Role::Crd { level: l, .. }, _) => match level(*l) {
-                    Some(LevelStorage::Compressed { crd, .. }) => ArrayData::I64(wide(crd.to_usize())),
+                (Role::Crd { level: l, .. }, _) => match (level(*l), decl.elem) {
+                    (Some(LevelStorage::Compressed { crd, .. }), ElemType::I32) => {
+                        ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect())
+                    }
+                    (Some(LevelStorage::Compressed { crd, .. }), _) => ArrayData::I64(wide(crd.to_usize())),
+                    (_, ElemType::I32) => ArrayData::I32(vec![]),
                     _ => ArrayData::I64(vec![]),
                 },
                 _ => ArrayData::I64(vec![]),
