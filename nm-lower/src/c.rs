@@ -121,20 +121,7 @@ impl Emitter<'_> {
                     BinOp::Min => format!("(({x}) < ({y}) ? ({x}) : ({y}))"),
                     BinOp::Max => format!("(({x}) > ({y}) ? ({x}) : ({y}))"),
                     _ => {
-                        let sym = match op {
-                            BinOp::Add => "+",
-                            BinOp::Sub => "-",
-                            BinOp::Mul => "*",
-                            BinOp::Div => "/",
-                            BinOp::Rem => "%",
-                            BinOp::Lt => "<",
-                            BinOp::Le => "<=",
-                            BinOp::Eq => "==",
-                            BinOp::Ne => "!=",
-                            BinOp::And => "&&",
-                            BinOp::Or => "||",
-                            BinOp::Min | BinOp::Max => unreachable!(),
-                        };
+                        let sym = crate::ir::symbol(*op);
                         // Casts keep an f32 operation in f32 when the other side is an index.
                         let cast = |s: String, e: &Expr| {
                             if t == ScalarType::F32 && self.ty(e) != ScalarType::F32 && !matches!(e, Expr::Float(_)) {
@@ -292,24 +279,7 @@ impl CKernel {
     /// updated in place, grown if the kernel grew them.
     pub fn run(&self, arrays: &mut [ArrayData]) -> Result<(), RunError> {
         let f = &self.function;
-        if arrays.len() != f.arrays.len() {
-            return Err(InterpError::ArgumentCount {
-                kernel: f.name.clone(),
-                expected: f.arrays.len(),
-                given: arrays.len(),
-            }
-            .into());
-        }
-        for ((_, decl), data) in f.arrays.iter().zip(arrays.iter()) {
-            if decl.elem != data.elem() {
-                return Err(InterpError::ArgumentType {
-                    array: decl.name.clone(),
-                    expected: decl.elem,
-                    given: data.elem(),
-                }
-                .into());
-            }
-        }
+        crate::interp::check_arguments(f, arrays)?;
         let mut descriptors: Vec<NmsArray> = Vec::with_capacity(arrays.len());
         for ((_, decl), data) in f.arrays.iter().zip(arrays.iter_mut()) {
             let (ptr, len, size) = raw_parts(data);

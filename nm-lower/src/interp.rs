@@ -172,9 +172,9 @@ struct Machine<'a> {
     vars: Vec<Scalar>,
 }
 
-/// Runs `f` on `arrays` (one per parameter, in order); output arrays are updated in place
-/// and grown by `resize`.
-pub fn interpret(f: &Function, arrays: &mut [ArrayData]) -> Result<(), InterpError> {
+/// One array per parameter, each of the declared element type (both back ends check this
+/// before running anything).
+pub fn check_arguments(f: &Function, arrays: &[ArrayData]) -> Result<(), InterpError> {
     if arrays.len() != f.arrays.len() {
         return Err(InterpError::ArgumentCount {
             kernel: f.name.clone(),
@@ -191,6 +191,13 @@ pub fn interpret(f: &Function, arrays: &mut [ArrayData]) -> Result<(), InterpErr
             });
         }
     }
+    Ok(())
+}
+
+/// Runs `f` on `arrays` (one per parameter, in order); output arrays are updated in place
+/// and grown by `resize`.
+pub fn interpret(f: &Function, arrays: &mut [ArrayData]) -> Result<(), InterpError> {
+    check_arguments(f, arrays)?;
     let vars = f
         .vars
         .iter()

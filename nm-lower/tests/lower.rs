@@ -21,6 +21,62 @@ fn tensor(shape: &[usize], format: Option<Format>, seed: u64) -> Tensor<f64> {
     Tensor::from_coordinates(&list, &format.unwrap_or_else(|| Format::dense(shape.len())), Duplicates::Reject).unwrap()
 }
 
+/// A statement parsed, checked, concretized, scheduled and lowered, with its operands built.
+struct Prepared {
+    stmt: nm_ir::notation::IndexNotation,
+    lowered: nm_lower::lower::Lowered,
+    tensors: Vec<Tensor<f64>>,
+}
+
+impl Prepared {
+    fn new(
+        expr: &str,
+        schedule: &str,
+        result: (&str, TensorType),
+        operands: &[Operand<'_>],
+    ) -> Result<Prepared, LowerError> {
+        let stmt = parse(expr).unwrap();
+        let mut decls = Declarations::new().tensor(result.0, result.1);
+        let tensors: Vec<Tensor<f64>> =
+            operands.iter().map(|(_, shape, format, seed)| tensor(shape, format.clone(), *seed)).collect();
+        for (name, shape, format, _) in operands {
+            decls = decls.tensor(
+                name,
+                match format {
+                    Some(f) => TensorType::sparse(shape, f.clone()),
+                    None => TensorType::dense(shape),
+                },
+            );
+        }
+        let types = stmt.check(&decls).unwrap();
+        let mut cin = concretize(&stmt);
+        if !schedule.is_empty() {
+            cin = cin.schedule(&parse_schedule(schedule).unwrap()).unwrap();
+        }
+        let lowered = lower(&cin, &types, ElemType::F64)?;
+        Ok(Prepared { stmt, lowered, tensors })
+    }
+
+    /// Runs on the interpreter and in C; returns both argument sets after the run.
+    fn run_both(&self, operands: &[Operand<'_>], result_len: usize) -> (Vec<ArrayData>, Vec<ArrayData>) {
+        let by_id: Vec<Option<&Tensor<f64>>> = self
+            .stmt
+            .tensors
+            .iter()
+            .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &self.tensors[k]))
+            .collect();
+        let mut by_interp = arguments(&self.lowered, &by_id, result_len);
+        interpret(&self.lowered.function, &mut by_interp).unwrap();
+        let mut by_c = arguments(&self.lowered, &by_id, result_len);
+        CKernel::compile(&self.lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
+        (by_interp, by_c)
+    }
+
+    fn dense_operands(&self) -> Vec<Vec<f64>> {
+        self.tensors.iter().map(|t| t.to_dense().unwrap()).collect()
+    }
+}
+
 /// Runs `expr` with `schedule` on both back ends; returns the dense result (asserting the two
 /// agree) and the operands' dense arrays for the caller's reference.
 fn run(
@@ -29,38 +85,11 @@ fn run(
     result: (&str, &[usize]),
     operands: &[Operand<'_>],
 ) -> Result<(Vec<f64>, Vec<Vec<f64>>), LowerError> {
-    let stmt = parse(expr).unwrap();
-    let mut decls = Declarations::new().tensor(result.0, TensorType::dense(result.1));
-    let tensors: Vec<Tensor<f64>> =
-        operands.iter().map(|(_, shape, format, seed)| tensor(shape, format.clone(), *seed)).collect();
-    for ((name, shape, format, _), _) in operands.iter().zip(&tensors) {
-        decls = decls.tensor(
-            name,
-            match format {
-                Some(f) => TensorType::sparse(shape, f.clone()),
-                None => TensorType::dense(shape),
-            },
-        );
-    }
-    let types = stmt.check(&decls).unwrap();
-    let mut cin = concretize(&stmt);
-    if !schedule.is_empty() {
-        cin = cin.schedule(&parse_schedule(schedule).unwrap()).unwrap();
-    }
-    let lowered = lower(&cin, &types, ElemType::F64)?;
-    let by_id: Vec<Option<&Tensor<f64>>> = stmt
-        .tensors
-        .iter()
-        .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &tensors[k]))
-        .collect();
-    let len: usize = result.1.iter().product();
-    let mut by_interp = arguments(&lowered, &by_id, len);
-    interpret(&lowered.function, &mut by_interp).unwrap();
-    let mut by_c = arguments(&lowered, &by_id, len);
-    CKernel::compile(&lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
-    assert_eq!(by_c[0], by_interp[0], "{expr}: C and interpreter differ\n{}", lowered.function);
+    let p = Prepared::new(expr, schedule, (result.0, TensorType::dense(result.1)), operands)?;
+    let (mut by_interp, by_c) = p.run_both(operands, result.1.iter().product());
+    assert_eq!(by_c[0], by_interp[0], "{expr}: C and interpreter differ\n{}", p.lowered.function);
     let ArrayData::F64(out) = by_interp.swap_remove(0) else { unreachable!() };
-    Ok((out, tensors.iter().map(|t| t.to_dense().unwrap()).collect()))
+    Ok((out, p.dense_operands()))
 }
 
 #[test]
@@ -248,39 +277,13 @@ fn run_sparse(
     operands: &[Operand<'_>],
 ) -> Result<(Tensor<f64>, Vec<Vec<f64>>), LowerError> {
     use nm_lower::lower::result_tensor;
-    let stmt = parse(expr).unwrap();
-    let mut decls = Declarations::new().tensor(result.0, TensorType::sparse(result.1, result.2.clone()));
-    let tensors: Vec<Tensor<f64>> =
-        operands.iter().map(|(_, shape, format, seed)| tensor(shape, format.clone(), *seed)).collect();
-    for (name, shape, format, _) in operands {
-        decls = decls.tensor(
-            name,
-            match format {
-                Some(f) => TensorType::sparse(shape, f.clone()),
-                None => TensorType::dense(shape),
-            },
-        );
-    }
-    let types = stmt.check(&decls).unwrap();
-    let mut cin = concretize(&stmt);
-    if !schedule.is_empty() {
-        cin = cin.schedule(&parse_schedule(schedule).unwrap()).unwrap();
-    }
-    let lowered = lower(&cin, &types, ElemType::F64)?;
-    let by_id: Vec<Option<&Tensor<f64>>> = stmt
-        .tensors
-        .iter()
-        .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &tensors[k]))
-        .collect();
-    let mut by_interp = arguments(&lowered, &by_id, 0);
-    interpret(&lowered.function, &mut by_interp).unwrap();
-    let mut by_c = arguments(&lowered, &by_id, 0);
-    CKernel::compile(&lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
-    let from_interp = result_tensor(&lowered, &by_interp, result.1, &result.2)
-        .unwrap_or_else(|e| panic!("{expr}: {e}\n{}", lowered.function));
-    let from_c = result_tensor(&lowered, &by_c, result.1, &result.2).unwrap();
+    let p = Prepared::new(expr, schedule, (result.0, TensorType::sparse(result.1, result.2.clone())), operands)?;
+    let (by_interp, by_c) = p.run_both(operands, 0);
+    let from_interp = result_tensor(&p.lowered, &by_interp, result.1, &result.2)
+        .unwrap_or_else(|e| panic!("{expr}: {e}\n{}", p.lowered.function));
+    let from_c = result_tensor(&p.lowered, &by_c, result.1, &result.2).unwrap();
     assert!(from_c == from_interp, "{expr}: C and interpreter assemble different results");
-    Ok((from_interp, tensors.iter().map(|t| t.to_dense().unwrap()).collect()))
+    Ok((from_interp, p.dense_operands()))
 }
 
 #[test]

@@ -9,6 +9,8 @@
 
 mod print;
 
+pub(crate) use print::symbol;
+
 use nm_ir::id;
 use nm_ir::id::Arena;
 

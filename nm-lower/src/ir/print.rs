@@ -123,7 +123,8 @@ impl Function {
     }
 }
 
-fn symbol(op: BinOp) -> &'static str {
+/// The C spelling of an operator (`min`/`max` are calls, not operators).
+pub(crate) fn symbol(op: BinOp) -> &'static str {
     match op {
         BinOp::Add => "+",
         BinOp::Sub => "-",
