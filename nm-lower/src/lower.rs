@@ -933,12 +933,48 @@ impl Lowerer<'_> {
     }
 }
 
-/// The kernel's arguments for `f64` kernels: each tensor's arrays in parameter order
+/// A value type kernels are built for: `f32` or `f64` (lower with [`KernelValue::ELEM`]).
+pub trait KernelValue: nm_format::Value {
+    /// The element type of its value arrays.
+    const ELEM: ElemType;
+    /// Its values as an argument.
+    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData;
+    /// Its values back from an argument.
+    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]>;
+}
+
+impl KernelValue for f32 {
+    const ELEM: ElemType = ElemType::F32;
+    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData {
+        crate::interp::ArrayData::F32(values)
+    }
+    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]> {
+        match data {
+            crate::interp::ArrayData::F32(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl KernelValue for f64 {
+    const ELEM: ElemType = ElemType::F64;
+    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData {
+        crate::interp::ArrayData::F64(values)
+    }
+    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]> {
+        match data {
+            crate::interp::ArrayData::F64(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// The kernel's arguments: each tensor's arrays in parameter order
 /// (`tensors[t]` for tensor id `t`; the result's values zeroed). Positions and coordinates are
 /// passed as 64-bit indices.
-pub fn arguments(
+pub fn arguments<T: KernelValue>(
     lowered: &Lowered,
-    tensors: &[Option<&nm_format::Tensor<f64>>],
+    tensors: &[Option<&nm_format::Tensor<T>>],
     result_len: usize,
 ) -> Vec<crate::interp::ArrayData> {
     use crate::interp::ArrayData;
@@ -953,10 +989,10 @@ pub fn arguments(
             let level = |l: usize| tensor.map(|x| &x.levels()[l]);
             let wide = |v: Vec<usize>| v.into_iter().map(|x| x as i64).collect();
             match (&decl.role, decl.output) {
-                (Role::Values { .. }, true) => ArrayData::F64(vec![0.0; result_len]),
+                (Role::Values { .. }, true) => T::wrap(vec![T::ZERO; result_len]),
                 (Role::Values { .. }, false) => {
                     let values = tensor.map_or_else(Vec::new, |x| x.values().to_vec());
-                    ArrayData::F64(if values.is_empty() { vec![0.0] } else { values })
+                    T::wrap(if values.is_empty() { vec![T::ZERO] } else { values })
                 }
                 (Role::Pos { level: l, .. }, _) => match level(*l) {
                     Some(LevelStorage::Compressed { pos, .. }) => ArrayData::I64(wide(pos.to_usize())),
@@ -978,12 +1014,12 @@ pub fn arguments(
 
 /// The result tensor of a kernel that assembled a sparse result (or filled a dense one), read
 /// back from the kernel's output arrays and validated by `Tensor::from_raw`.
-pub fn result_tensor(
+pub fn result_tensor<T: KernelValue>(
     lowered: &Lowered,
     arrays: &[crate::interp::ArrayData],
     shape: &[usize],
     format: &Format,
-) -> Result<nm_format::Tensor<f64>, nm_format::TensorError> {
+) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
     use crate::interp::ArrayData;
     use nm_format::{Indices, LevelStorage, Tensor};
     let result = lowered.params[0];
@@ -1019,9 +1055,7 @@ pub fn result_tensor(
             }
         }
     }
-    let vals = find(&|r| matches!(r, Role::Values { .. })).map(|k| match &arrays[k] {
-        ArrayData::F64(v) => v.iter().copied().take(parents).collect::<Vec<f64>>(),
-        _ => Vec::new(),
-    });
+    let vals = find(&|r| matches!(r, Role::Values { .. }))
+        .map(|k| T::unwrap(&arrays[k]).map_or_else(Vec::new, |v| v.iter().copied().take(parents).collect()));
     Tensor::from_raw(shape.to_vec(), format.clone(), levels, vals.unwrap_or_default())
 }

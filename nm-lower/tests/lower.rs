@@ -389,3 +389,80 @@ fn where_temporaries_for_inner_reductions() {
         .collect();
     assert_eq!(a, expected);
 }
+
+#[test]
+fn f32_kernels_match_the_dense_reference_too() {
+    use nm_lower::lower::result_tensor;
+    const M: usize = 12;
+    const N: usize = 10;
+    let (m, n) = (M, N);
+    let (mn, vm, vn): (&[usize], &[usize], &[usize]) = (&[M, N], &[M], &[N]);
+    let sv = || Format::parse("s", 1).unwrap();
+    let cases: [(&str, (&str, TensorType), Vec<Operand<'_>>); 3] = [
+        (
+            "y(i) = A(i,j) * x(j)",
+            ("y", TensorType::dense(vm)),
+            vec![("A", mn, Some(Format::csr()), 61), ("x", vn, None, 62)],
+        ),
+        (
+            "y(i) = b(i) - A(i,j) * x(j)",
+            ("y", TensorType::dense(vm)),
+            vec![("b", vm, None, 63), ("A", mn, Some(Format::csr()), 64), ("x", vn, None, 65)],
+        ),
+        (
+            "a(i) = b(i) + c(i)",
+            ("a", TensorType::sparse(vm, sv())),
+            vec![("b", vm, Some(sv()), 66), ("c", vm, Some(sv()), 67)],
+        ),
+    ];
+    for (expr, result, operands) in cases {
+        let stmt = parse(expr).unwrap();
+        let mut decls = Declarations::new().tensor(result.0, result.1.clone());
+        for (name, shape, format, _) in &operands {
+            decls = decls.tensor(
+                name,
+                match format {
+                    Some(f) => TensorType::sparse(shape, f.clone()),
+                    None => TensorType::dense(shape),
+                },
+            );
+        }
+        let types = stmt.check(&decls).unwrap();
+        let lowered = lower(&concretize(&stmt), &types, ElemType::F32).unwrap();
+        let f64s: Vec<Tensor<f64>> = operands.iter().map(|(_, s, f, seed)| tensor(s, f.clone(), *seed)).collect();
+        let f32s: Vec<Tensor<f32>> = f64s
+            .iter()
+            .map(|t| {
+                let mut list = t.to_coordinates();
+                let values: Vec<f32> = list.values.drain(..).map(|v| v as f32).collect();
+                let list = nm_format::CoordinateList { shape: list.shape, coords: list.coords, values };
+                Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
+            })
+            .collect();
+        let by_id: Vec<Option<&Tensor<f32>>> = stmt
+            .tensors
+            .iter()
+            .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &f32s[k]))
+            .collect();
+        let len = result.1.shape.iter().product();
+        let mut by_interp = arguments(&lowered, &by_id, len);
+        interpret(&lowered.function, &mut by_interp).unwrap();
+        let mut by_c = arguments(&lowered, &by_id, len);
+        CKernel::compile(&lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
+        assert_eq!(by_c, by_interp, "{expr}");
+        let format = result.1.format.clone().unwrap_or_else(|| Format::dense(1));
+        let got: Tensor<f32> = result_tensor(&lowered, &by_interp, &result.1.shape, &format).unwrap();
+        // The same statement in f64 through the tested f64 path, as the reference.
+        let d: Vec<Vec<f64>> = f64s.iter().map(|t| t.to_dense().unwrap()).collect();
+        let expected: Vec<f32> = match expr {
+            "y(i) = A(i,j) * x(j)" => {
+                (0..m).map(|i| (0..n).map(|j| d[0][i * n + j] * d[1][j]).sum::<f64>() as f32).collect()
+            }
+            "y(i) = b(i) - A(i,j) * x(j)" => {
+                (0..m).map(|i| (d[0][i] - (0..n).map(|j| d[1][i * n + j] * d[2][j]).sum::<f64>()) as f32).collect()
+            }
+            _ => (0..m).map(|i| (d[0][i] + d[1][i]) as f32).collect(),
+        };
+        assert_eq!(got.to_dense().unwrap(), expected, "{expr}");
+    }
+}
