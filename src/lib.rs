@@ -9,10 +9,33 @@
 //! ([`ir`]: index notation, concrete index notation, schedules, iteration graphs, lattices,
 //! workspace analysis) and its back end ([`lower`]: loop IR, interpreter, C code generation
 //! and JIT). [`commands::run`] strings them together the way the `nmsparse` command does.
+//!
+//! ## Compiling and running an expression
+//!
+//! ```
+//! use nmsparse::{Backend, Program};
+//! use nmsparse::format::{Format, Tensor};
+//!
+//! // A 3×4 CSR matrix and a dense vector.
+//! let a = Tensor::from_dense(&[3, 4], &[1., 0., 2., 0., 0., 0., 0., 3., 4., 0., 0., 5.], &Format::csr())?;
+//! let x = Tensor::from_dense(&[4], &[1., 2., 3., 4.], &Format::dense(1))?;
+//!
+//! let kernel = Program::new("y(i) = A(i,j) * x(j)")?
+//!     .tensor("A", &[3, 4], "csr")?
+//!     .tensor("x", &[4], "dense")?
+//!     .tensor("y", &[3], "dense")?
+//!     .compile::<f64>(Backend::Interp)?; // Backend::Jit compiles C with the system compiler
+//! let y = kernel.run(&[("A", &a), ("x", &x)])?;
+//! assert_eq!(y.to_dense()?, vec![7., 12., 24.]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![deny(missing_docs)]
 
+mod api;
 pub mod commands;
+
+pub use api::{Backend, Error, Kernel, Program};
 
 pub use nm_format as format;
 pub use nm_ir as ir;

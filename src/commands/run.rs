@@ -20,14 +20,7 @@ use nm_lower::lower::{arguments, lower, result_tensor};
 
 use super::CommandError;
 
-/// Which back end runs the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// Generated C, compiled and loaded.
-    Jit,
-    /// The loop-IR interpreter.
-    Interp,
-}
+pub use crate::Backend;
 
 /// The options of an expression run (taco's names).
 #[derive(Clone, Debug)]

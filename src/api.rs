@@ -1,0 +1,185 @@
+//! The Rust API: declare tensors, compile an expression, run it on [`Tensor`]s.
+//!
+//! The example is in the crate documentation.
+
+use std::collections::HashMap;
+
+use nm_format::{Format, Tensor};
+use nm_ir::concrete::{ConcreteNotation, concretize, parse_schedule};
+use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
+use nm_lower::c::CKernel;
+use nm_lower::interp::interpret;
+use nm_lower::jit::CCompiler;
+use nm_lower::lower::{KernelValue, Lowered, arguments, lower, result_tensor};
+
+/// Everything that can go wrong from expression to result, with the stage's own message.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The expression or schedule does not parse.
+    #[error(transparent)]
+    Parse(#[from] nm_ir::notation::ParseError),
+    /// A format string does not parse.
+    #[error(transparent)]
+    Format(#[from] nm_format::FormatError),
+    /// The statement does not type-check against the declarations.
+    #[error(transparent)]
+    Semantic(#[from] nm_ir::notation::SemanticError),
+    /// A scheduling command is illegal.
+    #[error(transparent)]
+    Schedule(#[from] nm_ir::concrete::ScheduleError),
+    /// The statement is not lowered (yet).
+    #[error(transparent)]
+    Lower(#[from] nm_lower::lower::LowerError),
+    /// Compiling or loading the C kernel failed.
+    #[error(transparent)]
+    Jit(#[from] nm_lower::jit::JitError),
+    /// Running the C kernel failed.
+    #[error(transparent)]
+    Run(#[from] nm_lower::c::RunError),
+    /// Running the interpreter failed.
+    #[error(transparent)]
+    Interp(#[from] nm_lower::interp::InterpError),
+    /// A tensor does not match its declaration, or the result does not validate.
+    #[error(transparent)]
+    Tensor(#[from] nm_format::TensorError),
+    /// A tensor the statement names but no declaration or argument gives.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// Which back end runs a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Generated C, compiled by the system compiler and loaded (cached on disk).
+    Jit,
+    /// The loop-IR interpreter (no compiler needed).
+    Interp,
+}
+
+/// An expression and the declarations of its tensors.
+#[derive(Clone, Debug)]
+pub struct Program {
+    stmt: IndexNotation,
+    decls: Declarations,
+    shapes: HashMap<String, (Vec<usize>, Option<Format>)>,
+    schedule: Option<String>,
+}
+
+impl Program {
+    /// Parses `expr` (taco's index notation).
+    pub fn new(expr: &str) -> Result<Program, Error> {
+        Ok(Program { stmt: parse(expr)?, decls: Declarations::new(), shapes: HashMap::new(), schedule: None })
+    }
+
+    /// Declares tensor `name` with `shape` stored in `format` (`"dense"`, `"csr"`, `"ds:1,0"`,
+    /// `"nm(2,4,16)"`, ...).
+    pub fn tensor(mut self, name: &str, shape: &[usize], format: &str) -> Result<Program, Error> {
+        let f = Format::parse(format, shape.len().max(1))?;
+        let dense = f == Format::dense(f.order());
+        let ty =
+            if dense || shape.is_empty() { TensorType::dense(shape) } else { TensorType::sparse(shape, f.clone()) };
+        self.decls = self.decls.tensor(name, ty);
+        self.shapes.insert(name.to_string(), (shape.to_vec(), (!dense).then_some(f)));
+        Ok(self)
+    }
+
+    /// Gives an index variable a size (needed when only compound subscripts use it).
+    pub fn index_size(mut self, var: &str, size: usize) -> Program {
+        self.decls = self.decls.index_size(var, size);
+        self
+    }
+
+    /// Sets the schedule (`"reorder(k, j); parallelize(i, cpu_thread, no_races)"`).
+    pub fn schedule(mut self, schedule: &str) -> Program {
+        self.schedule = Some(schedule.to_string());
+        self
+    }
+
+    /// The statement.
+    pub fn statement(&self) -> &IndexNotation {
+        &self.stmt
+    }
+
+    /// Checks, concretizes and schedules: the CIN a kernel is lowered from, and the types.
+    pub fn concrete(&self) -> Result<(ConcreteNotation, Types), Error> {
+        let types = self.stmt.check(&self.decls)?;
+        let mut cin = concretize(&self.stmt);
+        if let Some(s) = &self.schedule {
+            cin = cin.schedule(&parse_schedule(s)?)?;
+        }
+        Ok((cin, types))
+    }
+
+    /// Lowers and (for [`Backend::Jit`]) compiles for values of type `T`.
+    pub fn compile<T: KernelValue>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
+        let (cin, types) = self.concrete()?;
+        let lowered = lower(&cin, &types, T::ELEM)?;
+        let compiled = match backend {
+            Backend::Jit => Some(CKernel::compile(&lowered.function, &CCompiler::from_env()?)?),
+            Backend::Interp => None,
+        };
+        let result = self.stmt.tensor_name(self.stmt.lhs.tensor).to_string();
+        let (shape, format) = self
+            .shapes
+            .get(&result)
+            .cloned()
+            .ok_or_else(|| Error::Missing(format!("the result `{result}` is not declared")))?;
+        Ok(Kernel {
+            stmt: self.stmt.clone(),
+            lowered,
+            compiled,
+            result_shape: shape,
+            result_format: format,
+            _value: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A compiled statement, ready to run on tensors of value type `T`.
+pub struct Kernel<T> {
+    stmt: IndexNotation,
+    lowered: Lowered,
+    compiled: Option<CKernel>,
+    result_shape: Vec<usize>,
+    result_format: Option<Format>,
+    _value: std::marker::PhantomData<T>,
+}
+
+impl<T: KernelValue> Kernel<T> {
+    /// The loop IR.
+    pub fn loops(&self) -> &nm_lower::ir::Function {
+        &self.lowered.function
+    }
+
+    /// The C kernel, when compiled.
+    pub fn compiled(&self) -> Option<&CKernel> {
+        self.compiled.as_ref()
+    }
+
+    /// Runs on the operands (by name; each in its declared format) and returns the result.
+    pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        let mut by_id: Vec<Option<&Tensor<T>>> = Vec::new();
+        for (id, t) in self.stmt.tensors.iter() {
+            if id == self.stmt.lhs.tensor {
+                by_id.push(None);
+                continue;
+            }
+            let tensor = operands
+                .iter()
+                .find(|(n, _)| *n == t.name)
+                .map(|(_, x)| *x)
+                .ok_or_else(|| Error::Missing(format!("no tensor given for `{}`", t.name)))?;
+            by_id.push(Some(tensor));
+        }
+        let len: usize = self.result_shape.iter().product();
+        let mut arrays = arguments(&self.lowered, &by_id, len);
+        match &self.compiled {
+            Some(k) => k.run(&mut arrays)?,
+            None => interpret(&self.lowered.function, &mut arrays)?,
+        }
+        let shape = if self.result_shape.is_empty() { vec![1] } else { self.result_shape.clone() };
+        let format = self.result_format.clone().unwrap_or_else(|| Format::dense(shape.len()));
+        Ok(result_tensor(&self.lowered, &arrays, &shape, &format)?)
+    }
+}
