@@ -221,3 +221,19 @@ fn a_tall_empty_array_reads_and_densifies_without_touching_every_row() {
     assert!(csr.to_dense().unwrap().is_empty());
     assert_eq!(csr.convert(&Format::csc()).unwrap().stored_len(), 0);
 }
+
+#[test]
+fn dense_matrices_are_written_as_column_major_arrays() {
+    let dir = tempdir();
+    let dense = [1.0f64, 0.0, 2.5, -3.0, 0.0, 4.0];
+    let t = Tensor::from_dense(&[2, 3], &dense, &Format::dense(2)).unwrap();
+    let path = dir.join("dense.mtx");
+    write_tensor(&path, &t).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('%')).collect();
+    assert!(text.starts_with("%%MatrixMarket matrix array real general\n"), "{text}");
+    // Column by column: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2).
+    assert_eq!(body, ["2 3", "1", "-3", "0", "0", "2.5", "4"]);
+    let back: Tensor<f64> = read_tensor(&path, "dense").unwrap();
+    assert_eq!(back.to_dense().unwrap(), dense);
+}

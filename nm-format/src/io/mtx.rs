@@ -427,12 +427,29 @@ fn array_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>,
     Ok(list)
 }
 
-/// Writes an order-2 tensor as `coordinate real general` (components in storage order; see
-/// [`output_components`] for which zeros are written).
+/// Writes an order-2 tensor: a dense one (row-major `dense` format) as `array real general`,
+/// column-major as the standard says; any other as `coordinate real general` (components in
+/// storage order; see [`output_components`] for which zeros are written).
 pub fn write_mtx<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
     if tensor.order() != 2 {
         return Err(IoError::Unsupported {
             message: format!("Matrix Market holds matrices; this tensor has order {} (write .tns)", tensor.order()),
+        });
+    }
+    if *tensor.format() == crate::Format::dense(2) {
+        let (rows, cols) = (tensor.shape()[0], tensor.shape()[1]);
+        let values = tensor.values();
+        return write_atomically(path.as_ref(), |w: &mut dyn Write| {
+            writeln!(w, "%%MatrixMarket matrix array real general")?;
+            writeln!(w, "% written by nm-format {}", env!("CARGO_PKG_VERSION"))?;
+            writeln!(w, "{rows} {cols}")?;
+            for c in 0..cols {
+                for r in 0..rows {
+                    write_value(w, values[r * cols + c])?;
+                    w.write_all(b"\n")?;
+                }
+            }
+            Ok(())
         });
     }
     let list = output_components(tensor);
