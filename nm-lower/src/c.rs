@@ -252,6 +252,9 @@ pub enum RunError {
 pub struct CKernel {
     function: Function,
     compiled: Compiled,
+    /// Outputs the kernel may `resize`: passed as `malloc`ed copies. Other outputs are written
+    /// in place (a dense result of 58 MB is not copied twice per run).
+    resized: Vec<ArrayId>,
 }
 
 #[repr(C)]
@@ -267,7 +270,9 @@ impl CKernel {
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
         let openmp = uses_parallel(&f.body);
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
-        Ok(CKernel { function: f.clone(), compiled })
+        let mut resized = Vec::new();
+        resized_arrays(&f.body, &mut resized);
+        Ok(CKernel { function: f.clone(), compiled, resized })
     }
 
     /// Whether the object came from the cache.
@@ -281,15 +286,16 @@ impl CKernel {
         let f = &self.function;
         crate::interp::check_arguments(f, arrays)?;
         let mut descriptors: Vec<NmsArray> = Vec::with_capacity(arrays.len());
-        for ((_, decl), data) in f.arrays.iter().zip(arrays.iter_mut()) {
+        let grown = &self.resized;
+        for ((id, decl), data) in f.arrays.iter().zip(arrays.iter_mut()) {
             let (ptr, len, size) = raw_parts(data);
-            if decl.output {
+            if decl.output && grown.contains(&id) {
                 // A malloc'ed copy the kernel may realloc.
                 let bytes = (len * size).max(1);
                 // SAFETY: malloc of a non-zero size; checked for NULL below.
                 let copy = unsafe { libc::malloc(bytes) };
                 if copy.is_null() {
-                    free_outputs(f, &descriptors);
+                    free_outputs(f, grown, &descriptors);
                     return Err(RunError::OutOfMemory(f.name.clone()));
                 }
                 // SAFETY: `ptr` holds `len * size` bytes, `copy` at least that many; they are distinct.
@@ -302,18 +308,35 @@ impl CKernel {
         // SAFETY: the generated function has exactly this signature (see `emit`).
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
         // SAFETY: one descriptor per parameter, each pointing at `len` elements of the declared
-        // type; inputs are only read; outputs are malloc'ed buffers the kernel may realloc.
+        // type; inputs are only read; outputs the kernel resizes are malloc'ed buffers it may
+        // realloc, the others are the caller's vectors, written in place within their length
+        // (the kernel writes no array it does not resize beyond its length: positions come from
+        // the shapes the arrays were sized by).
         let status = unsafe { entry(descriptors.as_mut_ptr()) };
-        for (((_, decl), data), d) in f.arrays.iter().zip(arrays.iter_mut()).zip(&descriptors) {
-            if decl.output {
+        for (((id, decl), data), d) in f.arrays.iter().zip(arrays.iter_mut()).zip(&descriptors) {
+            if decl.output && grown.contains(&id) {
                 copy_back(data, d);
             }
         }
-        free_outputs(f, &descriptors);
+        free_outputs(f, grown, &descriptors);
         if status != 0 {
             return Err(RunError::OutOfMemory(f.name.clone()));
         }
         Ok(())
+    }
+}
+
+fn resized_arrays(body: &[Stmt], out: &mut Vec<ArrayId>) {
+    for s in body {
+        match s {
+            Stmt::Resize { array, .. } if !out.contains(array) => out.push(*array),
+            Stmt::For { body, .. } | Stmt::While { body, .. } => resized_arrays(body, out),
+            Stmt::If { then, otherwise, .. } => {
+                resized_arrays(then, out);
+                resized_arrays(otherwise, out);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -355,9 +378,9 @@ fn copy_back(data: &mut ArrayData, d: &NmsArray) {
     }
 }
 
-fn free_outputs(f: &Function, descriptors: &[NmsArray]) {
-    for ((_, decl), d) in f.arrays.iter().zip(descriptors) {
-        if decl.output {
+fn free_outputs(f: &Function, grown: &[ArrayId], descriptors: &[NmsArray]) {
+    for ((id, decl), d) in f.arrays.iter().zip(descriptors) {
+        if decl.output && grown.contains(&id) {
             // SAFETY: output descriptors hold buffers from malloc/realloc, freed once here.
             unsafe { libc::free(d.data) };
         }

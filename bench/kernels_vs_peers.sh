@@ -1,35 +1,49 @@
 #!/usr/bin/env bash
-# SpMV y = A x on the shared matrices with >= 1e5 nonzeros: nmsparse's generated C (CSR,
-# single thread, `-time=N`, compute only) next to the peers' bench_peers.py spmv (scipy,
-# SuiteSparse:GraphBLAS, pydata, MLIR), matrix by matrix in one run, with the peers' x
-# (x[j] = 1 + (j % 17)/16) so the checksums can be compared.
-# usage: bench/spmv_vs_peers.sh        (needs the peers' venv; see bench/compare_format.sh)
+# SpMV (y = A x) or SpMM with 64 columns (C = A B) on the shared matrices with >= 1e5
+# nonzeros: nmsparse's generated C (A in CSR, single thread, `-time=N`, compute only) next to
+# the peers' bench_peers.py (scipy, SuiteSparse:GraphBLAS, MLIR), matrix by matrix in one run,
+# with the peers' dense operand (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c) % 23)/22) so
+# the checksums can be compared.
+# usage: KERNEL=spmv|spmm64 bench/kernels_vs_peers.sh   (needs the peers' venv; see
+#        bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
 REPS=${REPS:-50}
-OUT=${OUT:-/tmp/spmv_compare.csv}
+KERNEL=${KERNEL:-spmv}
+OUT=${OUT:-/tmp/kernels_compare.csv}
 TMP=$(mktemp -d)
 cargo build -q --release
 echo "kernel,matrix,system,seconds,checksum" > "$OUT"
 for name in Groebner_id2003_aug MIT8 arrow astro-ph bcsstk16 bcsstk33 luxembourg sparse-images-1024 wiki-Vote wing; do
   f=../shared/data/matrices/$name.mtx
   cols=$(awk '!/^%/ {print $2; exit}' "$f")
-  "$PY" -c "
+  if [ "$KERNEL" = spmv ]; then
+    "$PY" -c "
 n=$cols
 with open('$TMP/x.tns','w') as o:
     o.write('# shape %d\n' % n)
     for j in range(n): o.write('%d %r\n' % (j+1, 1 + (j % 17)/16))
 "
-  out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS)
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS)
+  else
+    "$PY" -c "
+n=$cols
+with open('$TMP/B.mtx','w') as o:
+    o.write('%%%%MatrixMarket matrix array real general\n%d 64\n' % n)
+    for c in range(64):
+        for j in range(n): o.write('%r\n' % (1 + ((7*j + 3*c) % 23)/22))
+"
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS)
+  fi
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')
   sum=$(echo "$out" | sed -n 's/.*checksum \(.*\)/\1/p')
-  echo "spmv,$name,nmsparse,$secs,$sum" >> "$OUT"
-  OMP_NUM_THREADS=1 "$PY" ../shared/peers/bench_peers.py "$f" --threads 1 --kernels spmv --peers scipy,graphblas,mlir --out "$TMP/p.csv" > /dev/null 2>&1 || true
+  echo "$KERNEL,$name,nmsparse,$secs,$sum" >> "$OUT"
+  OMP_NUM_THREADS=1 "$PY" ../shared/peers/bench_peers.py "$f" --threads 1 --kernels "$KERNEL" --peers scipy,graphblas,mlir --out "$TMP/p.csv" > /dev/null 2>&1 || true
   "$PY" -c "
 import csv
 for r in csv.DictReader(open('$TMP/p.csv')):
-    if r['seconds']: print('spmv,%s,%s,%s,%s' % (r['matrix'], r['peer'], r['seconds'], r['checksum']))
+    if r['seconds']: print('$KERNEL,%s,%s,%s,%s' % (r['matrix'], r['peer'], r['seconds'], r['checksum']))
 " >> "$OUT"
 done
 "$PY" - "$OUT" <<'PYEOF'
