@@ -492,7 +492,7 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
-        let scalar = if value == ElemType::F32 { ScalarType::F32 } else { ScalarType::F64 };
+        let scalar = value.scalar();
         let v = lw.f.var(&name, scalar);
         lw.temporaries.push((p.lhs.tensor, v));
     }
@@ -600,7 +600,7 @@ impl Lowerer<'_> {
             && self.producers.is_empty()
             && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()));
         if reduces {
-            let scalar = if self.value == ElemType::F32 { ScalarType::F32 } else { ScalarType::F64 };
+            let scalar = self.value.scalar();
             let acc = self.f.var("acc", scalar);
             self.accumulator = Some(acc);
             let inner = self.nest(loops, lhs, op, rhs);
@@ -674,12 +674,10 @@ impl Lowerer<'_> {
             points.push((its, e));
         }
         let dense_driven = sparse.is_empty() || points.iter().any(|(its, _)| its.is_empty());
-        if sparse.is_empty() && !dense_driven {
-            unreachable!("no sparse iterator means a dense loop");
-        }
         // Positions and ends of the sparse iterators.
         let mut out = Vec::new();
-        let mut cursors = Vec::new(); // (position var, end var, coordinate var)
+        let mut cursors = Vec::new(); // (position var, end var, coordinate var, crd array)
+        let mut ranges = Vec::new(); // (first position, one past the last)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             let (pos, crd) = (o.pos[l].expect("compressed"), o.crd[l].expect("compressed"));
@@ -688,9 +686,11 @@ impl Lowerer<'_> {
             let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
             let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
             let c = self.f.var(&format!("{tname}{l}_{name}{n}"), ScalarType::Index);
-            out.push(Stmt::Decl(p, load(pos, parent.clone())));
-            out.push(Stmt::Decl(end, load(pos, bin(BinOp::Add, parent, int(1)))));
+            let range = (load(pos, parent.clone()), load(pos, bin(BinOp::Add, parent, int(1))));
+            out.push(Stmt::Decl(p, range.0.clone()));
+            out.push(Stmt::Decl(end, range.1.clone()));
             cursors.push((p, end, c, crd));
+            ranges.push(range);
         }
         let at = |n: usize| bin(BinOp::Eq, var(cursors[n].2), var(loop_var));
         let all = |conds: Vec<Expr>| conds.into_iter().reduce(|a, b| bin(BinOp::And, a, b)).unwrap_or(Expr::Int(1));
@@ -756,10 +756,7 @@ impl Lowerer<'_> {
             // One iterator and nothing to merge: a plain loop over its positions.
             let (p, _, _, crd) = cursors[0];
             let (k, l) = sparse[0];
-            let (start, stop) = match (&out[0], &out[1]) {
-                (Stmt::Decl(_, a), Stmt::Decl(_, b)) => (a.clone(), b.clone()),
-                _ => unreachable!("the cursor's declarations"),
-            };
+            let (start, stop) = ranges[0].clone();
             let mut body = vec![Stmt::Decl(loop_var, load(crd, var(p)))];
             self.locate(&mut body, &dense, loop_var);
             let saved = (self.positions.clone(), self.bound.clone());
@@ -970,8 +967,8 @@ impl KernelValue for f64 {
 }
 
 /// The kernel's arguments: each tensor's arrays in parameter order
-/// (`tensors[t]` for tensor id `t`; the result's values zeroed). Positions and coordinates are
-/// passed as 64-bit indices.
+/// (`tensors[t]` for tensor id `t`; the result's values zeroed). Positions are passed as 64-bit
+/// indices, coordinates in the width the kernel declares (32 bits when the dimension allows).
 pub fn arguments<T: KernelValue>(
     lowered: &Lowered,
     tensors: &[Option<&nm_format::Tensor<T>>],

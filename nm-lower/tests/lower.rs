@@ -97,28 +97,21 @@ fn spmv_in_csr_and_csc() {
     let (m, n) = (9, 7);
     let reference =
         |a: &[f64], x: &[f64]| -> Vec<f64> { (0..m).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect() };
-    let (y, d) =
-        run("y(i) = A(i,j) * x(j)", "", ("y", &[m]), &[("A", &[m, n], Some(Format::csr()), 1), ("x", &[n], None, 2)])
-            .unwrap();
-    assert_eq!(y, reference(&d[0], &d[1]));
-    // CSC wants j outside i.
-    let (y, d) = run(
-        "y(i) = A(i,j) * x(j)",
-        "reorder(j, i)",
-        ("y", &[m]),
-        &[("A", &[m, n], Some(Format::csc()), 3), ("x", &[n], None, 4)],
-    )
-    .unwrap();
-    assert_eq!(y, reference(&d[0], &d[1]));
-    // And with a parallel row loop.
-    let (y, d) = run(
-        "y(i) = A(i,j) * x(j)",
-        "parallelize(i, cpu_thread, no_races)",
-        ("y", &[m]),
-        &[("A", &[m, n], Some(Format::csr()), 5), ("x", &[n], None, 6)],
-    )
-    .unwrap();
-    assert_eq!(y, reference(&d[0], &d[1]));
+    // CSR in the default order, CSC reordered (it wants j outside i), CSR with a parallel row loop.
+    for (schedule, format, seed) in [
+        ("", Format::csr(), 1),
+        ("reorder(j, i)", Format::csc(), 3),
+        ("parallelize(i, cpu_thread, no_races)", Format::csr(), 5),
+    ] {
+        let (y, d) = run(
+            "y(i) = A(i,j) * x(j)",
+            schedule,
+            ("y", &[m]),
+            &[("A", &[m, n], Some(format), seed), ("x", &[n], None, seed + 1)],
+        )
+        .unwrap();
+        assert_eq!(y, reference(&d[0], &d[1]), "{schedule}");
+    }
 }
 
 #[test]
