@@ -200,6 +200,33 @@ fn writing_an_nm_tensor_writes_its_nonzeros() {
     assert!(e.to_string().contains("write .tns"), "{e}");
 }
 
+#[test]
+fn explicit_zeros_of_sparse_formats_are_written() {
+    // A CSR or DCSR matrix stores a zero only when someone put it there (a product whose terms
+    // cancel): it is data, and written. A dense level under the last compressed one (BCSR's
+    // blocks) stores zeros nobody asked for: those are not.
+    let dir = tempdir();
+    let list = nm_format::CoordinateList {
+        shape: vec![3, 4],
+        coords: vec![vec![0, 0, 2], vec![1, 3, 2]],
+        values: vec![2.0, 0.0, -1.0],
+    };
+    for format in [Format::csr(), Format::csf(2), Format::csc()] {
+        let t = Tensor::<f64>::from_coordinates(&list, &format, Duplicates::Reject).unwrap();
+        let path = dir.join("zeros.mtx");
+        write_tensor(&path, &t).unwrap();
+        let back: Tensor<f64> = read_tensor(&path, &format.to_string()).unwrap();
+        assert_eq!(back.stored_len(), 3, "{format}");
+        assert_eq!(back, t, "{format}");
+    }
+    let blocked =
+        Tensor::<f64>::from_coordinates(&list, &Format::parse("bcsr(2)", 2).unwrap(), Duplicates::Reject).unwrap();
+    let path = dir.join("blocked.mtx");
+    write_tensor(&path, &blocked).unwrap();
+    let back: Tensor<f64> = read_tensor(&path, "csr").unwrap();
+    assert_eq!(back.stored_len(), 2);
+}
+
 /// A fresh directory under the target dir (no tempfile dependency needed for this).
 fn tempdir() -> std::path::PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};

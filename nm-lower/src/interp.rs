@@ -22,6 +22,17 @@ pub enum ArrayData {
 }
 
 impl ArrayData {
+    /// An empty array of `elem`s.
+    pub fn empty(elem: ElemType) -> Self {
+        match elem {
+            ElemType::I32 => ArrayData::I32(Vec::new()),
+            ElemType::I64 => ArrayData::I64(Vec::new()),
+            ElemType::U64 => ArrayData::U64(Vec::new()),
+            ElemType::F32 => ArrayData::F32(Vec::new()),
+            ElemType::F64 => ArrayData::F64(Vec::new()),
+        }
+    }
+
     /// The element type.
     pub fn elem(&self) -> ElemType {
         match self {
@@ -66,6 +77,16 @@ impl ArrayData {
             ArrayData::U64(v) => v[i] = if accumulate { v[i] + s.index() as u64 } else { s.index() as u64 },
             ArrayData::F32(v) => v[i] = if accumulate { v[i] + s.f32() } else { s.f32() },
             ArrayData::F64(v) => v[i] = if accumulate { v[i] + s.f64() } else { s.f64() },
+        }
+    }
+
+    fn sort(&mut self, range: std::ops::Range<usize>) {
+        match self {
+            ArrayData::I32(v) => v[range].sort_unstable(),
+            ArrayData::I64(v) => v[range].sort_unstable(),
+            ArrayData::U64(v) => v[range].sort_unstable(),
+            ArrayData::F32(v) => v[range].sort_unstable_by(f32::total_cmp),
+            ArrayData::F64(v) => v[range].sort_unstable_by(f64::total_cmp),
         }
     }
 
@@ -278,6 +299,13 @@ impl Machine<'_> {
             Stmt::Resize { array, len } => {
                 let n = self.eval(len)?.index().max(0) as usize;
                 self.arrays[nm_ir::id::Id::index(*array)].resize(n);
+            }
+            Stmt::Sort { array, start, end } => {
+                let (start, end) = (self.eval(start)?.index(), self.eval(end)?.index());
+                if start < end {
+                    let (first, last) = (self.slot(*array, start)?, self.slot(*array, end - 1)?);
+                    self.arrays[nm_ir::id::Id::index(*array)].sort(first..last + 1);
+                }
             }
         }
         Ok(Flow::Normal)

@@ -86,6 +86,32 @@ struct Lowerer<'a> {
     accumulator: Option<VarId>,
     /// The value type.
     value: ElemType,
+    /// The workspace of a result whose last level is written out of order.
+    workspace: Option<RowWorkspace>,
+}
+
+/// A dense workspace for the last level of a sparse result the loops write out of order —
+/// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
+/// `values` by coordinate; `mark` flags the coordinates touched and `list` records them in
+/// arrival order. After the loops below the result's other levels, the row is appended in
+/// coordinate order and the workspace cleared: the listed coordinates sorted when they are few,
+/// a scan of `mark` when they are many (sorting `c` coordinates costs more than scanning `n`
+/// flags once `c` passes about `n / 16`). Cost: O(size) memory once, O(touched) per row.
+#[derive(Clone, Debug)]
+struct RowWorkspace {
+    /// The result's last index variable.
+    var: IndexVarId,
+    /// Its extent.
+    size: usize,
+    /// How many loops enclose the region it covers (the result's other levels).
+    outer: usize,
+    values: ArrayId,
+    mark: ArrayId,
+    list: ArrayId,
+    /// Coordinates listed in the current row.
+    count: VarId,
+    /// Whether the region is being lowered.
+    active: bool,
 }
 
 /// A `where` producer: loops computing a scalar temporary.
@@ -378,16 +404,39 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
     let mut f = Function::new("kernel");
     let mut params = Vec::new();
     let result_name = cin.tensors[result].name.clone();
+    let mut workspace = None;
     let assembly = match &result_format {
         None => None,
         Some(format) => {
             let vars: Vec<IndexVarId> = lhs.subscripts.iter().filter_map(|t| t.as_var()).collect();
             let order: Vec<IndexVarId> = format.levels().iter().map(|l| vars[l.expr.dim()]).collect();
             let loop_vars: Vec<IndexVarId> = loops.iter().map(|(v, _)| *v).collect();
+            let outer = order.len() - 1;
             if loop_vars != order {
-                return unsupported(format!(
-                    "a sparse result written out of its storage order or with reductions inside (`{result_name}`: workspaces arrive with the ISM issue)"
-                ));
+                // The levels above the last in order, the last one anywhere below them: a row
+                // workspace. Anything else needs the general workspaces of the ISM issue.
+                let fits = loop_vars.len() > outer
+                    && loop_vars[..outer] == order[..outer]
+                    && loop_vars[outer..].contains(&order[outer])
+                    && producers.is_empty();
+                if !fits {
+                    return unsupported(format!(
+                        "a sparse result written out of its storage order above its last level (`{result_name}`: general workspaces arrive with the ISM issue)"
+                    ));
+                }
+                let size = types.sizes[order[outer].index()];
+                let name = |suffix: &str| format!("{result_name}_w{suffix}");
+                workspace = Some(RowWorkspace {
+                    var: order[outer],
+                    size,
+                    outer,
+                    values: f.array(&name("vals"), value, Role::Scratch, true),
+                    mark: f.array(&name("mark"), ElemType::I32, Role::Scratch, true),
+                    list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
+                    count: f.var(&name("n"), ScalarType::Index),
+                    active: false,
+                });
+                params.extend([result, result, result]);
             }
             let mut assembly = Assembly::declare(
                 &mut f,
@@ -489,6 +538,7 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         in_producer: false,
         accumulator: None,
         value,
+        workspace,
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -500,6 +550,11 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         Some(a) => a.prologue(&mut lw.f, lw.result_vals),
         None => Vec::new(),
     };
+    if let Some(w) = &lw.workspace {
+        for array in [w.values, w.mark, w.list] {
+            body.push(Stmt::Resize { array, len: int(w.size as i64) });
+        }
+    }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
     if let Some(a) = &lw.assembly {
         body.extend(a.epilogue(&mut lw.f));
@@ -572,6 +627,9 @@ impl Lowerer<'_> {
         op: AssignOp,
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
+        if self.workspace.as_ref().is_some_and(|w| !w.active && !self.in_producer && self.depth() == w.outer) {
+            return self.workspace_region(loops, lhs, op, rhs);
+        }
         let Some((&(v, parallel), rest)) = loops.split_first() else {
             let mut out = Vec::new();
             if !self.in_producer {
@@ -789,6 +847,67 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
+    /// How many loops are bound now.
+    fn depth(&self) -> usize {
+        self.bound.iter().filter(|b| b.is_some()).count()
+    }
+
+    /// The loops below the result's outer levels, accumulating into the row workspace, then
+    /// the row appended in coordinate order and the workspace cleared.
+    fn workspace_region(
+        &mut self,
+        loops: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let mut w = self.workspace.clone().expect("a workspace");
+        let mut out = vec![Stmt::Decl(w.count, int(0))];
+        w.active = true;
+        self.workspace = Some(w.clone());
+        let inner = self.nest(loops, lhs, op, rhs);
+        w.active = false;
+        self.workspace = Some(w.clone());
+        out.extend(inner?);
+        let a = self.assembly.as_ref().expect("a sparse result");
+        let name = self.cin.vars[w.var].name.clone();
+        // Appends coordinate `j` and clears its slot.
+        let drain = |j: VarId| {
+            let mut s = a.append(j, load(w.values, var(j)));
+            s.push(Stmt::Store { array: w.values, index: var(j), value: float(0.0), accumulate: false });
+            s.push(Stmt::Store { array: w.mark, index: var(j), value: int(0), accumulate: false });
+            s
+        };
+        let (scan_j, sorted_j, q) = (
+            self.f.var(&name, ScalarType::Index),
+            self.f.var(&name, ScalarType::Index),
+            self.f.var(&format!("{name}_q"), ScalarType::Index),
+        );
+        let scan = Stmt::For {
+            var: scan_j,
+            start: int(0),
+            end: int(w.size as i64),
+            body: vec![Stmt::If {
+                cond: bin(BinOp::Ne, load(w.mark, var(scan_j)), int(0)),
+                then: drain(scan_j),
+                otherwise: vec![],
+            }],
+            parallel: false,
+        };
+        let mut listed = vec![Stmt::Decl(sorted_j, load(w.list, var(q)))];
+        listed.extend(drain(sorted_j));
+        let sort = vec![
+            Stmt::Sort { array: w.list, start: int(0), end: var(w.count) },
+            Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
+        ];
+        out.push(Stmt::If {
+            cond: bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(16)), int(w.size as i64)),
+            then: sort,
+            otherwise: vec![scan],
+        });
+        Ok(out)
+    }
+
     /// Locates every dense level in `list`: position = parent · size + coordinate.
     fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(usize, usize)], coordinate: VarId) {
         for &(k, l) in list {
@@ -867,6 +986,22 @@ impl Lowerer<'_> {
             let value = self.expr(rhs)?;
             let value = if op == AssignOp::Accumulate { bin(BinOp::Add, var(t), value) } else { value };
             return Ok(vec![Stmt::Assign(t, value)]);
+        }
+        if let Some(w) = self.workspace.as_ref().filter(|w| w.active) {
+            let j = var(self.bound[w.var.index()].expect("the workspace variable's loop"));
+            let value = self.expr(rhs)?;
+            return Ok(vec![
+                Stmt::If {
+                    cond: bin(BinOp::Eq, load(w.mark, j.clone()), int(0)),
+                    then: vec![
+                        Stmt::Store { array: w.mark, index: j.clone(), value: int(1), accumulate: false },
+                        Stmt::Store { array: w.list, index: var(w.count), value: j.clone(), accumulate: false },
+                        Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1))),
+                    ],
+                    otherwise: vec![],
+                },
+                Stmt::Store { array: w.values, index: j, value, accumulate: op == AssignOp::Accumulate },
+            ]);
         }
         if let Some(a) = &self.assembly {
             let last = a.vars.last().copied().expect("a result level");
@@ -1003,7 +1138,7 @@ pub fn arguments<T: KernelValue>(
                     (_, ElemType::I32) => ArrayData::I32(vec![]),
                     _ => ArrayData::I64(vec![]),
                 },
-                _ => ArrayData::I64(vec![]),
+                _ => ArrayData::empty(decl.elem),
             }
         })
         .collect()

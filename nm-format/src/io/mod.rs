@@ -72,10 +72,13 @@ pub(crate) fn read_file<R>(path: &Path, parse: impl FnOnce(&[u8]) -> Result<R, I
 
 /// The components a file should hold: every stored component, except the zeros that dense
 /// and N:M levels store structurally (a CSR matrix keeps its explicit zeros; a dense or
-/// `nv24` one writes its nonzeros).
+/// `nv24` one writes its nonzeros). Only fixed-size levels below the last compressed or
+/// singleton level make values for coordinates nobody stored: CSR's dense rows do not.
 pub(crate) fn output_components<T: Value>(tensor: &Tensor<T>) -> CoordinateList<T> {
     let mut list = tensor.to_coordinates();
-    let structural_zeros = tensor.format().levels().iter().any(|l| l.kind.is_fixed_size());
+    let levels = tensor.format().levels();
+    let below = levels.iter().rposition(|l| !l.kind.is_fixed_size()).map_or(0, |l| l + 1);
+    let structural_zeros = levels[below..].iter().any(|l| l.kind.is_fixed_size());
     if structural_zeros {
         let keep: Vec<bool> = list.values.iter().map(|&v| v != T::ZERO).collect();
         for c in &mut list.coords {

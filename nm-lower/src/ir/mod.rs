@@ -4,7 +4,8 @@
 //! `crd` or N:M metadata, then its values, each tagged with its [`Role`]) and its scalar
 //! variables, and a body of [`Stmt`]s: declarations, assignments, loads and stores, `for`
 //! (optionally parallel or unrolled), `while` for co-iteration, `if`/`else`, `break`, and
-//! `resize` of an output array (sizes grown on demand while a sparse result is assembled).
+//! `resize` of an output array (sizes grown on demand while a sparse result is assembled), and
+//! `sort` of a range of indices (the one runtime call, for workspaces).
 //! The text form ([`Function`]'s `Display`) is what snapshot tests compare.
 
 mod print;
@@ -239,6 +240,16 @@ pub enum Stmt {
         array: ArrayId,
         /// The length it needs.
         len: Expr,
+    },
+    /// Sorts `array[start..end]` (indices) ascending: a runtime call, for workspaces that
+    /// hand over their coordinates in order.
+    Sort {
+        /// The array (of indices).
+        array: ArrayId,
+        /// First element.
+        start: Expr,
+        /// One past the last element.
+        end: Expr,
     },
 }
 

@@ -119,6 +119,13 @@ impl Function {
                 self.write_expr(f, len)?;
                 writeln!(f)
             }
+            Stmt::Sort { array, start, end } => {
+                write!(f, "{pad}sort {}[", self.arrays[*array].name)?;
+                self.write_expr(f, start)?;
+                write!(f, "..")?;
+                self.write_expr(f, end)?;
+                writeln!(f, "]")
+            }
         }
     }
 }
