@@ -412,7 +412,8 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
             let order: Vec<IndexVarId> = format.levels().iter().map(|l| vars[l.expr.dim()]).collect();
             let loop_vars: Vec<IndexVarId> = loops.iter().map(|(v, _)| *v).collect();
             let outer = order.len() - 1;
-            if loop_vars != order {
+            // Loops in storage order, then reductions: appended after each reduction.
+            if !loop_vars.starts_with(&order) {
                 // The levels above the last in order, the last one anywhere below them: a row
                 // workspace. Anything else needs the general workspaces of the ISM issue.
                 let fits = loop_vars.len() > outer
@@ -653,7 +654,7 @@ impl Lowerer<'_> {
         let reduces = op == AssignOp::Accumulate
             && self.accumulator.is_none()
             && !self.in_producer
-            && self.assembly.is_none()
+            && !self.workspace.as_ref().is_some_and(|w| w.active)
             && self.temporary(lhs.tensor).is_none()
             && self.producers.is_empty()
             && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()));
@@ -663,10 +664,19 @@ impl Lowerer<'_> {
             self.accumulator = Some(acc);
             let inner = self.nest(loops, lhs, op, rhs);
             self.accumulator = None;
-            let index = self.result_index(lhs)?;
             let mut out = vec![Stmt::Decl(acc, float(0.0))];
             out.extend(inner?);
-            out.push(Stmt::Store { array: self.result_vals, index, value: var(acc), accumulate: true });
+            match &self.assembly {
+                // A sparse result's entry is appended once, whatever the reduction found.
+                Some(a) => {
+                    let last = a.vars.last().copied().expect("a result level");
+                    out.extend(a.append(self.bound[last.index()].expect("bound"), var(acc)));
+                }
+                None => {
+                    let index = self.result_index(lhs)?;
+                    out.push(Stmt::Store { array: self.result_vals, index, value: var(acc), accumulate: true });
+                }
+            }
             return Ok(out);
         }
         let name = self.cin.vars[v].name.clone();
@@ -1003,15 +1013,15 @@ impl Lowerer<'_> {
                 Stmt::Store { array: w.values, index: j, value, accumulate: op == AssignOp::Accumulate },
             ]);
         }
+        if let Some(acc) = self.accumulator {
+            let value = self.expr(rhs)?;
+            return Ok(vec![Stmt::Assign(acc, bin(BinOp::Add, var(acc), value))]);
+        }
         if let Some(a) = &self.assembly {
             let last = a.vars.last().copied().expect("a result level");
             let v = self.bound[last.index()].expect("the last result level's loop");
             let value = self.expr(rhs)?;
             return Ok(a.append(v, value));
-        }
-        if let Some(acc) = self.accumulator {
-            let value = self.expr(rhs)?;
-            return Ok(vec![Stmt::Assign(acc, bin(BinOp::Add, var(acc), value))]);
         }
         let index = self.result_index(lhs)?;
         let value = self.expr(rhs)?;

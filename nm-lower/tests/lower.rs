@@ -331,6 +331,36 @@ fn sparse_results_are_assembled_in_append_order() {
     assert_eq!(a.to_dense().unwrap(), expected);
 }
 
+/// Reductions below a sparse result's last level (SDDMM, a CSF tensor times a vector into
+/// CSR): one register accumulator per entry, appended after the reduction.
+#[test]
+fn sparse_results_with_reductions_inside_append_the_accumulated_value() {
+    let (m, n, r) = (9, 11, 5);
+    let (c, d) = run_sparse(
+        "C(i,j) = A(i,j) * X(i,k) * Y(j,k)",
+        "",
+        ("C", &[m, n], Format::csr()),
+        &[("A", &[m, n], Some(Format::csr()), 80), ("X", &[m, r], None, 81), ("Y", &[n, r], None, 82)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..m * n)
+        .map(|x| {
+            let (i, j) = (x / n, x % n);
+            d[0][x] * (0..r).map(|k| d[1][i * r + k] * d[2][j * r + k]).sum::<f64>()
+        })
+        .collect();
+    assert_eq!(c.to_dense().unwrap(), expected);
+    let (a, d) = run_sparse(
+        "A(i,j) = B(i,j,k) * c(k)",
+        "",
+        ("A", &[4, 5], Format::csf(2)),
+        &[("B", &[4, 5, 6], Some(Format::csf(3)), 83), ("c", &[6], None, 84)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..20).map(|x| (0..6).map(|k| d[0][x * 6 + k] * d[1][k]).sum()).collect();
+    assert_eq!(a.to_dense().unwrap(), expected);
+}
+
 /// Gustavson's SpGEMM and its kin: the result's last level is written out of order (inside a
 /// reduction loop), through a row workspace, in every sparse result format that has one.
 #[test]
