@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# SpMV (y = A x) or SpMM with 64 columns (C = A B) on the shared matrices with >= 1e5
-# nonzeros: nmsparse's generated C (A in CSR, single thread, `-time=N`, compute only) next to
+# SpMV (y = A x), SpMM with 64 columns (C = A B), SpGEMM C = A Aᵀ (CSR, sorted rows) or SDDMM
+# (C = A .* (X Yᵀ), 64 columns) on the shared matrices with >= 1e5 nonzeros: nmsparse's generated C (A in CSR, single thread, `-time=N`, compute only) next to
 # the peers' bench_peers.py (scipy, SuiteSparse:GraphBLAS, MLIR), matrix by matrix in one run,
 # with the peers' dense operand (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c) % 23)/22) so
 # the checksums can be compared.
-# usage: KERNEL=spmv|spmm64 bench/kernels_vs_peers.sh   (needs the peers' venv; see
+# usage: KERNEL=spmv|spmm64|spgemm_AAt|sddmm64 bench/kernels_vs_peers.sh   (needs the peers' venv; see
 #        bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,15 +18,17 @@ echo "kernel,matrix,system,seconds,checksum" > "$OUT"
 for name in Groebner_id2003_aug MIT8 arrow astro-ph bcsstk16 bcsstk33 luxembourg sparse-images-1024 wiki-Vote wing; do
   f=../shared/data/matrices/$name.mtx
   cols=$(awk '!/^%/ {print $2; exit}' "$f")
-  if [ "$KERNEL" = spmv ]; then
+  rows=$(awk '!/^%/ {print $1; exit}' "$f")
+  case "$KERNEL" in
+  spmv)
     "$PY" -c "
 n=$cols
 with open('$TMP/x.tns','w') as o:
     o.write('# shape %d\n' % n)
     for j in range(n): o.write('%d %r\n' % (j+1, 1 + (j % 17)/16))
 "
-    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS)
-  else
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS) ;;
+  spmm64)
     "$PY" -c "
 n=$cols
 with open('$TMP/B.mtx','w') as o:
@@ -34,8 +36,26 @@ with open('$TMP/B.mtx','w') as o:
     for c in range(64):
         for j in range(n): o.write('%r\n' % (1 + ((7*j + 3*c) % 23)/22))
 "
-    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS)
-  fi
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS) ;;
+  spgemm_AAt)
+    # Aᵀ materialised as CSR before timing, as the peers do; rows sorted in the result.
+    "$PY" -c "
+import fast_matrix_market as fmm, scipy.sparse as sp, numpy as np
+A = sp.csr_matrix(fmm.mmread('$f'), dtype=np.float64); A.sum_duplicates()
+fmm.mmwrite('$TMP/At.mtx', A.T.tocoo())
+"
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/At.mtx -s="reorder(k, j)" -time=$REPS) ;;
+  sddmm64)
+    "$PY" -c "
+for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
+    with open('$TMP/%s.mtx' % name, 'w') as o:
+        o.write('%%%%MatrixMarket matrix array real general\n%d 64\n' % rows)
+        for c in range(64):
+            for i in range(rows): o.write('%r\n' % (1 + ((a*i + b*c) % m)/(m - 1)))
+"
+    out=$(OMP_NUM_THREADS=1 ./target/release/nmsparse "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS) ;;
+  *) echo "unknown KERNEL=$KERNEL" >&2; exit 2 ;;
+  esac
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')
   sum=$(echo "$out" | sed -n 's/.*checksum \(.*\)/\1/p')
   echo "$KERNEL,$name,nmsparse,$secs,$sum" >> "$OUT"
@@ -52,7 +72,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = {}
 for r in rows:
     by.setdefault(r['matrix'].replace('.mtx', ''), {})[r['system']] = r
-peers = ['scipy', 'graphblas', 'mlir']
+peers = [p for p in ['scipy', 'scipy+sort', 'scipy+numpy', 'graphblas', 'mlir'] if any(p in s for s in by.values())]
 print('| matrix | nmsparse (ms) | ' + ' | '.join(p + ' (ms)' for p in peers) + ' | best peer / nmsparse | checksum agrees |')
 print('|---|---:|' + '---:|' * len(peers) + '---:|---|')
 ratios = []
@@ -61,7 +81,9 @@ for m, s in by.items():
         continue
     ours = float(s['nmsparse']['seconds'])
     times = {p: float(s[p]['seconds']) for p in peers if p in s}
-    best = min(times.values()) if times else float('nan')
+    # scipy's SpGEMM leaves rows unsorted: `scipy+sort` is its like-for-like time.
+    compared = [p for p in times if not (p == 'scipy' and 'scipy+sort' in times)]
+    best = min(times[p] for p in compared) if times else float('nan')
     ref = next((s[p]['checksum'] for p in peers if p in s), None)
     agree = ref is not None and abs(float(s['nmsparse']['checksum']) - float(ref)) <= 1e-9 * max(1.0, abs(float(ref)))
     if times:

@@ -90,7 +90,18 @@ impl ArrayData {
         }
     }
 
-    fn resize(&mut self, n: usize) {
+    /// Reserves room for `extra` more elements, or says memory ran out.
+    pub(crate) fn try_reserve(&mut self, extra: usize) -> Result<(), std::collections::TryReserveError> {
+        match self {
+            ArrayData::I32(v) => v.try_reserve(extra),
+            ArrayData::I64(v) => v.try_reserve(extra),
+            ArrayData::U64(v) => v.try_reserve(extra),
+            ArrayData::F32(v) => v.try_reserve(extra),
+            ArrayData::F64(v) => v.try_reserve(extra),
+        }
+    }
+
+    pub(crate) fn resize(&mut self, n: usize) {
         match self {
             ArrayData::I32(v) => v.resize(n.max(v.len()), 0),
             ArrayData::I64(v) => v.resize(n.max(v.len()), 0),
