@@ -49,7 +49,7 @@ mod format;
 pub mod generate;
 pub mod io;
 mod level;
-mod memory;
+pub mod memory;
 mod nm;
 pub mod parse;
 mod storage;

@@ -4,7 +4,9 @@
 use crate::error::{Result, TensorError};
 
 /// Memory the system can still give, in bytes (`MemAvailable` on Linux; unknown elsewhere).
-fn available() -> Option<u128> {
+/// Kernels that grow their outputs check it too: with overcommit, an allocation that succeeds
+/// can still get the process killed when its pages are touched.
+pub fn available() -> Option<u128> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -254,9 +254,9 @@ pub enum RunError {
     /// The arrays do not match the kernel's parameters.
     #[error(transparent)]
     Arguments(#[from] InterpError),
-    /// The kernel could not grow an output.
-    #[error("kernel `{0}` ran out of memory growing an output")]
-    OutOfMemory(String),
+    /// The kernel could not grow an output: the message says how much it needed.
+    #[error("kernel `{0}` ran out of memory: {1}")]
+    OutOfMemory(String, String),
 }
 
 /// A compiled kernel.
@@ -310,12 +310,19 @@ impl CKernel {
         // type in a vector borrowed mutably for the whole call (nothing else touches it); inputs
         // are only read; outputs are written within their length, which only `grow` extends
         // (positions come from the shapes the arrays were sized by, checked above).
+        GROW_FAILURE.with(|g| g.take());
         let status = unsafe { entry(descriptors.as_mut_ptr()) };
         if status != 0 {
-            return Err(RunError::OutOfMemory(f.name.clone()));
+            let why = GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into());
+            return Err(RunError::OutOfMemory(f.name.clone(), why));
         }
         Ok(())
     }
+}
+
+thread_local! {
+    /// Why the last `grow` on this thread failed, for the error `run` returns.
+    static GROW_FAILURE: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
 }
 
 /// `grow` of the kernel ABI: resizes the vector behind `a` to `n` elements (new ones zero) and
@@ -328,8 +335,21 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
         let (descriptor, data) = unsafe { (&mut *a, &mut *(*a).owner) };
         let n = n.max(0) as usize;
         let extra = n.saturating_sub(data.len());
+        let bytes = extra as u128 * data.elem().size() as u128;
+        let fail = |why: String| {
+            GROW_FAILURE.with(|g| g.set(Some(why)));
+            false
+        };
+        const GIB: f64 = (1u64 << 30) as f64;
+        if let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a) {
+            return fail(format!(
+                "growing an output to {n} elements needs {:.1} GiB more, {:.1} GiB available",
+                bytes as f64 / GIB,
+                avail as f64 / GIB
+            ));
+        }
         if data.try_reserve(extra).is_err() {
-            return false;
+            return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
         }
         data.resize(n);
         let (ptr, len) = raw_parts(data);

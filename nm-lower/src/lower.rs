@@ -493,13 +493,16 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                 {
                     return unsupported(format!("blocked compressed levels (`{name}`)"));
                 }
-                LevelKind::Compressed(p) if p.unique => {
-                    pos[l] = Some(f.array(
-                        &format!("{name}{l}_pos"),
-                        ElemType::I64,
-                        Role::Pos { tensor: name.clone(), level: l },
-                        false,
-                    ));
+                LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
+                    if matches!(level.kind, LevelKind::Compressed(_)) {
+                        pos[l] = Some(f.array(
+                            &format!("{name}{l}_pos"),
+                            ElemType::I64,
+                            Role::Pos { tensor: name.clone(), level: l },
+                            false,
+                        ));
+                        params.push(t);
+                    }
                     // Coordinates are below the dimension's size: 32 bits halve their memory
                     // traffic whenever the size allows (positions can exceed it: 64 bits).
                     let narrow = ty.shape[level.expr.dim()] <= i32::MAX as usize;
@@ -509,7 +512,7 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                         Role::Crd { tensor: name.clone(), level: l },
                         false,
                     ));
-                    params.extend([t, t]);
+                    params.push(t);
                 }
                 other => return unsupported(format!("{other} levels (`{name}`)")),
             }
@@ -742,19 +745,43 @@ impl Lowerer<'_> {
             points.push((its, e));
         }
         let dense_driven = sparse.is_empty() || points.iter().any(|(its, _)| its.is_empty());
+        // A non-unique level (COO's first) is walked one stored entry at a time, so its
+        // coordinate may come several times in a row: right when the entries only add into a
+        // dense result or a workspace, wrong for a merge, an append or a `where`.
+        for &(k, l) in &sparse {
+            let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+            let kind = o.format.levels()[l].kind;
+            let tname = &self.cin.tensors[self.accesses[k].tensor].name;
+            let alone = !dense_driven && sparse.len() == 1 && points.len() == 1;
+            if (!kind.is_unique() || !kind.is_ordered()) && !alone {
+                return unsupported(format!(
+                    "co-iterating `{tname}`'s non-unique or unordered level {l} with other operands"
+                ));
+            }
+            let appends = self.assembly.is_some() && !self.workspace.as_ref().is_some_and(|w| w.active);
+            if !kind.is_unique() && (appends || !self.producers.is_empty()) {
+                return unsupported(format!(
+                    "`{tname}`'s non-unique level {l} under a sparse result or a `where` (it needs a de-duplicating iterator)"
+                ));
+            }
+        }
         // Positions and ends of the sparse iterators.
         let mut out = Vec::new();
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, crd array)
         let mut ranges = Vec::new(); // (first position, one past the last)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-            let (pos, crd) = (o.pos[l].expect("compressed"), o.crd[l].expect("compressed"));
+            let crd = o.crd[l].expect("compressed or singleton");
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
             let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
             let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
             let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
             let c = self.f.var(&format!("{tname}{l}_{name}{n}"), ScalarType::Index);
-            let range = (load(pos, parent.clone()), load(pos, bin(BinOp::Add, parent, int(1))));
+            let range = match o.pos[l] {
+                Some(pos) => (load(pos, parent.clone()), load(pos, bin(BinOp::Add, parent, int(1)))),
+                // A singleton level: one position, its parent's.
+                None => (parent.clone(), bin(BinOp::Add, parent, int(1))),
+            };
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
             cursors.push((p, end, c, crd));
@@ -1141,10 +1168,13 @@ pub fn arguments<T: KernelValue>(
                     _ => ArrayData::I64(vec![]),
                 },
                 (Role::Crd { level: l, .. }, _) => match (level(*l), decl.elem) {
-                    (Some(LevelStorage::Compressed { crd, .. }), ElemType::I32) => {
-                        ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect())
+                    (
+                        Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }),
+                        ElemType::I32,
+                    ) => ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect()),
+                    (Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }), _) => {
+                        ArrayData::I64(wide(crd.to_usize()))
                     }
-                    (Some(LevelStorage::Compressed { crd, .. }), _) => ArrayData::I64(wide(crd.to_usize())),
                     (_, ElemType::I32) => ArrayData::I32(vec![]),
                     _ => ArrayData::I64(vec![]),
                 },

@@ -100,15 +100,19 @@ fn run(
 }
 
 #[test]
-fn spmv_in_csr_and_csc() {
+fn spmv_in_csr_csc_coo_and_dcsr() {
     let (m, n) = (9, 7);
     let reference =
         |a: &[f64], x: &[f64]| -> Vec<f64> { (0..m).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect() };
-    // CSR in the default order, CSC reordered (it wants j outside i), CSR with a parallel row loop.
+    // CSR in the default order, CSC reordered (it wants j outside i), CSR with a parallel row
+    // loop, COO (walked entry by entry), DCSR, and column-major COO.
     for (schedule, format, seed) in [
         ("", Format::csr(), 1),
         ("reorder(j, i)", Format::csc(), 3),
         ("parallelize(i, cpu_thread, no_races)", Format::csr(), 5),
+        ("", Format::coo(2), 7),
+        ("", Format::csf(2), 9),
+        ("reorder(j, i)", Format::parse("uq:1,0", 2).unwrap(), 11),
     ] {
         let (y, d) = run(
             "y(i) = A(i,j) * x(j)",

@@ -55,6 +55,14 @@ pub enum ElemType {
 }
 
 impl ElemType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            ElemType::I32 | ElemType::F32 => 4,
+            _ => 8,
+        }
+    }
+
     /// Whether elements are floating point.
     pub fn is_float(self) -> bool {
         matches!(self, ElemType::F32 | ElemType::F64)
