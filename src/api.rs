@@ -173,7 +173,7 @@ impl<T: KernelValue> Kernel<T> {
             by_id.push(Some(tensor));
         }
         let len: usize = self.result_shape.iter().product();
-        let mut arrays = arguments(&self.lowered, &by_id, len);
+        let mut arrays = arguments(&self.lowered, &by_id, len)?;
         match &self.compiled {
             Some(k) => k.run(&mut arrays)?,
             None => interpret(&self.lowered.function, &mut arrays)?,

@@ -14,7 +14,7 @@ pub fn available() -> Option<u128> {
 }
 
 /// Fails when `bytes` exceed what the system has available.
-pub(crate) fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
+pub fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
     match available() {
         Some(avail) if bytes > avail => Err(TensorError::TooLarge {

@@ -11,8 +11,10 @@
 use std::fmt::Write as _;
 
 use crate::interp::{ArrayData, InterpError};
-use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, ScalarType, Stmt, UnOp};
+use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp};
 use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
+use crate::lower::Partition;
+use nm_ir::id::Id;
 
 fn c_elem(e: ElemType) -> &'static str {
     match e {
@@ -323,6 +325,168 @@ impl CKernel {
 thread_local! {
     /// Why the last `grow` on this thread failed, for the error `run` returns.
     static GROW_FAILURE: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// How [`CKernel::run_rows`] gives an argument to each range.
+#[derive(Clone, Copy, PartialEq)]
+enum Sharing {
+    /// One array for every thread: inputs, and outputs ranges write disjoint parts of.
+    Shared,
+    /// One per thread, reused across its ranges: workspaces.
+    PerThread,
+    /// One per range: the range itself, a sparse result's `crd` and values.
+    PerRange,
+}
+
+/// A pointer and length of a shared argument, handed to the worker threads.
+#[derive(Clone, Copy)]
+struct SharedArray(*mut libc::c_void, i64);
+
+// SAFETY: a shared array is read by every range, or written at disjoint elements (rows) by
+// each — never grown (`refuse_grow`) — while `run_rows` holds the `&mut` it came from.
+unsafe impl Send for SharedArray {}
+// SAFETY: as above.
+unsafe impl Sync for SharedArray {}
+
+impl CKernel {
+    /// Runs the kernel with its outermost loop split into row ranges over `threads` threads
+    /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
+    /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
+    /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
+    /// the same order.
+    pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let f = &self.function;
+        let extent = partition.extent;
+        if threads <= 1 || extent < 2 {
+            return self.run(arrays);
+        }
+        crate::interp::check_arguments(f, arrays)?;
+        let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
+        let sharing: Vec<Sharing> = f
+            .arrays
+            .iter()
+            .map(|(id, decl)| match decl.role {
+                Role::Bounds => Sharing::PerRange,
+                Role::Scratch => Sharing::PerThread,
+                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals) => Sharing::PerRange,
+                _ => Sharing::Shared,
+            })
+            .collect();
+        if let Some((pos, ..)) = rows {
+            arrays[pos].resize(extent + 1);
+        }
+        let shared: Vec<SharedArray> = arrays
+            .iter_mut()
+            .map(|a| {
+                let (ptr, len) = raw_parts(a);
+                SharedArray(ptr, len as i64)
+            })
+            .collect();
+        let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
+        let ranges = (threads * 16).min(extent);
+        let bounds = |r: usize| (extent * r / ranges, extent * (r + 1) / ranges);
+        // SAFETY: the generated function has exactly this signature (see `emit`).
+        let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
+        let next = AtomicUsize::new(0);
+        // Per range: its own arrays (indexed like `arrays`, empty where shared), or why it failed.
+        type RangeResult = Result<Vec<ArrayData>, String>;
+        let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
+            (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let mut scratch: Vec<ArrayData> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+                    loop {
+                        let r = next.fetch_add(1, Ordering::Relaxed);
+                        if r >= ranges {
+                            break;
+                        }
+                        let (lo, hi) = bounds(r);
+                        let mut own: Vec<ArrayData> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+                        let mut descriptors = Vec::with_capacity(elems.len());
+                        for k in 0..elems.len() {
+                            let owner: *mut ArrayData = match sharing[k] {
+                                Sharing::Shared => {
+                                    let SharedArray(data, len) = shared[k];
+                                    descriptors.push(NmsArray {
+                                        data,
+                                        len,
+                                        owner: std::ptr::null_mut(),
+                                        grow: refuse_grow,
+                                    });
+                                    continue;
+                                }
+                                Sharing::PerThread => &mut scratch[k],
+                                Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                                    own[k] = ArrayData::I64(vec![lo as i64, hi as i64]);
+                                    &mut own[k]
+                                }
+                                Sharing::PerRange => &mut own[k],
+                            };
+                            // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
+                            let (data, len) = raw_parts(unsafe { &mut *owner });
+                            descriptors.push(NmsArray { data, len: len as i64, owner, grow: grow_array });
+                        }
+                        GROW_FAILURE.with(|g| g.take());
+                        // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
+                        // read, shared outputs written at the rows of `lo..hi` only (the outer
+                        // loop's range names disjoint result elements), everything else is this
+                        // thread's own.
+                        let status = unsafe { entry(descriptors.as_mut_ptr()) };
+                        let outcome = if status == 0 {
+                            Ok(own)
+                        } else {
+                            Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
+                        };
+                        *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+                    }
+                });
+            }
+        });
+        let mut own: Vec<Vec<ArrayData>> = Vec::with_capacity(ranges);
+        for o in outcomes {
+            match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                Some(Ok(arrays)) => own.push(arrays),
+                Some(Err(why)) => return Err(RunError::OutOfMemory(f.name.clone(), why)),
+                None => return Err(RunError::OutOfMemory(f.name.clone(), "a worker thread stopped".into())),
+            }
+        }
+        if let Some((pos, crd, vals)) = rows {
+            let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
+            // Each range counted its entries from zero: shift its rows' `pos` by what came before.
+            let mut counts = Vec::with_capacity(ranges);
+            let mut offset = 0i64;
+            for r in 0..ranges {
+                let (lo, hi) = bounds(r);
+                let count = pos_data[hi];
+                for p in &mut pos_data[lo + 1..=hi] {
+                    *p += offset;
+                }
+                counts.push(count as usize);
+                offset += count;
+            }
+            pos_data[0] = 0;
+            for k in [crd, vals] {
+                let mut joined = ArrayData::empty(elems[k]);
+                joined
+                    .try_reserve(offset as usize)
+                    .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
+                for (r, arrays) in own.iter().enumerate() {
+                    joined.extend_prefix(&arrays[k], counts[r]);
+                }
+                arrays[k] = joined;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `grow` of an array every range shares: never needed (shared outputs are sized first), so
+/// refused rather than racing.
+unsafe extern "C" fn refuse_grow(_: *mut NmsArray, _: i64) -> libc::c_int {
+    GROW_FAILURE.with(|g| g.set(Some("a shared output cannot grow in a row range".into())));
+    1
 }
 
 /// `grow` of the kernel ABI: resizes the vector behind `a` to `n` elements (new ones zero) and

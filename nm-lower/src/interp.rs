@@ -90,6 +90,18 @@ impl ArrayData {
         }
     }
 
+    /// Appends the first `n` elements of `other` (of the same type).
+    pub(crate) fn extend_prefix(&mut self, other: &ArrayData, n: usize) {
+        match (self, other) {
+            (ArrayData::I32(a), ArrayData::I32(b)) => a.extend_from_slice(&b[..n]),
+            (ArrayData::I64(a), ArrayData::I64(b)) => a.extend_from_slice(&b[..n]),
+            (ArrayData::U64(a), ArrayData::U64(b)) => a.extend_from_slice(&b[..n]),
+            (ArrayData::F32(a), ArrayData::F32(b)) => a.extend_from_slice(&b[..n]),
+            (ArrayData::F64(a), ArrayData::F64(b)) => a.extend_from_slice(&b[..n]),
+            _ => unreachable!("joined arrays have one element type"),
+        }
+    }
+
     /// Reserves room for `extra` more elements, or says memory ran out.
     pub(crate) fn try_reserve(&mut self, extra: usize) -> Result<(), std::collections::TryReserveError> {
         match self {

@@ -56,6 +56,24 @@ pub struct Lowered {
     pub function: Function,
     /// For each parameter, the tensor it belongs to.
     pub params: Vec<TensorId>,
+    /// How the outermost loop may be split across threads (`None`: it may not).
+    pub partition: Option<Partition>,
+}
+
+/// A kernel whose outermost loop is `for i in bounds[0]..bounds[1]` over a dense coordinate
+/// that names disjoint parts of the result: disjoint rows of a dense result, or the rows of a
+/// CSR-like result (dense, then compressed) — each row range can run on its own thread. For a
+/// sparse result every row in the range stores its `pos` entry (counted from the range's
+/// first entry), so ranges assemble into separate `crd`/values arrays that are concatenated
+/// with their `pos` shifted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    /// Coordinates of the outermost loop.
+    pub extent: usize,
+    /// The `[first, end)` parameter.
+    pub bounds: ArrayId,
+    /// A sparse result's `pos`, `crd` and values (`None`: a dense result).
+    pub rows: Option<(ArrayId, ArrayId, ArrayId)>,
 }
 
 struct Lowerer<'a> {
@@ -88,6 +106,10 @@ struct Lowerer<'a> {
     value: ElemType,
     /// The workspace of a result whose last level is written out of order.
     workspace: Option<RowWorkspace>,
+    /// Whether the outermost loop may become a row range (see [`Partition`]).
+    partitionable: bool,
+    /// The range parameter, once the outermost loop took it.
+    bounds: Option<ArrayId>,
 }
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
@@ -524,6 +546,20 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         params.push(t);
         operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, vals });
     }
+    // Row ranges may run in parallel when the outer loop names disjoint parts of the result:
+    // a dense result indexed by it, or a CSR-like result (dense, compressed) whose rows it is.
+    let outer = loops.first().map(|(v, _)| *v);
+    let partitionable = match (&result_format, outer) {
+        (_, None) => false,
+        (None, Some(v)) => lhs.subscripts.iter().any(|t| t.as_var() == Some(v)),
+        (Some(format), Some(v)) => {
+            let kinds: Vec<LevelKind> = format.levels().iter().map(|l| l.kind).collect();
+            kinds.len() == 2
+                && kinds[0] == LevelKind::Dense
+                && matches!(kinds[1], LevelKind::Compressed(_))
+                && assembly.as_ref().is_some_and(|a| a.vars[0] == v)
+        }
+    };
     let mut lw = Lowerer {
         cin,
         types,
@@ -543,6 +579,8 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         accumulator: None,
         value,
         workspace,
+        partitionable,
+        bounds: None,
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -560,11 +598,20 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         }
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
+    let partition = lw.bounds.map(|bounds| Partition {
+        extent: types.sizes[outer.expect("an outer loop").index()],
+        bounds,
+        rows: lw.assembly.as_ref().map(|a| (a.pos[1].expect("csr-like"), a.crd[1].expect("csr-like"), lw.result_vals)),
+    });
     if let Some(a) = &lw.assembly {
-        body.extend(a.epilogue(&mut lw.f));
+        // A row range visits every row of its range: no row's `pos` is left to fill.
+        if partition.is_none() {
+            body.extend(a.epilogue(&mut lw.f));
+        }
     }
     lw.f.body = body;
-    Ok(Lowered { function: lw.f, params })
+    params.extend(std::iter::repeat_n(result, lw.f.arrays.len() - params.len()));
+    Ok(Lowered { function: lw.f, params, partition })
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
@@ -865,14 +912,19 @@ impl Lowerer<'_> {
         }
         if dense_driven {
             let all_its: Vec<usize> = (0..sparse.len()).collect();
+            // The outermost loop over a dense coordinate of the result: a row range.
+            let ranged = self.partitionable && sparse.is_empty() && self.depth() == 1 && !self.in_producer;
+            if ranged {
+                self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
+            }
             let body = body_for(self, &all_its, true)?;
-            out.push(Stmt::For {
-                var: loop_var,
-                start: int(0),
-                end: int(self.size(v) as i64),
-                body,
-                parallel: parallel && sparse.is_empty(),
-            });
+            let (start, end) = match self.bounds.filter(|_| ranged) {
+                Some(b) => (load(b, int(0)), load(b, int(1))),
+                None => (int(0), int(self.size(v) as i64)),
+            };
+            // A row range is split across threads by the caller, not by OpenMP.
+            let parallel = parallel && sparse.is_empty() && !ranged;
+            out.push(Stmt::For { var: loop_var, start, end, body, parallel });
         } else {
             for (its, _) in points.clone() {
                 let cond = all(its.iter().map(|&n| bin(BinOp::Lt, var(cursors[n].0), var(cursors[n].1))).collect());
@@ -1139,16 +1191,23 @@ impl KernelValue for f64 {
 }
 
 /// The kernel's arguments: each tensor's arrays in parameter order
-/// (`tensors[t]` for tensor id `t`; the result's values zeroed). Positions are passed as 64-bit
-/// indices, coordinates in the width the kernel declares (32 bits when the dimension allows).
+/// (`tensors[t]` for tensor id `t`; a dense result's `result_len` values zeroed, a sparse
+/// result's arrays empty, grown by the kernel). Positions are passed as 64-bit indices,
+/// coordinates in the width the kernel declares (32 bits when the dimension allows). A dense
+/// result larger than the memory available is an error, not an abort.
 pub fn arguments<T: KernelValue>(
     lowered: &Lowered,
     tensors: &[Option<&nm_format::Tensor<T>>],
     result_len: usize,
-) -> Vec<crate::interp::ArrayData> {
+) -> Result<Vec<crate::interp::ArrayData>, nm_format::TensorError> {
     use crate::interp::ArrayData;
     use nm_format::LevelStorage;
-    lowered
+    let sparse_result = lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. }));
+    let result_len = if sparse_result { 0 } else { result_len };
+    nm_format::memory::ensure_available(result_len as u128 * std::mem::size_of::<T>() as u128, || {
+        format!("a dense result of {result_len} values")
+    })?;
+    Ok(lowered
         .function
         .arrays
         .iter()
@@ -1168,20 +1227,20 @@ pub fn arguments<T: KernelValue>(
                     _ => ArrayData::I64(vec![]),
                 },
                 (Role::Crd { level: l, .. }, _) => match (level(*l), decl.elem) {
-                    (
-                        Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }),
-                        ElemType::I32,
-                    ) => ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect()),
+                    (Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }), ElemType::I32) => {
+                        ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect())
+                    }
                     (Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }), _) => {
                         ArrayData::I64(wide(crd.to_usize()))
                     }
                     (_, ElemType::I32) => ArrayData::I32(vec![]),
                     _ => ArrayData::I64(vec![]),
                 },
+                (Role::Bounds, _) => ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64)]),
                 _ => ArrayData::empty(decl.elem),
             }
         })
-        .collect()
+        .collect())
 }
 
 /// The result tensor of a kernel that assembled a sparse result (or filled a dense one), read

@@ -72,9 +72,9 @@ impl Prepared {
             .iter()
             .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &self.tensors[k]))
             .collect();
-        let mut by_interp = arguments(&self.lowered, &by_id, result_len);
+        let mut by_interp = arguments(&self.lowered, &by_id, result_len).unwrap();
         interpret(&self.lowered.function, &mut by_interp).unwrap();
-        let mut by_c = arguments(&self.lowered, &by_id, result_len);
+        let mut by_c = arguments(&self.lowered, &by_id, result_len).unwrap();
         CKernel::compile(&self.lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
         (by_interp, by_c)
     }
@@ -544,9 +544,9 @@ fn f32_kernels_match_the_dense_reference_too() {
             .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &f32s[k]))
             .collect();
         let len = result.1.shape.iter().product();
-        let mut by_interp = arguments(&lowered, &by_id, len);
+        let mut by_interp = arguments(&lowered, &by_id, len).unwrap();
         interpret(&lowered.function, &mut by_interp).unwrap();
-        let mut by_c = arguments(&lowered, &by_id, len);
+        let mut by_c = arguments(&lowered, &by_id, len).unwrap();
         CKernel::compile(&lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
         assert_eq!(by_c, by_interp, "{expr}");
         let format = result.1.format.clone().unwrap_or_else(|| Format::dense(1));

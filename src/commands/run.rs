@@ -180,7 +180,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     };
     let compile_time = compile_start.elapsed();
     for _ in 0..reps {
-        arrays = arguments(&lowered, &by_id, result_len);
+        arrays = arguments(&lowered, &by_id, result_len)?;
         let start = Instant::now();
         match &kernel {
             Some(k) => k.run(&mut arrays).map_err(|e| CommandError(e.to_string()))?,

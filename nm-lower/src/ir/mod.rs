@@ -110,6 +110,8 @@ pub enum Role {
     },
     /// Scratch memory the kernel uses (a workspace).
     Scratch,
+    /// `[first, end)` of the outermost loop: the caller runs row ranges on several threads.
+    Bounds,
 }
 
 /// One array parameter.
