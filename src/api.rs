@@ -131,6 +131,7 @@ impl Program {
             compiled,
             result_shape: shape,
             result_format: format,
+            threads: 1,
             _value: std::marker::PhantomData,
         })
     }
@@ -143,10 +144,23 @@ pub struct Kernel<T> {
     compiled: Option<CKernel>,
     result_shape: Vec<usize>,
     result_format: Option<Format>,
+    threads: usize,
     _value: std::marker::PhantomData<T>,
 }
 
 impl<T: KernelValue> Kernel<T> {
+    /// Runs on `threads` threads where the kernel's outer loop names disjoint rows of the
+    /// result (see [`Kernel::parallel`]); otherwise on one. The result is the same bit for bit.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// Whether runs can split the outer loop across threads.
+    pub fn parallel(&self) -> bool {
+        self.lowered.partition.is_some() && self.compiled.is_some()
+    }
+
     /// The loop IR.
     pub fn loops(&self) -> &nm_lower::ir::Function {
         &self.lowered.function
@@ -175,7 +189,10 @@ impl<T: KernelValue> Kernel<T> {
         let len: usize = self.result_shape.iter().product();
         let mut arrays = arguments(&self.lowered, &by_id, len)?;
         match &self.compiled {
-            Some(k) => k.run(&mut arrays)?,
+            Some(k) => match &self.lowered.partition {
+                Some(p) if self.threads > 1 => k.run_rows(&mut arrays, p, self.threads)?,
+                _ => k.run(&mut arrays)?,
+            },
             None => interpret(&self.lowered.function, &mut arrays)?,
         }
         let shape = if self.result_shape.is_empty() { vec![1] } else { self.result_shape.clone() };

@@ -87,12 +87,20 @@ struct RunCli {
     /// Print the iteration graph (DOT).
     #[arg(long = "print-iteration-graph")]
     print_iteration_graph: bool,
+    /// Threads: row ranges of the outer loop run in parallel where it names result rows.
+    #[arg(long = "nthreads", value_name = "N", default_value_t = 1)]
+    nthreads: usize,
+    /// Write the generated C to a file.
+    #[arg(long = "write-source", value_name = "FILE")]
+    write_source: Option<PathBuf>,
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
-    const LONG: [&str; 9] = [
+    const LONG: [&str; 11] = [
         "time",
+        "nthreads",
+        "write-source",
         "format",
         "prune",
         "backend",
@@ -166,6 +174,8 @@ fn run_expression(cli: RunCli) -> ExitCode {
         print_loops: cli.print_loops,
         print_compute: cli.print_compute,
         print_iteration_graph: cli.print_iteration_graph,
+        threads: cli.nthreads,
+        write_source: cli.write_source,
     };
     match commands::run(&options) {
         Ok(text) => {

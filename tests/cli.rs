@@ -132,6 +132,42 @@ fn the_expression_runner_computes_spmv_from_files() {
 }
 
 #[test]
+fn the_expression_runner_computes_spgemm_into_csr_on_two_threads() {
+    // A·A for the banded sample, through the row workspace, one and two threads; the written
+    // CSR result equals a dense product computed here.
+    let a_path = sample("banded_symmetric.mtx");
+    let a: Tensor<f64> = read_tensor(&a_path, "csr").unwrap();
+    let n = a.shape()[0];
+    let d = a.to_dense().unwrap();
+    let expected: Vec<f64> = (0..n * n).map(|x| (0..n).map(|k| d[(x / n) * n + k] * d[k * n + x % n]).sum()).collect();
+    for threads in ["1", "2"] {
+        let c_path = scratch(&format!("c{threads}.mtx"));
+        let source = scratch(&format!("spgemm{threads}.c"));
+        let o = nmsparse(&[
+            "C(i,j) = A(i,k) * B(k,j)",
+            "-f=C:csr",
+            "-f=A:csr",
+            "-f=B:csr",
+            &format!("-i=A:{a_path}"),
+            &format!("-i=B:{a_path}"),
+            "-s=reorder(k, j)",
+            &format!("-nthreads={threads}"),
+            &format!("-o=C:{}", c_path.display()),
+            &format!("-write-source={}", source.display()),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+        let c: Tensor<f64> = read_tensor(&c_path, "csr").unwrap();
+        assert_eq!(c.to_dense().unwrap(), expected, "{threads} threads");
+        assert!(std::fs::read_to_string(&source).unwrap().contains("nms_sort_int64_t"));
+    }
+    // A loop order whose outer loop is a reduction runs on one thread, and says so.
+    let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csc", "-d=i:30", "-d=j:20", "-s=reorder(j, i)", "-nthreads=2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("running on one thread"), "{}", stderr(&o));
+}
+
+#[test]
 fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     let o = nmsparse(&[
         "C(i,j) = A(i,k) * B(k,j)",

@@ -190,11 +190,22 @@ impl Emitter<'_> {
                     self.line(depth, "#pragma omp parallel for schedule(dynamic, 16)");
                 }
                 let v = &self.f.vars[*var].name;
-                let text = format!(
-                    "for (int64_t {v} = {}; {v} < {}; {v}++) {{",
-                    self.expr(start, ScalarType::Index),
-                    self.expr(end, ScalarType::Index)
-                );
+                // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
+                // would otherwise be reloaded per iteration (the stores in the body may alias
+                // it as far as the C compiler knows).
+                let text = if matches!(end, Expr::Int(_)) {
+                    format!(
+                        "for (int64_t {v} = {}; {v} < {}; {v}++) {{",
+                        self.expr(start, ScalarType::Index),
+                        self.expr(end, ScalarType::Index)
+                    )
+                } else {
+                    format!(
+                        "for (int64_t {v} = {}, {v}_end = {}; {v} < {v}_end; {v}++) {{",
+                        self.expr(start, ScalarType::Index),
+                        self.expr(end, ScalarType::Index)
+                    )
+                };
                 self.line(depth, &text);
                 self.block(body, depth + 1);
                 self.line(depth, "}");
@@ -217,14 +228,15 @@ impl Emitter<'_> {
             }
             Stmt::Break => self.line(depth, "break;"),
             Stmt::Resize { array, len } => self.resize(*array, len, depth),
-            Stmt::Sort { array, start, end } => {
+            Stmt::Sort { array, start, end, scratch } => {
                 let a = &self.f.arrays[*array];
                 let text = format!(
-                    "nms_sort_{}({} + {}, {});",
+                    "nms_sort_{}({} + {}, {}, {});",
                     c_elem(a.elem),
                     a.name,
                     self.expr(start, ScalarType::Index),
-                    self.expr(&crate::ir::build::bin(BinOp::Sub, end.clone(), start.clone()), ScalarType::Index)
+                    self.expr(&crate::ir::build::bin(BinOp::Sub, end.clone(), start.clone()), ScalarType::Index),
+                    self.f.arrays[*scratch].name
                 );
                 self.line(depth, &text);
             }
@@ -308,11 +320,11 @@ impl CKernel {
             .collect();
         // SAFETY: the generated function has exactly this signature (see `emit`).
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
+        GROW_FAILURE.with(|g| g.take());
         // SAFETY: one descriptor per parameter, each pointing at `len` elements of the declared
         // type in a vector borrowed mutably for the whole call (nothing else touches it); inputs
         // are only read; outputs are written within their length, which only `grow` extends
         // (positions come from the shapes the arrays were sized by, checked above).
-        GROW_FAILURE.with(|g| g.take());
         let status = unsafe { entry(descriptors.as_mut_ptr()) };
         if status != 0 {
             let why = GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into());
@@ -548,9 +560,10 @@ fn sorted_types(body: &[Stmt], f: &Function, out: &mut Vec<&'static str>) {
 }
 
 /// The sort runtime call: insertion sort for short ranges (a workspace row is usually a few
-/// dozen coordinates), an LSD radix sort on 8-bit digits above that — linear, and faster
-/// than `qsort`'s comparator calls by an order of magnitude. Coordinates are non-negative.
-const SORT: &str = r#"static void nms_sort_ELEM(ELEM *a, int64_t n) {
+/// dozen coordinates), an LSD radix sort on 8-bit digits above that, through the caller's
+/// scratch array — linear, no allocation, and faster than `qsort`'s comparator calls by an
+/// order of magnitude. Coordinates are non-negative.
+const SORT: &str = r#"static void nms_sort_ELEM(ELEM *restrict a, int64_t n, ELEM *restrict tmp) {
   if (n <= 32) {
     for (int64_t i = 1; i < n; i++) {
       ELEM x = a[i];
@@ -562,16 +575,6 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *a, int64_t n) {
   }
   ELEM max = a[0];
   for (int64_t i = 1; i < n; i++) max = a[i] > max ? a[i] : max;
-  ELEM *tmp = (ELEM *)malloc((size_t)n * sizeof(ELEM));
-  if (!tmp) {
-    for (int64_t i = 1; i < n; i++) {
-      ELEM x = a[i];
-      int64_t j = i - 1;
-      while (j >= 0 && a[j] > x) { a[j + 1] = a[j]; j--; }
-      a[j + 1] = x;
-    }
-    return;
-  }
   ELEM *src = a, *dst = tmp;
   for (int shift = 0; shift < (int)(8 * sizeof(ELEM)) && (max >> shift) > 0; shift += 8) {
     int64_t count[257] = {0};
@@ -581,7 +584,6 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *a, int64_t n) {
     ELEM *t = src; src = dst; dst = t;
   }
   if (src != a) memcpy(a, src, (size_t)n * sizeof(ELEM));
-  free(tmp);
 }
 
 "#;

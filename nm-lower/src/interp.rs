@@ -323,10 +323,12 @@ impl Machine<'_> {
                 let n = self.eval(len)?.index().max(0) as usize;
                 self.arrays[nm_ir::id::Id::index(*array)].resize(n);
             }
-            Stmt::Sort { array, start, end } => {
+            Stmt::Sort { array, start, end, scratch } => {
                 let (start, end) = (self.eval(start)?.index(), self.eval(end)?.index());
                 if start < end {
                     let (first, last) = (self.slot(*array, start)?, self.slot(*array, end - 1)?);
+                    // The C sort may use all of `scratch`: it must be long enough.
+                    self.slot(*scratch, end - start - 1)?;
                     self.arrays[nm_ir::id::Id::index(*array)].sort(first..last + 1);
                 }
             }

@@ -130,6 +130,8 @@ struct RowWorkspace {
     values: ArrayId,
     mark: ArrayId,
     list: ArrayId,
+    /// The sort's scratch.
+    sorted: ArrayId,
     /// Coordinates listed in the current row.
     count: VarId,
     /// Whether the region is being lowered.
@@ -456,10 +458,11 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                     values: f.array(&name("vals"), value, Role::Scratch, true),
                     mark: f.array(&name("mark"), ElemType::I32, Role::Scratch, true),
                     list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
+                    sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
                     count: f.var(&name("n"), ScalarType::Index),
                     active: false,
                 });
-                params.extend([result, result, result]);
+                params.extend([result; 4]);
             }
             let mut assembly = Assembly::declare(
                 &mut f,
@@ -596,6 +599,8 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
         for array in [w.values, w.mark, w.list] {
             body.push(Stmt::Resize { array, len: int(w.size as i64) });
         }
+        // Rows are sorted only when they list fewer than size / 16 coordinates.
+        body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / 16 + 1) });
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
     let partition = lw.bounds.map(|bounds| Partition {
@@ -986,7 +991,7 @@ impl Lowerer<'_> {
         let mut listed = vec![Stmt::Decl(sorted_j, load(w.list, var(q)))];
         listed.extend(drain(sorted_j));
         let sort = vec![
-            Stmt::Sort { array: w.list, start: int(0), end: var(w.count) },
+            Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted },
             Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
         ];
         out.push(Stmt::If {

@@ -8,7 +8,7 @@ use nm_ir::concrete::{concretize, parse_schedule};
 use nm_ir::notation::{Declarations, TensorType, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::{ArrayData, interpret};
-use nm_lower::ir::ElemType;
+use nm_lower::ir::{ElemType, Role};
 use nm_lower::jit::CCompiler;
 use nm_lower::lower::{LowerError, arguments, lower};
 
@@ -75,12 +75,44 @@ impl Prepared {
         let mut by_interp = arguments(&self.lowered, &by_id, result_len).unwrap();
         interpret(&self.lowered.function, &mut by_interp).unwrap();
         let mut by_c = arguments(&self.lowered, &by_id, result_len).unwrap();
-        CKernel::compile(&self.lowered.function, &CCompiler::from_env().unwrap()).unwrap().run(&mut by_c).unwrap();
+        let kernel = CKernel::compile(&self.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
+        kernel.run(&mut by_c).unwrap();
+        // Row ranges on 2 and 3 threads (more ranges than rows, uneven ones): the same arrays,
+        // bit for bit, up to the unused capacity of grown outputs.
+        if let Some(partition) = &self.lowered.partition {
+            for threads in [2, 3] {
+                let mut by_rows = arguments(&self.lowered, &by_id, result_len).unwrap();
+                kernel.run_rows(&mut by_rows, partition, threads).unwrap();
+                for ((id, decl), (a, b)) in self.lowered.function.arrays.iter().zip(by_rows.iter().zip(&by_c)) {
+                    if decl.output && decl.role != Role::Scratch {
+                        let used = a.len().min(b.len());
+                        assert!(a.len() == b.len() || is_capacity(&self.lowered, id), "{}: lengths differ", decl.name);
+                        assert_eq!(prefix(a, used), prefix(b, used), "{} on {threads} threads", decl.name);
+                    }
+                }
+            }
+        }
         (by_interp, by_c)
     }
 
     fn dense_operands(&self) -> Vec<Vec<f64>> {
         self.tensors.iter().map(|t| t.to_dense().unwrap()).collect()
+    }
+}
+
+/// Whether `id` is a sparse result's `crd` or values, whose length is a capacity.
+fn is_capacity(lowered: &nm_lower::lower::Lowered, id: nm_lower::ir::ArrayId) -> bool {
+    lowered.partition.as_ref().and_then(|p| p.rows).is_some_and(|(_, crd, vals)| id == crd || id == vals)
+}
+
+/// The first `n` elements of an array.
+fn prefix(a: &ArrayData, n: usize) -> ArrayData {
+    match a {
+        ArrayData::I32(v) => ArrayData::I32(v[..n].to_vec()),
+        ArrayData::I64(v) => ArrayData::I64(v[..n].to_vec()),
+        ArrayData::U64(v) => ArrayData::U64(v[..n].to_vec()),
+        ArrayData::F32(v) => ArrayData::F32(v[..n].to_vec()),
+        ArrayData::F64(v) => ArrayData::F64(v[..n].to_vec()),
     }
 }
 
@@ -333,6 +365,37 @@ fn sparse_results_are_assembled_in_append_order() {
     .unwrap();
     let expected: Vec<f64> = (0..120).map(|x| d[0][x] * d[1][x]).collect();
     assert_eq!(a.to_dense().unwrap(), expected);
+}
+
+/// The kernels whose outer loop names disjoint rows of the result take a row range (and are
+/// run on 2 and 3 threads by every test above and below); those whose outer loop is a
+/// reduction, or whose result is not CSR-like, do not.
+#[test]
+fn row_ranges_where_the_outer_loop_names_result_rows() {
+    let csr = || Some(Format::csr());
+    let ranged = |expr: &str, schedule: &str, result: (&str, TensorType), ops: &[Operand<'_>]| {
+        Prepared::new(expr, schedule, result, ops).unwrap().lowered.partition.is_some()
+    };
+    let dense = |shape: &[usize]| TensorType::dense(shape);
+    assert!(ranged("y(i) = A(i,j) * x(j)", "", ("y", dense(&[5])), &[("A", &[5, 4], csr(), 1), ("x", &[4], None, 2)]));
+    assert!(ranged(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j)",
+        ("C", TensorType::sparse(&[5, 6], Format::csr())),
+        &[("A", &[5, 4], csr(), 1), ("B", &[4, 6], csr(), 2)]
+    ));
+    assert!(!ranged(
+        "y(i) = A(i,j) * x(j)",
+        "reorder(j, i)",
+        ("y", dense(&[5])),
+        &[("A", &[5, 4], Some(Format::csc()), 1), ("x", &[4], None, 2)]
+    ));
+    assert!(!ranged(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j)",
+        ("C", TensorType::sparse(&[5, 6], Format::csf(2))),
+        &[("A", &[5, 4], Some(Format::csf(2)), 1), ("B", &[4, 6], csr(), 2)]
+    ));
 }
 
 /// Reductions below a sparse result's last level (SDDMM, a CSF tensor times a vector into

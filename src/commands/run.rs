@@ -49,6 +49,10 @@ pub struct RunOptions {
     pub print_compute: bool,
     /// `-print-iteration-graph`.
     pub print_iteration_graph: bool,
+    /// `-nthreads=N`: row ranges of the outer loop on N threads, where it names result rows.
+    pub threads: usize,
+    /// `-write-source=FILE`: the generated C.
+    pub write_source: Option<PathBuf>,
 }
 
 fn split_pair<'a>(option: &str, text: &'a str) -> Result<(&'a str, &'a str), CommandError> {
@@ -132,6 +136,21 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     if o.print_compute {
         out.push_str(&emit(&lowered.function));
     }
+    if let Some(path) = &o.write_source {
+        std::fs::write(path, emit(&lowered.function))
+            .map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
+    }
+    if o.threads > 1 && (lowered.partition.is_none() || o.backend == Backend::Interp) {
+        eprintln!(
+            "note: -nthreads={}: {}; running on one thread",
+            o.threads,
+            if o.backend == Backend::Interp {
+                "the interpreter runs sequentially"
+            } else {
+                "the outer loop does not name disjoint rows of the result"
+            }
+        );
+    }
     // Operands: read or generated (seeded), in each tensor's format.
     let result_id = stmt.lhs.tensor;
     let mut tensors: Vec<Option<Tensor<f64>>> = Vec::new();
@@ -183,7 +202,11 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
         arrays = arguments(&lowered, &by_id, result_len)?;
         let start = Instant::now();
         match &kernel {
-            Some(k) => k.run(&mut arrays).map_err(|e| CommandError(e.to_string()))?,
+            Some(k) => match &lowered.partition {
+                Some(p) if o.threads > 1 => k.run_rows(&mut arrays, p, o.threads),
+                _ => k.run(&mut arrays),
+            }
+            .map_err(|e| CommandError(e.to_string()))?,
             None => interpret(&lowered.function, &mut arrays).map_err(|e| CommandError(e.to_string()))?,
         }
         times.push(start.elapsed());

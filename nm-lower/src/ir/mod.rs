@@ -260,6 +260,9 @@ pub enum Stmt {
         start: Expr,
         /// One past the last element.
         end: Expr,
+        /// An array of the same type with room for `end - start` elements, which the sort
+        /// may overwrite (no allocation per call).
+        scratch: ArrayId,
     },
 }
 

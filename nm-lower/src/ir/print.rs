@@ -119,12 +119,12 @@ impl Function {
                 self.write_expr(f, len)?;
                 writeln!(f)
             }
-            Stmt::Sort { array, start, end } => {
+            Stmt::Sort { array, start, end, scratch } => {
                 write!(f, "{pad}sort {}[", self.arrays[*array].name)?;
                 self.write_expr(f, start)?;
                 write!(f, "..")?;
                 self.write_expr(f, end)?;
-                writeln!(f, "]")
+                writeln!(f, "] using {}", self.arrays[*scratch].name)
             }
         }
     }

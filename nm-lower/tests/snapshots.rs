@@ -1,0 +1,72 @@
+//! Snapshot tests: the loop IR and the generated C of SpMV and SpGEMM, compared with the files
+//! in `tests/snapshots/`. A change to lowering shows up here as a readable diff; after checking
+//! it, `NMSPARSE_BLESS=1 cargo test -p nm-lower --test snapshots` rewrites the files.
+
+use std::path::PathBuf;
+
+use nm_format::Format;
+use nm_ir::concrete::{concretize, parse_schedule};
+use nm_ir::notation::{Declarations, TensorType, parse};
+use nm_lower::c::emit;
+use nm_lower::ir::ElemType;
+use nm_lower::lower::lower;
+
+fn lowered(expr: &str, schedule: &str, decls: Declarations) -> nm_lower::ir::Function {
+    let stmt = parse(expr).unwrap();
+    let types = stmt.check(&decls).unwrap();
+    let mut cin = concretize(&stmt);
+    if !schedule.is_empty() {
+        cin = cin.schedule(&parse_schedule(schedule).unwrap()).unwrap();
+    }
+    lower(&cin, &types, ElemType::F64).unwrap().function
+}
+
+/// Compares `text` with the snapshot `name`, or rewrites it under `NMSPARSE_BLESS`.
+fn check(name: &str, text: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("NMSPARSE_BLESS").is_some() {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with NMSPARSE_BLESS=1 to create it)", path.display()));
+    if expected != text {
+        let first = expected.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(0);
+        panic!(
+            "{} differs from the lowering, first at line {}:\n  expected: {}\n  got:      {}\n\
+             (check the change, then NMSPARSE_BLESS=1 cargo test -p nm-lower --test snapshots)",
+            path.display(),
+            first + 1,
+            expected.lines().nth(first).unwrap_or(""),
+            text.lines().nth(first).unwrap_or("")
+        );
+    }
+}
+
+#[test]
+fn spmv_csr() {
+    let f = lowered(
+        "y(i) = A(i,j) * x(j)",
+        "",
+        Declarations::new()
+            .tensor("y", TensorType::dense(&[1000]))
+            .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
+            .tensor("x", TensorType::dense(&[800])),
+    );
+    check("spmv_csr.loops", &f.to_string());
+    check("spmv_csr.c", &emit(&f));
+}
+
+#[test]
+fn spgemm_csr_gustavson() {
+    let f = lowered(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j)",
+        Declarations::new()
+            .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
+            .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
+            .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
+    );
+    check("spgemm_csr.loops", &f.to_string());
+    check("spgemm_csr.c", &emit(&f));
+}
