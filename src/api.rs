@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use nm_format::{Format, Tensor};
-use nm_ir::concrete::{ConcreteNotation, concretize, parse_schedule};
+use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
 use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::interpret;
@@ -104,7 +104,7 @@ impl Program {
     /// Checks, concretizes and schedules: the CIN a kernel is lowered from, and the types.
     pub fn concrete(&self) -> Result<(ConcreteNotation, Types), Error> {
         let types = self.stmt.check(&self.decls)?;
-        let mut cin = concretize(&self.stmt);
+        let mut cin = concretize_for(&self.stmt, &types);
         if let Some(s) = &self.schedule {
             cin = cin.schedule(&parse_schedule(s)?)?;
         }

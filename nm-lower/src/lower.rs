@@ -418,11 +418,23 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
             CinStmt::Sequence { .. } => return unsupported("`sequence`"),
         }
     };
-    let (assign, producers) = where_chain(cin, assign)?;
+    let (assign, mut producers) = where_chain(cin, assign)?;
     if !cin.derivations.is_empty() {
         return unsupported("variables made by split, fuse, pos or bound");
     }
-    let CinStmt::Assign { lhs, op, rhs } = cin.stmts[assign].clone() else { unreachable!() };
+    let CinStmt::Assign { lhs, mut op, mut rhs } = cin.stmts[assign].clone() else { unreachable!() };
+    // A consumer that only stores its scalar temporary (`A(i,l) = t` where `t` sums over j, k:
+    // MTTKRP) is its producer's loops inside its own, summing into the result: the reduction
+    // loops then co-iterate with everything outside them, and a register still accumulates.
+    if let [p] = producers.as_slice()
+        && matches!(&cin.exprs[rhs], CinExpr::Access(a) if a.tensor == p.lhs.tensor)
+        && op == AssignOp::Assign
+        && p.op == AssignOp::Accumulate
+    {
+        loops.extend(p.loops.iter().copied());
+        (op, rhs) = (p.op, p.rhs);
+        producers.clear();
+    }
     let result = lhs.tensor;
     let result_format = types.tensors[result.index()].format.clone().filter(|f| *f != Format::dense(f.order()));
     let mut f = Function::new("kernel");

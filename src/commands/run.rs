@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nm_format::generate::{Values, uniform};
 use nm_format::io::{read_coordinates, write_tensor};
 use nm_format::{Duplicates, Format, Tensor};
-use nm_ir::concrete::{concretize, parse_schedule};
+use nm_ir::concrete::{concretize_for, parse_schedule};
 use nm_ir::graph::IterationGraph;
 use nm_ir::notation::{Declarations, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
@@ -118,23 +118,24 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
         decls = decls.tensor(&t.name, ty);
     }
     let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
-    let mut cin = concretize(&stmt);
+    let mut cin = concretize_for(&stmt, &types);
     if let Some(s) = &o.schedule {
         let commands = parse_schedule(s).map_err(|e| CommandError(e.to_string()))?;
         cin = cin.schedule(&commands).map_err(|e| CommandError(e.to_string()))?;
     }
+    // Stages print as they are reached, so that they show even when a later one fails.
     if o.print_concrete {
-        let _ = writeln!(out, "{cin}");
+        println!("{cin}");
     }
     if o.print_iteration_graph {
-        out.push_str(&IterationGraph::build(&stmt, &types).to_dot(&stmt));
+        print!("{}", IterationGraph::build(&stmt, &types).to_dot(&stmt));
     }
     let lowered = lower(&cin, &types, ElemType::F64).map_err(|e| CommandError(e.to_string()))?;
     if o.print_loops {
-        let _ = write!(out, "{}", lowered.function);
+        print!("{}", lowered.function);
     }
     if o.print_compute {
-        out.push_str(&emit(&lowered.function));
+        print!("{}", emit(&lowered.function));
     }
     if let Some(path) = &o.write_source {
         std::fs::write(path, emit(&lowered.function))

@@ -1,8 +1,58 @@
 //! Index notation → CIN with the default loop order.
 
 use super::{ConcreteNotation, Stmt, StmtId};
+use crate::graph::IterationGraph;
 use crate::id::Arena;
-use crate::notation::{Access, AssignOp, Expr, ExprId, IndexNotation, TensorId, TensorVar};
+use crate::notation::{Access, AssignOp, BinaryOp, Expr, ExprId, IndexNotation, TensorId, TensorVar, Types};
+
+/// The CIN the `nmsparse` command and API start from, as `taco` picks its default loops: a
+/// product of accesses (SpMV, SpMM, SpGEMM, SDDMM, MTTKRP, TTM, inner products) becomes one
+/// nest over all its variables in a concordant order — the iteration graph's topological
+/// order, ties broken by free variables in left-hand-side order, then summed ones by first
+/// appearance — accumulating into the result, so every operand is walked in its storage
+/// order (CSC SpMV loops over `j` first, SpGEMM over `i, k, j`). Anything else (a difference
+/// with a reduction in it, an explicit `sum`, compound subscripts) is [`concretize`]d; so is a
+/// product whose graph has a cycle (lowering then names the discordant operand).
+pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
+    let product = is_product(stmt, stmt.rhs);
+    let compound = stmt.accesses(stmt.rhs).iter().any(|a| a.subscripts.iter().any(|t| t.is_compound()));
+    if !product || compound {
+        return concretize(stmt);
+    }
+    let reductions = stmt.reduction_vars();
+    let mut preferred = stmt.free_vars();
+    preferred.extend(reductions.iter().copied());
+    let Ok(order) = IterationGraph::build(stmt, types).concordant_order(&preferred, stmt) else {
+        return concretize(stmt);
+    };
+    let mut c = ConcreteNotation {
+        tensors: stmt.tensors.clone(),
+        temporaries: Vec::new(),
+        vars: stmt.vars.clone(),
+        exprs: stmt.exprs.clone(),
+        stmts: Arena::new(),
+        root: crate::id::Id::new(0),
+        derivations: Default::default(),
+        workspaces: Vec::new(),
+    };
+    let op = if reductions.is_empty() { stmt.op } else { AssignOp::Accumulate };
+    let mut s = c.stmts.push(Stmt::Assign { lhs: stmt.lhs.clone(), op, rhs: stmt.rhs });
+    for &v in order.iter().rev() {
+        s = c.stmts.push(Stmt::Forall { var: v, body: s, attrs: Default::default() });
+    }
+    c.root = s;
+    c
+}
+
+/// Whether `e` is accesses and constants under products and negations only.
+fn is_product(stmt: &IndexNotation, e: ExprId) -> bool {
+    match &stmt.exprs[e] {
+        Expr::Access(_) | Expr::Literal(_) => true,
+        Expr::Neg(a) => is_product(stmt, *a),
+        Expr::Binary(BinaryOp::Mul, a, b) => is_product(stmt, *a) && is_product(stmt, *b),
+        Expr::Binary(..) | Expr::Sum(..) => false,
+    }
+}
 
 /// CIN for `stmt`, as `taco` concretizes:
 /// - loops over the free variables in the order of the left-hand side, outermost first;

@@ -18,7 +18,7 @@ mod print;
 mod schedule;
 mod workspace;
 
-pub use concretize::concretize;
+pub use concretize::{concretize, concretize_for};
 pub use parse::parse_concrete;
 pub use schedule::{
     BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,

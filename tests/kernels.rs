@@ -1,0 +1,304 @@
+//! The kernels of the lowering issue, end to end through the public API, on both back ends,
+//! in f32 and f64, against a dense reference evaluated here: every index variable enumerated,
+//! `sum`s placed where taco's rule puts them (`with_reductions`) and evaluated by brute force,
+//! with no nmsparse code between the dense arrays and the expected result. Values are small
+//! integers, so every sum is exact in both precisions and results compare with `==`.
+
+use nmsparse::format::generate::{Values, uniform};
+use nmsparse::format::io::read_tensor;
+use nmsparse::format::{Duplicates, Format, Tensor};
+use nmsparse::ir::id::Id;
+use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
+use nmsparse::lower::lower::KernelValue;
+use nmsparse::{Backend, Program};
+
+/// One tensor of a case: name, shape, format (`"dense"`, `"csr"`, ...), density when generated.
+type Decl<'a> = (&'a str, &'a [usize], &'a str, f64);
+
+/// The operands' dense arrays (row-major) and every tensor's shape, by tensor id.
+struct Dense {
+    shapes: Vec<Vec<usize>>,
+    arrays: Vec<Option<Vec<f64>>>,
+}
+
+/// `e` at the index values `env`.
+fn eval(stmt: &IndexNotation, e: ExprId, env: &mut [usize], sizes: &[usize], d: &Dense) -> f64 {
+    use nmsparse::ir::notation::BinaryOp;
+    match &stmt.exprs[e] {
+        Expr::Access(a) => {
+            let (data, shape) = (d.arrays[a.tensor.index()].as_ref().expect("an operand"), &d.shapes[a.tensor.index()]);
+            let mut at = 0;
+            for (k, t) in a.subscripts.iter().enumerate() {
+                at = at * shape[k] + env[t.as_var().expect("plain subscripts").index()];
+            }
+            data[at]
+        }
+        Expr::Literal(v) => *v,
+        Expr::Neg(a) => -eval(stmt, *a, env, sizes, d),
+        Expr::Binary(op, a, b) => {
+            let (x, y) = (eval(stmt, *a, env, sizes, d), eval(stmt, *b, env, sizes, d));
+            match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => x / y,
+            }
+        }
+        Expr::Sum(v, body) => {
+            let mut total = 0.0;
+            for value in 0..sizes[v.index()] {
+                env[v.index()] = value;
+                total += eval(stmt, *body, env, sizes, d);
+            }
+            total
+        }
+    }
+}
+
+/// The dense reference of `expr`: each result element by brute force.
+fn reference(expr: &str, d: &Dense) -> Vec<f64> {
+    let stmt = parse(expr).unwrap().with_reductions();
+    let mut sizes = vec![0; stmt.vars.len()];
+    for a in stmt.accesses(stmt.rhs).into_iter().chain([&stmt.lhs]) {
+        for (k, t) in a.subscripts.iter().enumerate() {
+            sizes[t.as_var().unwrap().index()] = d.shapes[a.tensor.index()][k];
+        }
+    }
+    let out_shape = &d.shapes[stmt.lhs.tensor.index()];
+    let len: usize = out_shape.iter().product();
+    let free: Vec<usize> = stmt.free_vars().iter().map(|v| v.index()).collect();
+    let mut env = vec![0; stmt.vars.len()];
+    (0..len)
+        .map(|at| {
+            let mut rest = at;
+            for (k, &v) in free.iter().enumerate().rev() {
+                env[v] = rest % out_shape[k];
+                rest /= out_shape[k];
+            }
+            eval(&stmt, stmt.rhs, &mut env, &sizes, d)
+        })
+        .collect()
+}
+
+/// Runs `expr` (with `schedule`) on generated operands in both back ends and precisions, on 1
+/// and 2 threads, and compares each result with the dense reference.
+fn check(expr: &str, schedule: &str, decls: &[Decl<'_>], seed: u64) {
+    let stmt = parse(expr).unwrap();
+    let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
+    let mut operands: Vec<(String, Tensor<f64>)> = Vec::new();
+    for (k, &(name, shape, format, density)) in decls.iter().enumerate() {
+        let id = stmt.tensor_named(name).unwrap_or_else(|| panic!("{name} is not in {expr}"));
+        d.shapes[id.index()] = shape.to_vec();
+        if id == stmt.lhs.tensor {
+            continue;
+        }
+        let f = Format::parse(format, shape.len().max(1)).unwrap();
+        let list = uniform::<f64>(shape, density, Values::SmallIntegers(4), seed + k as u64);
+        let t = Tensor::from_coordinates(&list, &f, Duplicates::Reject).unwrap();
+        d.arrays[id.index()] = Some(t.to_dense().unwrap());
+        operands.push((name.to_string(), t));
+    }
+    let expected = reference(expr, &d);
+    run_all::<f64>(expr, schedule, decls, &operands, &expected);
+    let as_f32: Vec<(String, Tensor<f32>)> = operands.iter().map(|(n, t)| (n.clone(), to_f32(t))).collect();
+    run_all::<f32>(expr, schedule, decls, &as_f32, &expected);
+}
+
+fn to_f32(t: &Tensor<f64>) -> Tensor<f32> {
+    let mut list = t.to_coordinates();
+    let values = list.values.drain(..).map(|v| v as f32).collect();
+    let list = nmsparse::format::CoordinateList { shape: list.shape, coords: list.coords, values };
+    Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
+}
+
+fn run_all<T: KernelValue + Into<f64>>(
+    expr: &str,
+    schedule: &str,
+    decls: &[Decl<'_>],
+    operands: &[(String, Tensor<T>)],
+    expected: &[f64],
+) {
+    for backend in [Backend::Interp, Backend::Jit] {
+        for threads in [1, 2] {
+            let mut p = Program::new(expr).unwrap();
+            for &(name, shape, format, _) in decls {
+                p = p.tensor(name, shape, format).unwrap();
+            }
+            if !schedule.is_empty() {
+                p = p.schedule(schedule);
+            }
+            let kernel = p.compile::<T>(backend).unwrap_or_else(|e| panic!("{expr}: {e}")).with_threads(threads);
+            let args: Vec<(&str, &Tensor<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let got = kernel.run(&args).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let got: Vec<f64> = got.to_dense().unwrap().into_iter().map(Into::into).collect();
+            let what = format!("{expr} [{schedule}] {backend:?} {} {threads} threads", std::any::type_name::<T>());
+            assert_eq!(got, expected, "{what}");
+        }
+    }
+}
+
+#[test]
+fn spmv_in_every_format_and_with_a_sparse_vector() {
+    for format in ["csr", "csc", "coo", "dcsr"] {
+        check(
+            "y(i) = A(i,j) * x(j)",
+            "",
+            &[("y", &[23], "dense", 1.0), ("A", &[23, 17], format, 0.2), ("x", &[17], "dense", 1.0)],
+            1,
+        );
+    }
+    check(
+        "y(i) = A(i,j) * x(j)",
+        "",
+        &[("y", &[23], "dense", 1.0), ("A", &[23, 17], "csr", 0.2), ("x", &[17], "s", 0.4)],
+        2,
+    );
+    check(
+        "y(i) = b(i) - A(i,j) * x(j)",
+        "",
+        &[
+            ("y", &[23], "dense", 1.0),
+            ("b", &[23], "dense", 1.0),
+            ("A", &[23, 17], "csr", 0.2),
+            ("x", &[17], "dense", 1.0),
+        ],
+        3,
+    );
+}
+
+#[test]
+fn spmm_spgemm_and_sddmm() {
+    check(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "",
+        &[("C", &[19, 8], "dense", 1.0), ("A", &[19, 13], "csr", 0.2), ("B", &[13, 8], "dense", 1.0)],
+        4,
+    );
+    for format in ["csr", "dcsr"] {
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "",
+            &[("C", &[19, 21], format, 1.0), ("A", &[19, 13], format, 0.2), ("B", &[13, 21], format, 0.2)],
+            5,
+        );
+    }
+    check(
+        "C(i,j) = A(i,j) * X(i,k) * Y(j,k)",
+        "",
+        &[
+            ("C", &[19, 21], "csr", 1.0),
+            ("A", &[19, 21], "csr", 0.2),
+            ("X", &[19, 6], "dense", 1.0),
+            ("Y", &[21, 6], "dense", 1.0),
+        ],
+        6,
+    );
+}
+
+#[test]
+fn element_wise_operations_of_sparse_matrices() {
+    for expr in [
+        "A(i,j) = B(i,j) + C(i,j)",
+        "A(i,j) = B(i,j) - C(i,j)",
+        "A(i,j) = B(i,j) * C(i,j)",
+        "A(i,j) = 2 * B(i,j) + 3 * C(i,j)",
+    ] {
+        for format in ["csr", "dcsr"] {
+            check(
+                expr,
+                "",
+                &[("A", &[17, 15], format, 1.0), ("B", &[17, 15], format, 0.3), ("C", &[17, 15], "csr", 0.3)],
+                7,
+            );
+        }
+    }
+}
+
+#[test]
+fn tensor_kernels_mttkrp_ttv_ttm_inner_products_and_chains() {
+    check(
+        "A(i,l) = B(i,j,k) * C(j,l) * D(k,l)",
+        "",
+        &[
+            ("A", &[7, 5], "dense", 1.0),
+            ("B", &[7, 8, 9], "csf", 0.1),
+            ("C", &[8, 5], "dense", 1.0),
+            ("D", &[9, 5], "dense", 1.0),
+        ],
+        8,
+    );
+    check(
+        "A(i,j) = B(i,j,k) * c(k)",
+        "",
+        &[("A", &[7, 8], "csr", 1.0), ("B", &[7, 8, 9], "csf", 0.1), ("c", &[9], "dense", 1.0)],
+        9,
+    );
+    check(
+        "A(i,j,l) = B(i,j,k) * C(k,l)",
+        "",
+        &[("A", &[7, 8, 4], "dense", 1.0), ("B", &[7, 8, 9], "csf", 0.1), ("C", &[9, 4], "dense", 1.0)],
+        10,
+    );
+    check("a = b(i) * c(i)", "", &[("a", &[], "dense", 1.0), ("b", &[40], "s", 0.3), ("c", &[40], "s", 0.3)], 11);
+    check(
+        "a = B(i,j) * C(i,j)",
+        "",
+        &[("a", &[], "dense", 1.0), ("B", &[9, 8], "csr", 0.3), ("C", &[9, 8], "dense", 1.0)],
+        12,
+    );
+    check(
+        "A(i,j) = B(i,k) * C(k,l) * D(l,j)",
+        "",
+        &[
+            ("A", &[6, 7], "dense", 1.0),
+            ("B", &[6, 5], "csr", 0.4),
+            ("C", &[5, 4], "dense", 1.0),
+            ("D", &[4, 7], "dense", 1.0),
+        ],
+        13,
+    );
+}
+
+#[test]
+fn real_matrices_from_the_repository_data() {
+    // SpMV and A·A on the shipped samples, in f64 against the dense reference.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    for name in ["banded_symmetric.mtx", "power_law_500.mtx"] {
+        let a: Tensor<f64> = read_tensor(dir.join(name), "csr").unwrap();
+        let (m, n) = (a.shape()[0], a.shape()[1]);
+        let d = a.to_dense().unwrap();
+        let x = Tensor::from_dense(&[n], &(0..n).map(|j| (j % 5) as f64 - 2.0).collect::<Vec<_>>(), &Format::dense(1))
+            .unwrap();
+        let xd = x.to_dense().unwrap();
+        let kernel = Program::new("y(i) = A(i,j) * x(j)")
+            .unwrap()
+            .tensor("A", &[m, n], "csr")
+            .unwrap()
+            .tensor("x", &[n], "dense")
+            .unwrap()
+            .tensor("y", &[m], "dense")
+            .unwrap()
+            .compile::<f64>(Backend::Jit)
+            .unwrap();
+        let y = kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap();
+        let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| d[i * n + j] * xd[j]).sum()).collect();
+        assert_eq!(y, expected, "{name}");
+        if m == n {
+            let kernel = Program::new("C(i,j) = A(i,k) * B(k,j)")
+                .unwrap()
+                .tensor("A", &[m, n], "csr")
+                .unwrap()
+                .tensor("B", &[m, n], "csr")
+                .unwrap()
+                .tensor("C", &[m, n], "csr")
+                .unwrap()
+                .compile::<f64>(Backend::Jit)
+                .unwrap()
+                .with_threads(2);
+            let c = kernel.run(&[("A", &a), ("B", &a)]).unwrap().to_dense().unwrap();
+            let expected: Vec<f64> =
+                (0..m * n).map(|x| (0..n).map(|k| d[(x / n) * n + k] * d[k * n + x % n]).sum()).collect();
+            assert_eq!(c, expected, "{name}");
+        }
+    }
+}
