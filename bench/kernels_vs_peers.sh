@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # SpMV (y = A x), SpMM with 64 columns (C = A B), SpGEMM C = A Aᵀ (CSR, sorted rows) or SDDMM
-# (C = A .* (X Yᵀ), 64 columns) on the shared matrices with >= 1e5 nonzeros: nmsparse's generated C (A in CSR, single thread, `-time=N`, compute only) next to
-# the peers' bench_peers.py (scipy, SuiteSparse:GraphBLAS, MLIR), matrix by matrix in one run,
-# with the peers' dense operand (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c) % 23)/22) so
-# the checksums can be compared.
-# usage: KERNEL=spmv|spmm64|spgemm_AAt|sddmm64 [THREADS=1|2] bench/kernels_vs_peers.sh
-#        (at THREADS=2 the peers' harness runs GraphBLAS only: the others are sequential)   (needs the peers' venv; see
-#        bench/compare_format.sh)
+# (C = A .* (X Yᵀ), 64 columns) on the shared matrices with >= 1e5 nonzeros: nmsparse's
+# generated C (A in CSR, `-time=N`, compute only, `-nthreads=$THREADS`, fused assembly `-c`) next to the peers'
+# bench_peers.py (scipy, SuiteSparse:GraphBLAS, MLIR) at the same thread count, matrix by
+# matrix in one run, with the peers' operands (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c)
+# % 23)/22; Aᵀ materialised before timing; X, Y as in bench_peers.py) so checksums compare.
+# At THREADS=2 the peers' harness runs GraphBLAS only (the others are sequential).
+# usage: KERNEL=spmv|spmm64|spgemm_AAt|sddmm64 [THREADS=1|2] [REPS=50] bench/kernels_vs_peers.sh
+#        (needs the peers' venv; see bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
@@ -29,7 +30,7 @@ with open('$TMP/x.tns','w') as o:
     o.write('# shape %d\n' % n)
     for j in range(n): o.write('%d %r\n' % (j+1, 1 + (j % 17)/16))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS) ;;
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS -c) ;;
   spmm64)
     "$PY" -c "
 n=$cols
@@ -38,7 +39,7 @@ with open('$TMP/B.mtx','w') as o:
     for c in range(64):
         for j in range(n): o.write('%r\n' % (1 + ((7*j + 3*c) % 23)/22))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS) ;;
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
   spgemm_AAt)
     # Aᵀ materialised as CSR before timing, as the peers do; rows sorted in the result.
     # Skipped above 5e8 multiplies, as bench_peers.py's --flops-limit does.
@@ -50,7 +51,7 @@ if flops <= 5e8: fmm.mmwrite('$TMP/At.mtx', A.T.tocoo())
 print(int(flops))
 ")
     if [ "$flops" -gt 500000000 ]; then echo "$name: skipped, $flops multiplies" >&2; continue; fi
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/At.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS) ;;
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/At.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
   sddmm64)
     "$PY" -c "
 for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
@@ -59,7 +60,7 @@ for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
         for c in range(64):
             for i in range(rows): o.write('%r\n' % (1 + ((a*i + b*c) % m)/(m - 1)))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS -nthreads=$THREADS) ;;
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS -nthreads=$THREADS -c) ;;
   *) echo "unknown KERNEL=$KERNEL" >&2; exit 2 ;;
   esac
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')

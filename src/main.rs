@@ -93,12 +93,35 @@ struct RunCli {
     /// Write the generated C to a file.
     #[arg(long = "write-source", value_name = "FILE")]
     write_source: Option<PathBuf>,
+    /// One kernel that assembles and computes (default: an assembly kernel, then compute).
+    #[arg(short = 'c')]
+    fused: bool,
+    /// Print the assembly kernel.
+    #[arg(long = "print-assembly")]
+    print_assembly: bool,
+    /// Accepted for taco compatibility: output is never colored.
+    #[arg(long = "print-nocolor")]
+    print_nocolor: bool,
+    /// Generate a tensor without an input file: `-g=B:s` (d dense, r dense random, s sparse
+    /// 7%, h hypersparse 0.5%; seeded).
+    #[arg(short = 'g', value_name = "TENSOR:FILL")]
+    generate: Vec<String>,
+    /// Write taco's timing CSV line: compile,assemble,mean,stdev,median (ms).
+    #[arg(long = "write-time", value_name = "FILE")]
+    write_time: Option<PathBuf>,
+    /// Value type of every tensor.
+    #[arg(long = "type", value_name = "f64|f32", default_value = "f64")]
+    value_type: String,
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
-    const LONG: [&str; 11] = [
+    const LONG: [&str; 15] = [
         "time",
+        "print-assembly",
+        "print-nocolor",
+        "write-time",
+        "type",
         "nthreads",
         "write-source",
         "format",
@@ -161,6 +184,15 @@ fn run_expression(cli: RunCli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let value_type = match cli.value_type.as_str() {
+        "f64" | "double" => commands::ValueType::F64,
+        "f32" | "float" => commands::ValueType::F32,
+        other => {
+            eprintln!("error: -type={other}: expected f64 or f32");
+            return ExitCode::FAILURE;
+        }
+    };
+    let _ = cli.print_nocolor;
     let options = commands::RunOptions {
         expr: cli.expr,
         formats: cli.format,
@@ -176,6 +208,11 @@ fn run_expression(cli: RunCli) -> ExitCode {
         print_iteration_graph: cli.print_iteration_graph,
         threads: cli.nthreads,
         write_source: cli.write_source,
+        fused: cli.fused,
+        print_assembly: cli.print_assembly,
+        generate: cli.generate,
+        write_time: cli.write_time,
+        value_type,
     };
     match commands::run(&options) {
         Ok(text) => {

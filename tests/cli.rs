@@ -168,6 +168,53 @@ fn the_expression_runner_computes_spgemm_into_csr_on_two_threads() {
 }
 
 #[test]
+fn taco_options_assembly_and_compute_generation_timing_csv_and_f32() {
+    // Separate assembly and compute kernels (taco's default) and the fused one (-c) give the
+    // same result; -write-time writes taco's CSV line; -g fills generate seeded data; f32 runs.
+    let mut results = Vec::new();
+    for fused in [false, true] {
+        let out = scratch(&format!("spgemm-{fused}.mtx"));
+        let times = scratch(&format!("times-{fused}.csv"));
+        let mut args = vec![
+            "C(i,j) = A(i,k) * B(k,j)".to_string(),
+            "-f=A:csr".into(),
+            "-f=B:csr".into(),
+            "-f=C:csr".into(),
+            "-d=i:60".into(),
+            "-d=k:50".into(),
+            "-d=j:70".into(),
+            "-g=A:s".into(),
+            "-g=B:h".into(),
+            "-time=3".into(),
+            "-print-assembly".into(),
+            format!("-o=C:{}", out.display()),
+            format!("-write-time={}", times.display()),
+        ];
+        if fused {
+            args.push("-c".into());
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = nmsparse(&refs);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = stdout(&o);
+        assert_eq!(text.contains("Assemble:"), !fused, "{text}");
+        assert_eq!(text.contains("int kernel_assemble("), !fused, "{text}");
+        let csv = std::fs::read_to_string(&times).unwrap();
+        assert_eq!(csv.trim().split(',').filter(|f| f.parse::<f64>().is_ok()).count(), 5, "{csv}");
+        results.push(read_tensor::<f64>(&out, "csr").unwrap());
+    }
+    assert!(results[0].stored_len() > 0);
+    assert_eq!(results[0], results[1]);
+    let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:40", "-d=j:30", "-type=f32", "-g=x:r"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("y: shape [40]"), "{}", stdout(&o));
+    let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-g=A:q"]);
+    assert!(!o.status.success() && stderr(&o).contains("expected d (dense)"), "{}", stderr(&o));
+    let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-type=f16"]);
+    assert!(!o.status.success() && stderr(&o).contains("expected f64 or f32"), "{}", stderr(&o));
+}
+
+#[test]
 fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     let o = nmsparse(&[
         "C(i,j) = A(i,k) * B(k,j)",

@@ -375,16 +375,24 @@ impl CKernel {
         }
         crate::interp::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
+        // An assembly or compute half (see `crate::assemble`) writes only some of the result's
+        // arrays; the ones it does not write are shared like inputs.
+        let written = |k: usize| crate::assemble::writes(&f.body, ArrayId::new(k));
         let sharing: Vec<Sharing> = f
             .arrays
             .iter()
             .map(|(id, decl)| match decl.role {
                 Role::Bounds => Sharing::PerRange,
                 Role::Scratch => Sharing::PerThread,
-                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals) => Sharing::PerRange,
+                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
+                    && written(id.index()) =>
+                {
+                    Sharing::PerRange
+                }
                 _ => Sharing::Shared,
             })
             .collect();
+        let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
         if let Some((pos, ..)) = rows {
             arrays[pos].resize(extent + 1);
         }
@@ -466,20 +474,23 @@ impl CKernel {
         }
         if let Some((pos, crd, vals)) = rows {
             let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
-            // Each range counted its entries from zero: shift its rows' `pos` by what came before.
+            // Each range counted its entries from zero: shift its rows' `pos` by what came
+            // before (a compute half finds `pos` complete, from assembly).
             let mut counts = Vec::with_capacity(ranges);
             let mut offset = 0i64;
             for r in 0..ranges {
                 let (lo, hi) = bounds(r);
-                let count = pos_data[hi];
-                for p in &mut pos_data[lo + 1..=hi] {
-                    *p += offset;
+                let count = if writes_pos { pos_data[hi] } else { pos_data[hi] - pos_data[lo] };
+                if writes_pos {
+                    for p in &mut pos_data[lo + 1..=hi] {
+                        *p += offset;
+                    }
                 }
-                counts.push(count as usize);
+                counts.push(count.max(0) as usize);
                 offset += count;
             }
             pos_data[0] = 0;
-            for k in [crd, vals] {
+            for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
                 let mut joined = ArrayData::empty(elems[k]);
                 joined
                     .try_reserve(offset as usize)
@@ -527,6 +538,7 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
         if data.try_reserve(extra).is_err() {
             return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
         }
+        data.advise_huge_pages();
         data.resize(n);
         let (ptr, len) = raw_parts(data);
         descriptor.data = ptr;

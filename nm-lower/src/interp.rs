@@ -102,6 +102,18 @@ impl ArrayData {
         }
     }
 
+    /// Asks Linux for transparent huge pages over this array's whole capacity (see
+    /// [`advise_huge_pages`]).
+    pub(crate) fn advise_huge_pages(&mut self) {
+        match self {
+            ArrayData::I32(v) => advise_huge_pages(v),
+            ArrayData::I64(v) => advise_huge_pages(v),
+            ArrayData::U64(v) => advise_huge_pages(v),
+            ArrayData::F32(v) => advise_huge_pages(v),
+            ArrayData::F64(v) => advise_huge_pages(v),
+        }
+    }
+
     /// Reserves room for `extra` more elements, or says memory ran out.
     pub(crate) fn try_reserve(&mut self, extra: usize) -> Result<(), std::collections::TryReserveError> {
         match self {
@@ -122,6 +134,37 @@ impl ArrayData {
             ArrayData::F64(v) => v.resize(n.max(v.len()), 0.0),
         }
     }
+}
+
+/// Asks Linux for transparent huge pages over `v`'s whole capacity, when it is 4 MiB or more,
+/// before the untouched part is first written. A 58 MB dense result written by a kernel
+/// otherwise costs ~14,000 page faults, and rows of a 58 MB dense operand read in random order
+/// a TLB miss each: together they doubled SpMM on luxembourg. numpy advises its large arrays
+/// the same way. Only the paging policy changes; a no-op elsewhere or when THP is off.
+pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let (ptr, bytes) = (v.as_mut_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let (start, end) = ((ptr + HUGE - 1) & !(HUGE - 1), (ptr + bytes) & !(HUGE - 1));
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: [start, end) lies inside the vector's allocation, which it owns; the advice
+        // changes how the kernel backs the pages, never their contents, and a failure (THP
+        // disabled) leaves everything as it was.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
+
+/// A copy of `src` in memory advised for huge pages before it is written.
+pub(crate) fn huge_copy<T: Copy>(src: &[T]) -> Vec<T> {
+    let mut v = Vec::with_capacity(src.len());
+    advise_huge_pages(&mut v);
+    v.extend_from_slice(src);
+    v
 }
 
 /// A value of the interpreter.

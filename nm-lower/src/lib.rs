@@ -6,11 +6,13 @@
 //!
 //! So far: [`ir`], the loop IR (with its text form); [`interp`], its checked reference
 //! interpreter; [`c`], the C99 emitter and kernel runner; and [`jit`], the compile–cache–load
-//! machinery every generated kernel goes through; and [`lower`], the first class of CIN →
-//! loop IR lowering (one sparse iterator per loop, dense locate, dense results).
+//! machinery every generated kernel goes through; [`lower`], CIN → loop IR (co-iteration by
+//! merge lattices, dense locate, dense and assembled sparse results, row workspaces, row
+//! ranges for threads); and [`assemble`], the split into taco's assembly and compute kernels.
 
 #![deny(missing_docs)]
 
+pub mod assemble;
 pub mod c;
 pub mod interp;
 pub mod ir;

@@ -1234,9 +1234,13 @@ pub fn arguments<T: KernelValue>(
             let level = |l: usize| tensor.map(|x| &x.levels()[l]);
             let wide = |v: Vec<usize>| v.into_iter().map(|x| x as i64).collect();
             match (&decl.role, decl.output) {
-                (Role::Values { .. }, true) => T::wrap(vec![T::ZERO; result_len]),
+                (Role::Values { .. }, true) => {
+                    let mut zeros = T::wrap(vec![T::ZERO; result_len]);
+                    zeros.advise_huge_pages();
+                    zeros
+                }
                 (Role::Values { .. }, false) => {
-                    let values = tensor.map_or_else(Vec::new, |x| x.values().to_vec());
+                    let values = tensor.map_or_else(Vec::new, |x| crate::interp::huge_copy(x.values()));
                     T::wrap(if values.is_empty() { vec![T::ZERO] } else { values })
                 }
                 (Role::Pos { level: l, .. }, _) => match level(*l) {

@@ -6,7 +6,7 @@ mod run;
 
 pub use convert::{ConvertOptions, ConvertReport, convert};
 pub use info::{Info, info};
-pub use run::{Backend, RunOptions, run};
+pub use run::{Backend, RunOptions, ValueType, run};
 
 use std::time::{Duration, Instant};
 

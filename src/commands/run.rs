@@ -14,9 +14,8 @@ use nm_ir::graph::IterationGraph;
 use nm_ir::notation::{Declarations, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
-use nm_lower::ir::ElemType;
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{arguments, lower, result_tensor};
+use nm_lower::lower::{KernelValue, arguments, lower, result_tensor};
 
 use super::CommandError;
 
@@ -53,6 +52,42 @@ pub struct RunOptions {
     pub threads: usize,
     /// `-write-source=FILE`: the generated C.
     pub write_source: Option<PathBuf>,
+    /// `-c`: one kernel that assembles and computes (taco's default is two: assembly, then
+    /// compute; for dense results there is nothing to assemble either way).
+    pub fused: bool,
+    /// `-print-assembly`: the assembly kernel's C.
+    pub print_assembly: bool,
+    /// `-g=T:d|r|s|h`: how a tensor without `-i` is generated (taco's fills).
+    pub generate: Vec<String>,
+    /// `-write-time=FILE`: taco's CSV line `compile,assemble,mean,stdev,median` (ms).
+    pub write_time: Option<PathBuf>,
+    /// `-type=f64|f32`: the value type of every tensor.
+    pub value_type: ValueType,
+}
+
+/// The value type kernels are compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueType {
+    /// 64-bit floats.
+    F64,
+    /// 32-bit floats.
+    F32,
+}
+
+/// How a tensor without an input file is generated (`-g`, taco's fills, seeded).
+fn fill(spec: Option<&str>, sparse: bool) -> Result<(f64, Values), CommandError> {
+    Ok(match spec {
+        None if sparse => (0.01, Values::SmallIntegers(9)),
+        None | Some("d") => (1.0, Values::SmallIntegers(9)),
+        Some("r" | "u") => (1.0, Values::Uniform),
+        Some("s") => (0.07, Values::Uniform),
+        Some("h") => (0.005, Values::Uniform),
+        Some(other) => {
+            return Err(CommandError(format!(
+                "-g=...:{other}: expected d (dense), r (dense random), s (sparse, 7%) or h (hypersparse, 0.5%)"
+            )));
+        }
+    })
 }
 
 fn split_pair<'a>(option: &str, text: &'a str) -> Result<(&'a str, &'a str), CommandError> {
@@ -61,6 +96,13 @@ fn split_pair<'a>(option: &str, text: &'a str) -> Result<(&'a str, &'a str), Com
 
 /// Runs an expression and returns what to print.
 pub fn run(o: &RunOptions) -> Result<String, CommandError> {
+    match o.value_type {
+        ValueType::F64 => run_typed::<f64>(o),
+        ValueType::F32 => run_typed::<f32>(o),
+    }
+}
+
+fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
     let stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
     let mut out = String::new();
     // Formats, inputs, sizes.
@@ -75,10 +117,16 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
         let n = n.parse().map_err(|_| CommandError(format!("-d={d}: `{n}` is not a size")))?;
         sizes.insert(v.to_string(), n);
     }
-    let mut loaded: HashMap<String, nm_format::CoordinateList<f64>> = HashMap::new();
+    let mut fills: HashMap<String, String> = HashMap::new();
+    for g in &o.generate {
+        let (t, how) = split_pair("g", g)?;
+        fill(Some(how), false)?;
+        fills.insert(t.to_string(), how.to_string());
+    }
+    let mut loaded: HashMap<String, nm_format::CoordinateList<T>> = HashMap::new();
     for i in &o.inputs {
         let (t, path) = split_pair("i", i)?;
-        let list = read_coordinates::<f64>(PathBuf::from(path))?;
+        let list = read_coordinates::<T>(PathBuf::from(path))?;
         loaded.insert(t.to_string(), list);
     }
     // Index-variable sizes from the inputs' shapes, then from -d, else 1000.
@@ -130,16 +178,27 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     if o.print_iteration_graph {
         print!("{}", IterationGraph::build(&stmt, &types).to_dot(&stmt));
     }
-    let lowered = lower(&cin, &types, ElemType::F64).map_err(|e| CommandError(e.to_string()))?;
+    let lowered = lower(&cin, &types, T::ELEM).map_err(|e| CommandError(e.to_string()))?;
+    // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
+    let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
     if o.print_loops {
         print!("{}", lowered.function);
     }
+    if o.print_assembly {
+        match &halves {
+            Some(h) => print!("{}", emit(&h.assemble)),
+            None => println!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" }),
+        }
+    }
     if o.print_compute {
-        print!("{}", emit(&lowered.function));
+        print!("{}", emit(halves.as_ref().map_or(&lowered.function, |h| &h.compute)));
     }
     if let Some(path) = &o.write_source {
-        std::fs::write(path, emit(&lowered.function))
-            .map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
+        let source = match &halves {
+            Some(h) => format!("{}\n{}", emit(&h.assemble), emit(&h.compute)),
+            None => emit(&lowered.function),
+        };
+        std::fs::write(path, source).map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
     }
     if o.threads > 1 && (lowered.partition.is_none() || o.backend == Backend::Interp) {
         eprintln!(
@@ -154,7 +213,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
     // Operands: read or generated (seeded), in each tensor's format.
     let result_id = stmt.lhs.tensor;
-    let mut tensors: Vec<Option<Tensor<f64>>> = Vec::new();
+    let mut tensors: Vec<Option<Tensor<T>>> = Vec::new();
     for (id, t) in stmt.tensors.iter() {
         if id == result_id {
             tensors.push(None);
@@ -165,8 +224,9 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
         let list = match loaded.remove(&t.name) {
             Some(list) => list,
             None => {
-                let density = if parsed_formats.contains_key(&t.name) { 0.01 } else { 1.0 };
-                uniform::<f64>(shape, density, Values::SmallIntegers(9), 1 + nm_ir::id::Id::index(id) as u64)
+                let (density, values) =
+                    fill(fills.get(&t.name).map(String::as_str), parsed_formats.contains_key(&t.name))?;
+                uniform::<T>(shape, density, values, 1 + nm_ir::id::Id::index(id) as u64)
             }
         };
         let tensor = if shape.is_empty() {
@@ -174,7 +234,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
                 &nm_format::CoordinateList {
                     shape: vec![1],
                     coords: vec![vec![0]],
-                    values: vec![list.values.first().copied().unwrap_or(1.0)],
+                    values: vec![list.values.first().copied().unwrap_or(T::ONE)],
                 },
                 &Format::dense(1),
                 Duplicates::Sum,
@@ -184,54 +244,70 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
         };
         tensors.push(Some(tensor));
     }
-    let by_id: Vec<Option<&Tensor<f64>>> = tensors.iter().map(Option::as_ref).collect();
+    let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
     let result_shape = shapes[stmt.tensor_name(result_id)].clone();
     let result_len: usize = result_shape.iter().product();
     let reps = o.time.unwrap_or(1).max(1);
     let mut times = Vec::with_capacity(reps);
-    let mut arrays: Vec<ArrayData> = Vec::new();
     let compile_start = Instant::now();
-    let kernel = match o.backend {
-        Backend::Jit => Some(
-            CKernel::compile(&lowered.function, &CCompiler::from_env().map_err(|e| CommandError(e.to_string()))?)
-                .map_err(|e| CommandError(e.to_string()))?,
-        ),
-        Backend::Interp => None,
+    let cc = || CCompiler::from_env().map_err(|e| CommandError(e.to_string()));
+    let jit = |f: &nm_lower::ir::Function| CKernel::compile(f, &cc()?).map_err(|e| CommandError(e.to_string()));
+    // The kernels to run: the fused one, or assembly then compute.
+    let kernels: Vec<Runner<'_>> = match (&halves, o.backend) {
+        (None, Backend::Jit) => vec![Runner::C(jit(&lowered.function)?)],
+        (None, Backend::Interp) => vec![Runner::Interp(&lowered.function)],
+        (Some(h), Backend::Jit) => vec![Runner::C(jit(&h.assemble)?), Runner::C(jit(&h.compute)?)],
+        (Some(h), Backend::Interp) => vec![Runner::Interp(&h.assemble), Runner::Interp(&h.compute)],
     };
     let compile_time = compile_start.elapsed();
-    for _ in 0..reps {
-        arrays = arguments(&lowered, &by_id, result_len)?;
+    let threads = o.threads;
+    let run_one = |k: &Runner<'_>, arrays: &mut Vec<ArrayData>| -> Result<Duration, CommandError> {
         let start = Instant::now();
-        match &kernel {
-            Some(k) => match &lowered.partition {
-                Some(p) if o.threads > 1 => k.run_rows(&mut arrays, p, o.threads),
-                _ => k.run(&mut arrays),
+        match k {
+            Runner::C(c) => match &lowered.partition {
+                Some(p) if threads > 1 => c.run_rows(arrays, p, threads),
+                _ => c.run(arrays),
             }
             .map_err(|e| CommandError(e.to_string()))?,
-            None => interpret(&lowered.function, &mut arrays).map_err(|e| CommandError(e.to_string()))?,
+            Runner::Interp(f) => interpret(f, arrays).map_err(|e| CommandError(e.to_string()))?,
         }
-        times.push(start.elapsed());
+        Ok(start.elapsed())
+    };
+    // Assembly once (as taco times it), then compute `reps` times on its structure; a fused or
+    // dense-result kernel from fresh arguments each time.
+    let (compute, assemble) = kernels.split_last().expect("a kernel");
+    let mut arrays = arguments(&lowered, &by_id, result_len)?;
+    let mut assemble_time = Duration::ZERO;
+    for k in assemble {
+        assemble_time += run_one(k, &mut arrays)?;
+    }
+    for rep in 0..reps {
+        if assemble.is_empty() && rep > 0 {
+            arrays = arguments(&lowered, &by_id, result_len)?;
+        }
+        times.push(run_one(compute, &mut arrays)?);
     }
     let result_format = parsed_formats
         .get(stmt.tensor_name(result_id))
         .cloned()
         .unwrap_or_else(|| Format::dense(result_shape.len().max(1)));
     let shape_for_tensor = if result_shape.is_empty() { vec![1] } else { result_shape.clone() };
-    let result = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
+    let result: Tensor<T> = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
+    let cached =
+        kernels.iter().all(|k| matches!(k, Runner::C(c) if c.compiled().outcome() == nm_lower::jit::Outcome::Cached));
     if let Some(t) = o.time {
-        let _ = writeln!(
-            out,
-            "Compile:  {:.3} ms{}",
-            ms(compile_time),
-            if kernel.as_ref().is_some_and(|k| k.compiled().outcome() == nm_lower::jit::Outcome::Cached) {
-                " (cached)"
-            } else {
-                ""
-            }
-        );
+        let _ = writeln!(out, "Compile:  {:.3} ms{}", ms(compile_time), if cached { " (cached)" } else { "" });
+        if !assemble.is_empty() {
+            let _ = writeln!(out, "Assemble: {:.3} ms", ms(assemble_time));
+        }
         let _ = writeln!(out, "{}", stats("Compute", &times, t));
     }
-    let checksum: f64 = result.values().iter().sum();
+    if let Some(path) = &o.write_time {
+        let (mean, stdev, median, _) = summary(&times);
+        let line = format!("{:.6},{:.6},{mean:.6},{stdev:.6},{median:.6}\n", ms(compile_time), ms(assemble_time));
+        std::fs::write(path, line).map_err(|e| CommandError(format!("-write-time={}: {e}", path.display())))?;
+    }
+    let checksum: f64 = result.values().iter().map(|v| v.to_f64()).sum();
     let _ = writeln!(
         out,
         "{}: shape {:?}, {} stored values, checksum {checksum}",
@@ -256,16 +332,26 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// taco's timing layout: mean, stdev, median and min over the runs, in milliseconds.
-fn stats(what: &str, times: &[Duration], reps: usize) -> String {
+/// Mean, standard deviation, median and minimum of `times`, in milliseconds.
+fn summary(times: &[Duration]) -> (f64, f64, f64, f64) {
     let v: Vec<f64> = times.iter().map(|&d| ms(d)).collect();
     let mean = v.iter().sum::<f64>() / v.len() as f64;
     let stdev = (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64).sqrt();
     let mut sorted = v.clone();
     sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
+    (mean, stdev, sorted[sorted.len() / 2], sorted[0])
+}
+
+/// taco's timing layout: mean, stdev, median and min over the runs, in milliseconds.
+fn stats(what: &str, times: &[Duration], reps: usize) -> String {
+    let (mean, stdev, median, min) = summary(times);
     format!(
-        "{what}:  {mean:.3} ms (mean over {reps} runs)\n  stdev:  {stdev:.3} ms\n  median: {median:.3} ms\n  min:    {:.3} ms",
-        sorted[0]
+        "{what}:  {mean:.3} ms (mean over {reps} runs)\n  stdev:  {stdev:.3} ms\n  median: {median:.3} ms\n  min:    {min:.3} ms"
     )
+}
+
+/// A kernel ready to run on one back end.
+enum Runner<'a> {
+    C(CKernel),
+    Interp(&'a nm_lower::ir::Function),
 }

@@ -22,8 +22,16 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
     let reductions = stmt.reduction_vars();
     let mut preferred = stmt.free_vars();
     preferred.extend(reductions.iter().copied());
-    let Ok(order) = IterationGraph::build(stmt, types).concordant_order(&preferred, stmt) else {
-        return concretize(stmt);
+    // Dense tensors can be read in any order, but their storage order is the fast one (SpMM
+    // walks B's rows, MTTKRP keeps l innermost): follow every tensor's order when one loop
+    // order can, else only the sparse levels'.
+    let every_order = every_level_ordered(types);
+    let order = match IterationGraph::build(stmt, &every_order).concordant_order(&preferred, stmt) {
+        Ok(order) => order,
+        Err(_) => match IterationGraph::build(stmt, types).concordant_order(&preferred, stmt) {
+            Ok(order) => order,
+            Err(_) => return concretize(stmt),
+        },
     };
     let mut c = ConcreteNotation {
         tensors: stmt.tensors.clone(),
@@ -42,6 +50,33 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
     }
     c.root = s;
     c
+}
+
+/// `types` with every tensor's levels made compressed (same dimension order), so that the
+/// iteration graph orders every tensor's dimensions, dense ones included. Blocked formats
+/// keep their own levels.
+fn every_level_ordered(types: &Types) -> Types {
+    use nm_format::{Format, LevelKind};
+    let tensors = types
+        .tensors
+        .iter()
+        .map(|t| {
+            let order = t.shape.len();
+            if order == 0 {
+                return t.clone();
+            }
+            let modes: Vec<usize> = match &t.format {
+                Some(f) if f.levels().len() != order => return t.clone(),
+                Some(f) => f.levels().iter().map(|l| l.expr.dim()).collect(),
+                None => (0..order).collect(),
+            };
+            match Format::by_letters(&vec![LevelKind::COMPRESSED; order], Some(&modes)) {
+                Ok(f) => crate::notation::TensorType::sparse(&t.shape, f),
+                Err(_) => t.clone(),
+            }
+        })
+        .collect();
+    Types { tensors, sizes: types.sizes.clone() }
 }
 
 /// Whether `e` is accesses and constants under products and negations only.
