@@ -73,10 +73,5 @@ fn without_stores(body: &[Stmt], drop: &[ArrayId]) -> Vec<Stmt> {
 
 /// Whether `body` stores into `array`.
 pub fn writes(body: &[Stmt], array: ArrayId) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::Store { array: a, .. } => *a == array,
-        Stmt::For { body, .. } | Stmt::While { body, .. } => writes(body, array),
-        Stmt::If { then, otherwise, .. } => writes(then, array) || writes(otherwise, array),
-        _ => false,
-    })
+    crate::ir::any(body, |s| matches!(s, Stmt::Store { array: a, .. } if *a == array))
 }

@@ -553,22 +553,14 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
 
 /// The element types the kernel sorts, each needing its sort routine.
 fn sorted_types(body: &[Stmt], f: &Function, out: &mut Vec<&'static str>) {
-    for s in body {
-        match s {
-            Stmt::Sort { array, .. } => {
-                let t = c_elem(f.arrays[*array].elem);
-                if !out.contains(&t) {
-                    out.push(t);
-                }
+    crate::ir::walk(body, &mut |s| {
+        if let Stmt::Sort { array, .. } = s {
+            let t = c_elem(f.arrays[*array].elem);
+            if !out.contains(&t) {
+                out.push(t);
             }
-            Stmt::For { body, .. } | Stmt::While { body, .. } => sorted_types(body, f, out),
-            Stmt::If { then, otherwise, .. } => {
-                sorted_types(then, f, out);
-                sorted_types(otherwise, f, out);
-            }
-            _ => {}
         }
-    }
+    });
 }
 
 /// The sort runtime call: insertion sort for short ranges (a workspace row is usually a few
@@ -601,12 +593,7 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *restrict a, int64_t n, ELE
 "#;
 
 fn uses_parallel(body: &[Stmt]) -> bool {
-    body.iter().any(|s| match s {
-        Stmt::For { parallel, body, .. } => *parallel || uses_parallel(body),
-        Stmt::While { body, .. } => uses_parallel(body),
-        Stmt::If { then, otherwise, .. } => uses_parallel(then) || uses_parallel(otherwise),
-        _ => false,
-    })
+    crate::ir::any(body, |s| matches!(s, Stmt::For { parallel: true, .. }))
 }
 
 fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {

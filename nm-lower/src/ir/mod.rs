@@ -266,6 +266,28 @@ pub enum Stmt {
     },
 }
 
+/// Calls `visit` on every statement of `body`, nested ones included, outermost first.
+pub fn walk(body: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
+    for s in body {
+        visit(s);
+        match s {
+            Stmt::For { body, .. } | Stmt::While { body, .. } => walk(body, visit),
+            Stmt::If { then, otherwise, .. } => {
+                walk(then, visit);
+                walk(otherwise, visit);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether some statement of `body`, nested ones included, satisfies `test`.
+pub fn any(body: &[Stmt], test: impl Fn(&Stmt) -> bool) -> bool {
+    let mut found = false;
+    walk(body, &mut |s| found |= test(s));
+    found
+}
+
 /// A kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
