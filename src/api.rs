@@ -3,6 +3,7 @@
 //! The example is in the crate documentation.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use nm_format::{Format, Tensor};
 use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
@@ -10,7 +11,7 @@ use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::interpret;
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{KernelValue, Lowered, arguments, lower, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, Lowered, arguments, lower_with, result_tensor};
 
 /// Everything that can go wrong from expression to result, with the stage's own message.
 #[derive(Debug, thiserror::Error)]
@@ -111,24 +112,25 @@ impl Program {
         Ok((cin, types))
     }
 
-    /// Lowers and (for [`Backend::Jit`]) compiles for values of type `T`.
+    /// Lowers and (for [`Backend::Jit`]) compiles for values of type `T`, for operands with
+    /// 32-bit positions and coordinates (what nm-format stores whenever they fit); operands
+    /// stored with 64-bit ones get a kernel of their own on first use.
     pub fn compile<T: KernelValue>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let (cin, types) = self.concrete()?;
-        let lowered = lower(&cin, &types, T::ELEM)?;
-        let compiled = match backend {
-            Backend::Jit => Some(CKernel::compile(&lowered.function, &CCompiler::from_env()?)?),
-            Backend::Interp => None,
-        };
         let result = self.stmt.tensor_name(self.stmt.lhs.tensor).to_string();
         let (shape, format) = self
             .shapes
             .get(&result)
             .cloned()
             .ok_or_else(|| Error::Missing(format!("the result `{result}` is not declared")))?;
+        let narrow = Specialization::new::<T>(&cin, &types, backend, IndexWidths::default())?;
         Ok(Kernel {
             stmt: self.stmt.clone(),
-            lowered,
-            compiled,
+            cin,
+            types,
+            backend,
+            narrow,
+            wide: Mutex::new(Vec::new()),
             result_shape: shape,
             result_format: format,
             threads: 1,
@@ -137,11 +139,40 @@ impl Program {
     }
 }
 
-/// A compiled statement, ready to run on tensors of value type `T`.
-pub struct Kernel<T> {
-    stmt: IndexNotation,
+/// A kernel lowered (and compiled) for one set of operand index widths.
+struct Specialization {
+    widths: IndexWidths,
     lowered: Lowered,
     compiled: Option<CKernel>,
+}
+
+impl Specialization {
+    fn new<T: KernelValue>(
+        cin: &ConcreteNotation,
+        types: &Types,
+        backend: Backend,
+        widths: IndexWidths,
+    ) -> Result<Specialization, Error> {
+        let lowered = lower_with(cin, types, T::ELEM, &widths)?;
+        let compiled = match backend {
+            Backend::Jit => Some(CKernel::compile(&lowered.function, &CCompiler::from_env()?)?),
+            Backend::Interp => None,
+        };
+        Ok(Specialization { widths, lowered, compiled })
+    }
+}
+
+/// A compiled statement, ready to run on tensors of value type `T`. Operands are read in
+/// place, never copied.
+pub struct Kernel<T> {
+    stmt: IndexNotation,
+    cin: ConcreteNotation,
+    types: Types,
+    backend: Backend,
+    /// For operands with 32-bit index arrays.
+    narrow: Specialization,
+    /// For operands with some 64-bit index arrays, made when first needed.
+    wide: Mutex<Vec<Arc<Specialization>>>,
     result_shape: Vec<usize>,
     result_format: Option<Format>,
     threads: usize,
@@ -158,22 +189,23 @@ impl<T: KernelValue> Kernel<T> {
 
     /// Whether runs can split the outer loop across threads.
     pub fn parallel(&self) -> bool {
-        self.lowered.partition.is_some() && self.compiled.is_some()
+        self.narrow.lowered.partition.is_some() && self.narrow.compiled.is_some()
     }
 
-    /// The loop IR.
+    /// The loop IR (for 32-bit operand indices).
     pub fn loops(&self) -> &nm_lower::ir::Function {
-        &self.lowered.function
+        &self.narrow.lowered.function
     }
 
-    /// The C kernel, when compiled.
+    /// The C kernel (for 32-bit operand indices), when compiled.
     pub fn compiled(&self) -> Option<&CKernel> {
-        self.compiled.as_ref()
+        self.narrow.compiled.as_ref()
     }
 
     /// Runs on the operands (by name; each in its declared format) and returns the result.
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
         let mut by_id: Vec<Option<&Tensor<T>>> = Vec::new();
+        let mut named = Vec::new();
         for (id, t) in self.stmt.tensors.iter() {
             if id == self.stmt.lhs.tensor {
                 by_id.push(None);
@@ -185,18 +217,38 @@ impl<T: KernelValue> Kernel<T> {
                 .map(|(_, x)| *x)
                 .ok_or_else(|| Error::Missing(format!("no tensor given for `{}`", t.name)))?;
             by_id.push(Some(tensor));
+            named.push((t.name.as_str(), tensor));
         }
+        let widths = IndexWidths::of(&named);
+        let wide;
+        let kernel = if widths == self.narrow.widths {
+            &self.narrow
+        } else {
+            wide = self.specialization(widths)?;
+            &*wide
+        };
         let len: usize = self.result_shape.iter().product();
-        let mut arrays = arguments(&self.lowered, &by_id, len)?;
-        match &self.compiled {
-            Some(k) => match &self.lowered.partition {
+        let mut arrays = arguments(&kernel.lowered, &by_id, len)?;
+        match &kernel.compiled {
+            Some(k) => match &kernel.lowered.partition {
                 Some(p) if self.threads > 1 => k.run_rows(&mut arrays, p, self.threads)?,
                 _ => k.run(&mut arrays)?,
             },
-            None => interpret(&self.lowered.function, &mut arrays)?,
+            None => interpret(&kernel.lowered.function, &mut arrays)?,
         }
         let shape = if self.result_shape.is_empty() { vec![1] } else { self.result_shape.clone() };
         let format = self.result_format.clone().unwrap_or_else(|| Format::dense(shape.len()));
-        Ok(result_tensor(&self.lowered, &arrays, &shape, &format)?)
+        Ok(result_tensor(&kernel.lowered, &arrays, &shape, &format)?)
+    }
+
+    /// The kernel for operands with `widths`, lowered and compiled the first time.
+    fn specialization(&self, widths: IndexWidths) -> Result<Arc<Specialization>, Error> {
+        let mut wide = self.wide.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = wide.iter().find(|s| s.widths == widths) {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(Specialization::new::<T>(&self.cin, &self.types, self.backend, widths)?);
+        wide.push(s.clone());
+        Ok(s)
     }
 }

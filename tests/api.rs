@@ -62,3 +62,75 @@ fn each_stage_reports_its_own_error() {
     let e = kernel.run(&[("A", &a)]).unwrap_err();
     assert_eq!(e.to_string(), "no tensor given for `x`");
 }
+
+/// A CSR matrix with the same entries as `a`, its positions and coordinates stored in 64 bits
+/// (what nm-format keeps for arrays whose entries exceed 32 bits).
+fn widened(a: &Tensor<f64>) -> Tensor<f64> {
+    use nmsparse::format::{Indices, LevelStorage};
+    let (shape, format, levels, values) = a.clone().into_raw();
+    let wide = |i: Indices| Indices::U64(i.to_usize().into_iter().map(|x| x as u64).collect());
+    let levels = levels
+        .into_iter()
+        .map(|l| match l {
+            LevelStorage::Compressed { pos, crd } => LevelStorage::Compressed { pos: wide(pos), crd: wide(crd) },
+            other => other,
+        })
+        .collect();
+    Tensor::from_raw(shape, format, levels, values).unwrap()
+}
+
+#[test]
+fn operands_with_64_bit_indices_get_their_own_kernel_and_the_same_result() {
+    let (m, n) = (40, 30);
+    let a = Tensor::from_coordinates(
+        &uniform::<f64>(&[m, n], 0.15, Values::SmallIntegers(9), 5),
+        &Format::csr(),
+        Duplicates::Reject,
+    )
+    .unwrap();
+    let x = Tensor::from_dense(&[n], &(0..n).map(|v| v as f64 - 7.0).collect::<Vec<_>>(), &Format::dense(1)).unwrap();
+    let wide = widened(&a);
+    let dense = a.to_dense().unwrap();
+    let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| dense[i * n + j] * x.values()[j]).sum()).collect();
+    for backend in [Backend::Interp, Backend::Jit] {
+        let kernel = Program::new("y(i) = A(i,j) * x(j)")
+            .unwrap()
+            .tensor("A", &[m, n], "csr")
+            .unwrap()
+            .tensor("x", &[n], "dense")
+            .unwrap()
+            .tensor("y", &[m], "dense")
+            .unwrap()
+            .compile::<f64>(backend)
+            .unwrap();
+        // Narrow, wide, narrow again: each width finds its kernel.
+        for operand in [&a, &wide, &a, &wide] {
+            let y = kernel.run(&[("A", operand), ("x", &x)]).unwrap();
+            assert_eq!(y.to_dense().unwrap(), expected, "{backend:?}");
+        }
+        // A sparse result from wide operands (SpGEMM), against a dense product.
+        let b = Tensor::from_coordinates(
+            &uniform::<f64>(&[n, m], 0.15, Values::SmallIntegers(9), 6),
+            &Format::csr(),
+            Duplicates::Reject,
+        )
+        .unwrap();
+        let kernel = Program::new("C(i,j) = A(i,k) * B(k,j)")
+            .unwrap()
+            .tensor("A", &[m, n], "csr")
+            .unwrap()
+            .tensor("B", &[n, m], "csr")
+            .unwrap()
+            .tensor("C", &[m, m], "csr")
+            .unwrap()
+            .compile::<f64>(backend)
+            .unwrap();
+        let db = b.to_dense().unwrap();
+        let product: Vec<f64> =
+            (0..m * m).map(|ij| (0..n).map(|k| dense[ij / m * n + k] * db[k * m + ij % m]).sum()).collect();
+        for (left, right) in [(&a, b.clone()), (&wide, widened(&b)), (&a, widened(&b))] {
+            let c = kernel.run(&[("A", left), ("B", &right)]).unwrap();
+            assert_eq!(c.to_dense().unwrap(), product, "{backend:?}");
+        }
+    }
+}

@@ -438,8 +438,7 @@ impl Builder<'_> {
             levels.push(storage);
             parents = positions;
         }
-        let mut values = Vec::new();
-        values.try_reserve_exact(parents).map_err(|_| TensorError::TooLarge { what: format!("{parents} values") })?;
+        let mut values = crate::memory::huge_vec(parents)?;
         values.resize(parents, T::ZERO);
         for (&q, &v) in at.iter().zip(&entries.values) {
             values[q] += v;

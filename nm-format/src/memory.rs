@@ -23,3 +23,52 @@ pub fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<()
         _ => Ok(()),
     }
 }
+
+/// Asks Linux for transparent huge pages over `v`'s whole capacity, when it is 4 MiB or more,
+/// before the untouched part is first written. A 58 MB dense array read in random row order
+/// otherwise costs a TLB miss per row and, when written first, ~14,000 page faults: together
+/// they doubled SpMM on luxembourg. numpy advises its large arrays the same way. Only the
+/// paging policy changes; a no-op elsewhere or when THP is off. Memory already written keeps
+/// its pages, so call it right after reserving.
+pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let (ptr, bytes) = (v.as_mut_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let (start, end) = ((ptr + HUGE - 1) & !(HUGE - 1), (ptr + bytes) & !(HUGE - 1));
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: [start, end) lies inside the vector's allocation, which it owns; the advice
+        // changes how the kernel backs the pages, never their contents, and a failure (THP
+        // disabled) leaves everything as it was.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
+
+/// An empty vector with room for `n` elements, advised for huge pages (see
+/// [`advise_huge_pages`]): where tensors put their values, which kernels then read in place.
+pub fn huge_vec<T>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| TensorError::TooLarge { what: format!("{n} values") })?;
+    advise_huge_pages(&mut v);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_vectors_have_the_room_asked_for_and_keep_what_is_written() {
+        let mut v: Vec<f64> = huge_vec(1 << 20).unwrap();
+        assert!(v.capacity() >= 1 << 20 && v.is_empty());
+        v.extend((0..1 << 20).map(|i| i as f64));
+        assert_eq!(v[12345], 12345.0);
+        let mut small: Vec<u8> = huge_vec(10).unwrap();
+        small.push(7);
+        assert_eq!(small, [7]);
+    }
+}

@@ -50,7 +50,10 @@ impl<T: Value> Tensor<T> {
         }
         // Sort each row by column (stable), then merge equal columns.
         let mut crd = Vec::with_capacity(entries.len());
-        let mut values = Vec::with_capacity(entries.len());
+        let mut values = match crate::memory::huge_vec(entries.len()) {
+            Ok(v) => v,
+            Err(e) => return Some(Err(e)),
+        };
         let mut new_pos = Vec::with_capacity(n_outer + 1);
         new_pos.push(0);
         for r in 0..n_outer {

@@ -20,6 +20,7 @@ fn c_elem(e: ElemType) -> &'static str {
     match e {
         ElemType::I32 => "int32_t",
         ElemType::I64 => "int64_t",
+        ElemType::U32 => "uint32_t",
         ElemType::U64 => "uint64_t",
         ElemType::F32 => "float",
         ElemType::F64 => "double",
@@ -284,8 +285,8 @@ pub struct CKernel {
 struct NmsArray {
     data: *mut libc::c_void,
     len: i64,
-    /// The `ArrayData` behind `data`, for `grow`.
-    owner: *mut ArrayData,
+    /// The `ArrayData` behind `data`, for `grow` (its lifetime erased: it outlives the call).
+    owner: *mut ArrayData<'static>,
     grow: unsafe extern "C" fn(*mut NmsArray, i64) -> libc::c_int,
 }
 
@@ -312,7 +313,7 @@ impl CKernel {
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
             .map(|data| {
-                let owner: *mut ArrayData = data;
+                let owner: *mut ArrayData<'static> = (data as *mut ArrayData).cast();
                 // SAFETY: `owner` comes from a live `&mut ArrayData`.
                 let (ptr, len) = raw_parts(unsafe { &mut *owner });
                 NmsArray { data: ptr, len: len as i64, owner, grow: grow_array }
@@ -410,7 +411,7 @@ impl CKernel {
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
         let next = AtomicUsize::new(0);
         // Per range: its own arrays (indexed like `arrays`, empty where shared), or why it failed.
-        type RangeResult = Result<Vec<ArrayData>, String>;
+        type RangeResult = Result<Vec<ArrayData<'static>>, String>;
         let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
         std::thread::scope(|scope| {
@@ -426,7 +427,7 @@ impl CKernel {
                         let mut own: Vec<ArrayData> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
                         let mut descriptors = Vec::with_capacity(elems.len());
                         for k in 0..elems.len() {
-                            let owner: *mut ArrayData = match sharing[k] {
+                            let owner: *mut ArrayData<'static> = match sharing[k] {
                                 Sharing::Shared => {
                                     let SharedArray(data, len) = shared[k];
                                     descriptors.push(NmsArray {
@@ -603,5 +604,8 @@ fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
         ArrayData::U64(v) => (v.as_mut_ptr().cast(), v.len()),
         ArrayData::F32(v) => (v.as_mut_ptr().cast(), v.len()),
         ArrayData::F64(v) => (v.as_mut_ptr().cast(), v.len()),
+        // `*mut` only to fit the descriptor: the kernel declares operands `const` and
+        // `check_arguments` refuses a borrowed array where it writes.
+        ArrayData::Borrowed(b) => (b.as_ptr().cast_mut(), b.len()),
     }
 }

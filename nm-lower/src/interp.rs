@@ -6,27 +6,96 @@
 
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, ScalarType, Stmt, UnOp, VarId};
 
-/// The contents of one array argument.
+/// The contents of one array argument: a vector the kernel may write and grow, or an
+/// operand's array borrowed from its tensor and only read (never copied).
 #[derive(Clone, Debug, PartialEq)]
-pub enum ArrayData {
-    /// 32-bit indices.
+pub enum ArrayData<'a> {
+    /// 32-bit signed indices.
     I32(Vec<i32>),
-    /// 64-bit indices.
+    /// 64-bit signed indices.
     I64(Vec<i64>),
-    /// Packed metadata words.
+    /// 64-bit unsigned words.
     U64(Vec<u64>),
     /// 32-bit values.
     F32(Vec<f32>),
     /// 64-bit values.
     F64(Vec<f64>),
+    /// An operand's array, read in place.
+    Borrowed(Borrowed<'a>),
 }
 
-impl ArrayData {
-    /// An empty array of `elem`s.
+/// An operand's array as its tensor stores it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Borrowed<'a> {
+    /// 32-bit positions or coordinates.
+    U32(&'a [u32]),
+    /// 64-bit positions or coordinates, or packed metadata.
+    U64(&'a [u64]),
+    /// 32-bit values.
+    F32(&'a [f32]),
+    /// 64-bit values.
+    F64(&'a [f64]),
+}
+
+impl<'a> From<&'a nm_format::Indices> for Borrowed<'a> {
+    fn from(i: &'a nm_format::Indices) -> Self {
+        match i {
+            nm_format::Indices::U32(v) => Borrowed::U32(v),
+            nm_format::Indices::U64(v) => Borrowed::U64(v),
+        }
+    }
+}
+
+impl Borrowed<'_> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Borrowed::U32(v) => v.len(),
+            Borrowed::U64(v) => v.len(),
+            Borrowed::F32(v) => v.len(),
+            Borrowed::F64(v) => v.len(),
+        }
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first element, for the C back end.
+    pub(crate) fn as_ptr(&self) -> *const libc::c_void {
+        match self {
+            Borrowed::U32(v) => v.as_ptr().cast(),
+            Borrowed::U64(v) => v.as_ptr().cast(),
+            Borrowed::F32(v) => v.as_ptr().cast(),
+            Borrowed::F64(v) => v.as_ptr().cast(),
+        }
+    }
+}
+
+/// `$body` with `$v` bound to the vector of whichever owned variant `$data` is; `$borrowed`
+/// for a borrowed array.
+macro_rules! owned {
+    ($data:expr, $v:ident => $body:expr, borrowed => $borrowed:expr) => {
+        match $data {
+            ArrayData::I32($v) => $body,
+            ArrayData::I64($v) => $body,
+            ArrayData::U64($v) => $body,
+            ArrayData::F32($v) => $body,
+            ArrayData::F64($v) => $body,
+            ArrayData::Borrowed(_) => $borrowed,
+        }
+    };
+}
+
+impl ArrayData<'_> {
+    /// An empty (writable) array of `elem`s; an empty borrowed one for `U32`, which only
+    /// operands have.
     pub fn empty(elem: ElemType) -> Self {
         match elem {
             ElemType::I32 => ArrayData::I32(Vec::new()),
             ElemType::I64 => ArrayData::I64(Vec::new()),
+            ElemType::U32 => ArrayData::Borrowed(Borrowed::U32(&[])),
             ElemType::U64 => ArrayData::U64(Vec::new()),
             ElemType::F32 => ArrayData::F32(Vec::new()),
             ElemType::F64 => ArrayData::F64(Vec::new()),
@@ -38,20 +107,23 @@ impl ArrayData {
         match self {
             ArrayData::I32(_) => ElemType::I32,
             ArrayData::I64(_) => ElemType::I64,
-            ArrayData::U64(_) => ElemType::U64,
-            ArrayData::F32(_) => ElemType::F32,
-            ArrayData::F64(_) => ElemType::F64,
+            ArrayData::U64(_) | ArrayData::Borrowed(Borrowed::U64(_)) => ElemType::U64,
+            ArrayData::F32(_) | ArrayData::Borrowed(Borrowed::F32(_)) => ElemType::F32,
+            ArrayData::F64(_) | ArrayData::Borrowed(Borrowed::F64(_)) => ElemType::F64,
+            ArrayData::Borrowed(Borrowed::U32(_)) => ElemType::U32,
         }
+    }
+
+    /// Whether the kernel may write it.
+    pub fn is_writable(&self) -> bool {
+        !matches!(self, ArrayData::Borrowed(_))
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
-            ArrayData::I32(v) => v.len(),
-            ArrayData::I64(v) => v.len(),
-            ArrayData::U64(v) => v.len(),
-            ArrayData::F32(v) => v.len(),
-            ArrayData::F64(v) => v.len(),
+            ArrayData::Borrowed(b) => b.len(),
+            owned => owned!(owned, v => v.len(), borrowed => 0),
         }
     }
 
@@ -67,30 +139,40 @@ impl ArrayData {
             ArrayData::U64(v) => Scalar::Index(v[i] as i64),
             ArrayData::F32(v) => Scalar::F32(v[i]),
             ArrayData::F64(v) => Scalar::F64(v[i]),
+            ArrayData::Borrowed(Borrowed::U32(v)) => Scalar::Index(v[i] as i64),
+            ArrayData::Borrowed(Borrowed::U64(v)) => Scalar::Index(v[i] as i64),
+            ArrayData::Borrowed(Borrowed::F32(v)) => Scalar::F32(v[i]),
+            ArrayData::Borrowed(Borrowed::F64(v)) => Scalar::F64(v[i]),
         }
     }
 
-    fn set(&mut self, i: usize, s: Scalar, accumulate: bool) {
+    /// Stores `s` at `i`; false for a borrowed (read-only) array.
+    fn set(&mut self, i: usize, s: Scalar, accumulate: bool) -> bool {
         match self {
             ArrayData::I32(v) => v[i] = if accumulate { v[i] + s.index() as i32 } else { s.index() as i32 },
             ArrayData::I64(v) => v[i] = if accumulate { v[i] + s.index() } else { s.index() },
             ArrayData::U64(v) => v[i] = if accumulate { v[i] + s.index() as u64 } else { s.index() as u64 },
             ArrayData::F32(v) => v[i] = if accumulate { v[i] + s.f32() } else { s.f32() },
             ArrayData::F64(v) => v[i] = if accumulate { v[i] + s.f64() } else { s.f64() },
+            ArrayData::Borrowed(_) => return false,
         }
+        true
     }
 
-    fn sort(&mut self, range: std::ops::Range<usize>) {
+    /// Sorts `range`; false for a borrowed array.
+    fn sort(&mut self, range: std::ops::Range<usize>) -> bool {
         match self {
             ArrayData::I32(v) => v[range].sort_unstable(),
             ArrayData::I64(v) => v[range].sort_unstable(),
             ArrayData::U64(v) => v[range].sort_unstable(),
             ArrayData::F32(v) => v[range].sort_unstable_by(f32::total_cmp),
             ArrayData::F64(v) => v[range].sort_unstable_by(f64::total_cmp),
+            ArrayData::Borrowed(_) => return false,
         }
+        true
     }
 
-    /// Appends the first `n` elements of `other` (of the same type).
+    /// Appends the first `n` elements of `other` (of the same type, both writable).
     pub(crate) fn extend_prefix(&mut self, other: &ArrayData, n: usize) {
         match (self, other) {
             (ArrayData::I32(a), ArrayData::I32(b)) => a.extend_from_slice(&b[..n]),
@@ -98,73 +180,26 @@ impl ArrayData {
             (ArrayData::U64(a), ArrayData::U64(b)) => a.extend_from_slice(&b[..n]),
             (ArrayData::F32(a), ArrayData::F32(b)) => a.extend_from_slice(&b[..n]),
             (ArrayData::F64(a), ArrayData::F64(b)) => a.extend_from_slice(&b[..n]),
-            _ => unreachable!("joined arrays have one element type"),
+            _ => unreachable!("joined arrays are writable and have one element type"),
         }
     }
 
     /// Asks Linux for transparent huge pages over this array's whole capacity (see
-    /// [`advise_huge_pages`]).
+    /// [`nm_format::memory::advise_huge_pages`]).
     pub(crate) fn advise_huge_pages(&mut self) {
-        match self {
-            ArrayData::I32(v) => advise_huge_pages(v),
-            ArrayData::I64(v) => advise_huge_pages(v),
-            ArrayData::U64(v) => advise_huge_pages(v),
-            ArrayData::F32(v) => advise_huge_pages(v),
-            ArrayData::F64(v) => advise_huge_pages(v),
-        }
+        owned!(self, v => nm_format::memory::advise_huge_pages(v), borrowed => ())
     }
 
-    /// Reserves room for `extra` more elements, or says memory ran out.
+    /// Reserves room for `extra` more elements, or says memory ran out (a borrowed array never
+    /// grows: the caller checks [`ArrayData::is_writable`]).
     pub(crate) fn try_reserve(&mut self, extra: usize) -> Result<(), std::collections::TryReserveError> {
-        match self {
-            ArrayData::I32(v) => v.try_reserve(extra),
-            ArrayData::I64(v) => v.try_reserve(extra),
-            ArrayData::U64(v) => v.try_reserve(extra),
-            ArrayData::F32(v) => v.try_reserve(extra),
-            ArrayData::F64(v) => v.try_reserve(extra),
-        }
+        owned!(self, v => v.try_reserve(extra), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
     }
 
-    pub(crate) fn resize(&mut self, n: usize) {
-        match self {
-            ArrayData::I32(v) => v.resize(n.max(v.len()), 0),
-            ArrayData::I64(v) => v.resize(n.max(v.len()), 0),
-            ArrayData::U64(v) => v.resize(n.max(v.len()), 0),
-            ArrayData::F32(v) => v.resize(n.max(v.len()), 0.0),
-            ArrayData::F64(v) => v.resize(n.max(v.len()), 0.0),
-        }
+    /// Grows to `n` elements (never shrinks), new ones zero; false for a borrowed array.
+    pub(crate) fn resize(&mut self, n: usize) -> bool {
+        owned!(self, v => { v.resize(n.max(v.len()), Default::default()); true }, borrowed => false)
     }
-}
-
-/// Asks Linux for transparent huge pages over `v`'s whole capacity, when it is 4 MiB or more,
-/// before the untouched part is first written. A 58 MB dense result written by a kernel
-/// otherwise costs ~14,000 page faults, and rows of a 58 MB dense operand read in random order
-/// a TLB miss each: together they doubled SpMM on luxembourg. numpy advises its large arrays
-/// the same way. Only the paging policy changes; a no-op elsewhere or when THP is off.
-pub(crate) fn advise_huge_pages<T>(v: &mut Vec<T>) {
-    const HUGE: usize = 2 << 20;
-    let (ptr, bytes) = (v.as_mut_ptr() as usize, v.capacity() * std::mem::size_of::<T>());
-    if bytes < 2 * HUGE {
-        return;
-    }
-    let (start, end) = ((ptr + HUGE - 1) & !(HUGE - 1), (ptr + bytes) & !(HUGE - 1));
-    #[cfg(target_os = "linux")]
-    if end > start {
-        // SAFETY: [start, end) lies inside the vector's allocation, which it owns; the advice
-        // changes how the kernel backs the pages, never their contents, and a failure (THP
-        // disabled) leaves everything as it was.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (start, end);
-}
-
-/// A copy of `src` in memory advised for huge pages before it is written.
-pub(crate) fn huge_copy<T: Copy>(src: &[T]) -> Vec<T> {
-    let mut v = Vec::with_capacity(src.len());
-    advise_huge_pages(&mut v);
-    v.extend_from_slice(src);
-    v
 }
 
 /// A value of the interpreter.
@@ -243,6 +278,12 @@ pub enum InterpError {
         /// Its length.
         len: usize,
     },
+    /// An output given as a borrowed (read-only) array, or a store into an operand.
+    #[error("array `{array}` is read-only here: outputs must be writable vectors, operands are never written")]
+    ReadOnly {
+        /// The array.
+        array: String,
+    },
     /// Integer division by zero.
     #[error("integer division by zero")]
     DivisionByZero,
@@ -253,9 +294,9 @@ enum Flow {
     Break,
 }
 
-struct Machine<'a> {
+struct Machine<'a, 'b> {
     f: &'a Function,
-    arrays: &'a mut [ArrayData],
+    arrays: &'a mut [ArrayData<'b>],
     vars: Vec<Scalar>,
 }
 
@@ -276,6 +317,9 @@ pub fn check_arguments(f: &Function, arrays: &[ArrayData]) -> Result<(), InterpE
                 expected: decl.elem,
                 given: data.elem(),
             });
+        }
+        if decl.output && !data.is_writable() {
+            return Err(InterpError::ReadOnly { array: decl.name.clone() });
         }
     }
     Ok(())
@@ -299,7 +343,7 @@ pub fn interpret(f: &Function, arrays: &mut [ArrayData]) -> Result<(), InterpErr
     m.block(&f.body).map(|_| ())
 }
 
-impl Machine<'_> {
+impl Machine<'_, '_> {
     fn block(&mut self, body: &[Stmt]) -> Result<Flow, InterpError> {
         for s in body {
             if let Flow::Break = self.stmt(s)? {
@@ -337,7 +381,9 @@ impl Machine<'_> {
                 let i = self.eval(index)?.index();
                 let value = self.eval(value)?;
                 let slot = self.slot(*array, i)?;
-                self.arrays[nm_ir::id::Id::index(*array)].set(slot, value, *accumulate);
+                if !self.arrays[nm_ir::id::Id::index(*array)].set(slot, value, *accumulate) {
+                    return Err(self.read_only(*array));
+                }
             }
             Stmt::For { var, start, end, body, .. } => {
                 let (start, end) = (self.eval(start)?.index(), self.eval(end)?.index());
@@ -364,7 +410,9 @@ impl Machine<'_> {
             Stmt::Break => return Ok(Flow::Break),
             Stmt::Resize { array, len } => {
                 let n = self.eval(len)?.index().max(0) as usize;
-                self.arrays[nm_ir::id::Id::index(*array)].resize(n);
+                if !self.arrays[nm_ir::id::Id::index(*array)].resize(n) {
+                    return Err(self.read_only(*array));
+                }
             }
             Stmt::Sort { array, start, end, scratch } => {
                 let (start, end) = (self.eval(start)?.index(), self.eval(end)?.index());
@@ -372,11 +420,17 @@ impl Machine<'_> {
                     let (first, last) = (self.slot(*array, start)?, self.slot(*array, end - 1)?);
                     // The C sort may use all of `scratch`: it must be long enough.
                     self.slot(*scratch, end - start - 1)?;
-                    self.arrays[nm_ir::id::Id::index(*array)].sort(first..last + 1);
+                    if !self.arrays[nm_ir::id::Id::index(*array)].sort(first..last + 1) {
+                        return Err(self.read_only(*array));
+                    }
                 }
             }
         }
         Ok(Flow::Normal)
+    }
+
+    fn read_only(&self, array: ArrayId) -> InterpError {
+        InterpError::ReadOnly { array: self.f.arrays[array].name.clone() }
     }
 
     fn eval(&self, e: &Expr) -> Result<Scalar, InterpError> {

@@ -23,6 +23,7 @@ use nm_ir::id::{Arena, Id};
 use nm_ir::lattice::{MergeLattice, PointExpr};
 use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, Scope, TensorId, Types};
 
+use crate::interp::{ArrayData, Borrowed};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
 
@@ -402,8 +403,59 @@ impl Assembly {
     }
 }
 
-/// Lowers `cin` (one assignment under a nest of loops) with the tensor types of `types`.
+/// The index widths a kernel is specialized for. Kernels read operands in place, as their
+/// tensors store them (nm-format keeps 32-bit positions and coordinates whenever the entries
+/// fit, else 64-bit), so a kernel is compiled for the widths it will be given. Lists only the
+/// 64-bit arrays: the default is all 32-bit, and equal widths compare equal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IndexWidths {
+    /// (tensor, level, whether `pos` is 64-bit, whether `crd` is 64-bit), only where one is.
+    wide: Vec<(String, usize, bool, bool)>,
+}
+
+impl IndexWidths {
+    /// The widths of `tensors`' arrays (by name).
+    pub fn of<T: nm_format::Value>(tensors: &[(&str, &nm_format::Tensor<T>)]) -> Self {
+        use nm_format::LevelStorage;
+        let mut wide = Vec::new();
+        for (name, t) in tensors {
+            for (l, level) in t.levels().iter().enumerate() {
+                let (pos, crd) = match level {
+                    LevelStorage::Compressed { pos, crd } => (pos.width() == 8, crd.width() == 8),
+                    LevelStorage::Singleton { crd } => (false, crd.width() == 8),
+                    _ => (false, false),
+                };
+                if pos || crd {
+                    wide.push((name.to_string(), l, pos, crd));
+                }
+            }
+        }
+        IndexWidths { wide }
+    }
+
+    /// The element types of `tensor`'s `pos` and `crd` at `level`.
+    pub fn get(&self, tensor: &str, level: usize) -> (ElemType, ElemType) {
+        let elem = |wide: bool| if wide { ElemType::U64 } else { ElemType::U32 };
+        match self.wide.iter().find(|(t, l, ..)| t == tensor && *l == level) {
+            Some(&(_, _, pos, crd)) => (elem(pos), elem(crd)),
+            None => (ElemType::U32, ElemType::U32),
+        }
+    }
+}
+
+/// Lowers `cin` (one assignment under a nest of loops) with the tensor types of `types`, for
+/// operands whose positions and coordinates are all 32-bit (see [`lower_with`]).
 pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<Lowered, LowerError> {
+    lower_with(cin, types, value, &IndexWidths::default())
+}
+
+/// Lowers `cin` for operands whose index arrays have `widths`.
+pub fn lower_with(
+    cin: &ConcreteNotation,
+    types: &Types,
+    value: ElemType,
+    widths: &IndexWidths,
+) -> Result<Lowered, LowerError> {
     // The nest.
     let mut loops = Vec::new();
     let mut s = cin.root;
@@ -531,21 +583,19 @@ pub fn lower(cin: &ConcreteNotation, types: &Types, value: ElemType) -> Result<L
                     return unsupported(format!("blocked compressed levels (`{name}`)"));
                 }
                 LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
+                    let (pos_elem, crd_elem) = widths.get(&name, l);
                     if matches!(level.kind, LevelKind::Compressed(_)) {
                         pos[l] = Some(f.array(
                             &format!("{name}{l}_pos"),
-                            ElemType::I64,
+                            pos_elem,
                             Role::Pos { tensor: name.clone(), level: l },
                             false,
                         ));
                         params.push(t);
                     }
-                    // Coordinates are below the dimension's size: 32 bits halve their memory
-                    // traffic whenever the size allows (positions can exceed it: 64 bits).
-                    let narrow = ty.shape[level.expr.dim()] <= i32::MAX as usize;
                     crd[l] = Some(f.array(
                         &format!("{name}{l}_crd"),
-                        if narrow { ElemType::I32 } else { ElemType::I64 },
+                        crd_elem,
                         Role::Crd { tensor: name.clone(), level: l },
                         false,
                     ));
@@ -1175,20 +1225,26 @@ impl Lowerer<'_> {
 pub trait KernelValue: nm_format::Value {
     /// The element type of its value arrays.
     const ELEM: ElemType;
-    /// Its values as an argument.
-    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData;
+    /// Its values as a writable argument.
+    fn wrap(values: Vec<Self>) -> ArrayData<'static>;
+    /// An operand's values as a read-only argument (borrowed, not copied).
+    fn borrow(values: &[Self]) -> ArrayData<'_>;
     /// Its values back from an argument.
-    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]>;
+    fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]>;
 }
 
 impl KernelValue for f32 {
     const ELEM: ElemType = ElemType::F32;
-    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData {
-        crate::interp::ArrayData::F32(values)
+    fn wrap(values: Vec<Self>) -> ArrayData<'static> {
+        ArrayData::F32(values)
     }
-    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]> {
+    fn borrow(values: &[Self]) -> ArrayData<'_> {
+        ArrayData::Borrowed(Borrowed::F32(values))
+    }
+    fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]> {
         match data {
-            crate::interp::ArrayData::F32(v) => Some(v),
+            ArrayData::F32(v) => Some(v),
+            ArrayData::Borrowed(Borrowed::F32(v)) => Some(v),
             _ => None,
         }
     }
@@ -1196,28 +1252,32 @@ impl KernelValue for f32 {
 
 impl KernelValue for f64 {
     const ELEM: ElemType = ElemType::F64;
-    fn wrap(values: Vec<Self>) -> crate::interp::ArrayData {
-        crate::interp::ArrayData::F64(values)
+    fn wrap(values: Vec<Self>) -> ArrayData<'static> {
+        ArrayData::F64(values)
     }
-    fn unwrap(data: &crate::interp::ArrayData) -> Option<&[Self]> {
+    fn borrow(values: &[Self]) -> ArrayData<'_> {
+        ArrayData::Borrowed(Borrowed::F64(values))
+    }
+    fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]> {
         match data {
-            crate::interp::ArrayData::F64(v) => Some(v),
+            ArrayData::F64(v) => Some(v),
+            ArrayData::Borrowed(Borrowed::F64(v)) => Some(v),
             _ => None,
         }
     }
 }
 
-/// The kernel's arguments: each tensor's arrays in parameter order
-/// (`tensors[t]` for tensor id `t`; a dense result's `result_len` values zeroed, a sparse
-/// result's arrays empty, grown by the kernel). Positions are passed as 64-bit indices,
-/// coordinates in the width the kernel declares (32 bits when the dimension allows). A dense
-/// result larger than the memory available is an error, not an abort.
-pub fn arguments<T: KernelValue>(
+/// The kernel's arguments: each tensor's arrays in parameter order (`tensors[t]` for tensor
+/// id `t`). Operands are borrowed in place, never copied or converted (the kernel must have
+/// been lowered for their [`IndexWidths`]; a mismatch is an `ArgumentType` error when it
+/// runs). A dense result's `result_len` values start zeroed, a sparse result's arrays empty,
+/// grown by the kernel. A dense result larger than the memory available is an error, not an
+/// abort.
+pub fn arguments<'a, T: KernelValue>(
     lowered: &Lowered,
-    tensors: &[Option<&nm_format::Tensor<T>>],
+    tensors: &[Option<&'a nm_format::Tensor<T>>],
     result_len: usize,
-) -> Result<Vec<crate::interp::ArrayData>, nm_format::TensorError> {
-    use crate::interp::ArrayData;
+) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
     use nm_format::LevelStorage;
     let sparse_result = lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. }));
     let result_len = if sparse_result { 0 } else { result_len };
@@ -1232,30 +1292,22 @@ pub fn arguments<T: KernelValue>(
         .map(|((_, decl), t)| {
             let tensor = tensors.get(t.index()).copied().flatten();
             let level = |l: usize| tensor.map(|x| &x.levels()[l]);
-            let wide = |v: Vec<usize>| v.into_iter().map(|x| x as i64).collect();
             match (&decl.role, decl.output) {
                 (Role::Values { .. }, true) => {
                     let mut zeros = T::wrap(vec![T::ZERO; result_len]);
                     zeros.advise_huge_pages();
                     zeros
                 }
-                (Role::Values { .. }, false) => {
-                    let values = tensor.map_or_else(Vec::new, |x| crate::interp::huge_copy(x.values()));
-                    T::wrap(if values.is_empty() { vec![T::ZERO] } else { values })
-                }
-                (Role::Pos { level: l, .. }, _) => match level(*l) {
-                    Some(LevelStorage::Compressed { pos, .. }) => ArrayData::I64(wide(pos.to_usize())),
-                    _ => ArrayData::I64(vec![]),
+                (Role::Values { .. }, false) => tensor.map_or_else(|| T::wrap(Vec::new()), |x| T::borrow(x.values())),
+                (Role::Pos { level: l, .. }, false) => match level(*l) {
+                    Some(LevelStorage::Compressed { pos, .. }) => ArrayData::Borrowed(pos.into()),
+                    _ => ArrayData::empty(decl.elem),
                 },
-                (Role::Crd { level: l, .. }, _) => match (level(*l), decl.elem) {
-                    (Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }), ElemType::I32) => {
-                        ArrayData::I32(crd.to_usize().into_iter().map(|x| x as i32).collect())
+                (Role::Crd { level: l, .. }, false) => match level(*l) {
+                    Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }) => {
+                        ArrayData::Borrowed(crd.into())
                     }
-                    (Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }), _) => {
-                        ArrayData::I64(wide(crd.to_usize()))
-                    }
-                    (_, ElemType::I32) => ArrayData::I32(vec![]),
-                    _ => ArrayData::I64(vec![]),
+                    _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Bounds, _) => ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64)]),
                 _ => ArrayData::empty(decl.elem),

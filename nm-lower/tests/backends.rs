@@ -5,7 +5,7 @@
 use nm_format::generate::{Values, uniform};
 use nm_format::{Duplicates, Format, Indices, LevelStorage, Tensor};
 use nm_lower::c::{CKernel, emit};
-use nm_lower::interp::{ArrayData, InterpError, interpret};
+use nm_lower::interp::{ArrayData, Borrowed, InterpError, interpret};
 use nm_lower::ir::build::{bin, float, int, load, var};
 use nm_lower::ir::{BinOp, ElemType, Function, Role, ScalarType, Stmt};
 use nm_lower::jit::CCompiler;
@@ -298,4 +298,44 @@ fn the_ir_prints() {
         text,
         "kernel spmv_par(\n  A1_pos: [I32] Pos { tensor: \"A\", level: 1 },\n  A1_crd: [I32] Crd { tensor: \"A\", level: 1 },\n  A_vals: [F64] Values { tensor: \"A\" },\n  x_vals: [F64] Values { tensor: \"x\" },\n  out y_vals: [F64] Values { tensor: \"y\" },\n) {\n  parallel for i in 0..4 {\n    let acc: F64 = 0.0\n    for p in A1_pos[i]..A1_pos[i + 1] {\n      acc = acc + ((2.0 * A_vals[p]) * x_vals[A1_crd[p]])\n    }\n    y_vals[i] = acc\n  }\n}\n"
     );
+}
+
+#[test]
+fn operands_are_passed_in_place_and_outputs_must_be_writable() {
+    use nm_ir::concrete::concretize;
+    use nm_ir::notation::{Declarations, TensorType, parse};
+    use nm_lower::lower::{arguments, lower};
+    let stmt = parse("y(i) = A(i,j) * x(j)").unwrap();
+    let decls = Declarations::new()
+        .tensor("y", TensorType::dense(&[3]))
+        .tensor("A", TensorType::sparse(&[3, 4], Format::csr()))
+        .tensor("x", TensorType::dense(&[4]));
+    let types = stmt.check(&decls).unwrap();
+    let lowered = lower(&concretize(&stmt), &types, ElemType::F64).unwrap();
+    let a = Tensor::from_dense(&[3, 4], &[1., 0., 2., 0., 0., 0., 0., 3., 4., 0., 0., 5.], &Format::csr()).unwrap();
+    let x = Tensor::from_dense(&[4], &[1., 2., 3., 4.], &Format::dense(1)).unwrap();
+    let mut arrays = arguments(&lowered, &[None, Some(&a), Some(&x)], 3).unwrap();
+    // Every operand array is the tensor's own memory.
+    let LevelStorage::Compressed { pos, crd } = &a.levels()[1] else { unreachable!() };
+    let addresses: Vec<*const u8> = arrays
+        .iter()
+        .filter_map(|d| match d {
+            ArrayData::Borrowed(Borrowed::U32(v)) => Some(v.as_ptr().cast()),
+            ArrayData::Borrowed(Borrowed::F64(v)) => Some(v.as_ptr().cast()),
+            _ => None,
+        })
+        .collect();
+    let (Indices::U32(pos), Indices::U32(crd)) = (pos, crd) else { unreachable!() };
+    let expected: Vec<*const u8> =
+        vec![pos.as_ptr().cast(), crd.as_ptr().cast(), a.values().as_ptr().cast(), x.values().as_ptr().cast()];
+    assert_eq!(addresses, expected);
+    interpret(&lowered.function, &mut arrays).unwrap();
+    assert_eq!(arrays[0], ArrayData::F64(vec![7., 12., 24.]));
+    // An output handed over read-only is refused by both back ends, before anything runs.
+    let values = [0.0; 3];
+    arrays[0] = ArrayData::Borrowed(Borrowed::F64(&values));
+    let e = interpret(&lowered.function, &mut arrays).unwrap_err();
+    assert!(matches!(&e, InterpError::ReadOnly { array } if array == "y_vals"), "{e}");
+    let k = CKernel::compile(&lowered.function, &cc()).unwrap();
+    assert!(k.run(&mut arrays).is_err());
 }

@@ -65,7 +65,7 @@ impl Prepared {
     }
 
     /// Runs on the interpreter and in C; returns both argument sets after the run.
-    fn run_both(&self, operands: &[Operand<'_>], result_len: usize) -> (Vec<ArrayData>, Vec<ArrayData>) {
+    fn run_both(&self, operands: &[Operand<'_>], result_len: usize) -> (Vec<ArrayData<'_>>, Vec<ArrayData<'_>>) {
         let by_id: Vec<Option<&Tensor<f64>>> = self
             .stmt
             .tensors
@@ -106,8 +106,9 @@ fn is_capacity(lowered: &nm_lower::lower::Lowered, id: nm_lower::ir::ArrayId) ->
 }
 
 /// The first `n` elements of an array.
-fn prefix(a: &ArrayData, n: usize) -> ArrayData {
+fn prefix<'a>(a: &ArrayData<'a>, n: usize) -> ArrayData<'a> {
     match a {
+        ArrayData::Borrowed(b) => panic!("{b:?} is an operand, not a result"),
         ArrayData::I32(v) => ArrayData::I32(v[..n].to_vec()),
         ArrayData::I64(v) => ArrayData::I64(v[..n].to_vec()),
         ArrayData::U64(v) => ArrayData::U64(v[..n].to_vec()),

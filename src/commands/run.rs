@@ -15,7 +15,7 @@ use nm_ir::notation::{Declarations, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{KernelValue, arguments, lower, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, arguments, lower_with, result_tensor};
 
 use super::CommandError;
 
@@ -178,39 +178,6 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
     if o.print_iteration_graph {
         print!("{}", IterationGraph::build(&stmt, &types).to_dot(&stmt));
     }
-    let lowered = lower(&cin, &types, T::ELEM).map_err(|e| CommandError(e.to_string()))?;
-    // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
-    let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
-    if o.print_loops {
-        print!("{}", lowered.function);
-    }
-    if o.print_assembly {
-        match &halves {
-            Some(h) => print!("{}", emit(&h.assemble)),
-            None => println!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" }),
-        }
-    }
-    if o.print_compute {
-        print!("{}", emit(halves.as_ref().map_or(&lowered.function, |h| &h.compute)));
-    }
-    if let Some(path) = &o.write_source {
-        let source = match &halves {
-            Some(h) => format!("{}\n{}", emit(&h.assemble), emit(&h.compute)),
-            None => emit(&lowered.function),
-        };
-        std::fs::write(path, source).map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
-    }
-    if o.threads > 1 && (lowered.partition.is_none() || o.backend == Backend::Interp) {
-        eprintln!(
-            "note: -nthreads={}: {}; running on one thread",
-            o.threads,
-            if o.backend == Backend::Interp {
-                "the interpreter runs sequentially"
-            } else {
-                "the outer loop does not name disjoint rows of the result"
-            }
-        );
-    }
     // Operands: read or generated (seeded), in each tensor's format.
     let result_id = stmt.lhs.tensor;
     let mut tensors: Vec<Option<Tensor<T>>> = Vec::new();
@@ -243,6 +210,43 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
             Tensor::from_coordinates(&list, &format, Duplicates::Sum)?
         };
         tensors.push(Some(tensor));
+    }
+    // Kernels read the operands in place: lower for the index widths they are stored in.
+    let named: Vec<(&str, &Tensor<T>)> =
+        stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
+    let widths = IndexWidths::of(&named);
+    let lowered = lower_with(&cin, &types, T::ELEM, &widths).map_err(|e| CommandError(e.to_string()))?;
+    // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
+    let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
+    if o.print_loops {
+        print!("{}", lowered.function);
+    }
+    if o.print_assembly {
+        match &halves {
+            Some(h) => print!("{}", emit(&h.assemble)),
+            None => println!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" }),
+        }
+    }
+    if o.print_compute {
+        print!("{}", emit(halves.as_ref().map_or(&lowered.function, |h| &h.compute)));
+    }
+    if let Some(path) = &o.write_source {
+        let source = match &halves {
+            Some(h) => format!("{}\n{}", emit(&h.assemble), emit(&h.compute)),
+            None => emit(&lowered.function),
+        };
+        std::fs::write(path, source).map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
+    }
+    if o.threads > 1 && (lowered.partition.is_none() || o.backend == Backend::Interp) {
+        eprintln!(
+            "note: -nthreads={}: {}; running on one thread",
+            o.threads,
+            if o.backend == Backend::Interp {
+                "the interpreter runs sequentially"
+            } else {
+                "the outer loop does not name disjoint rows of the result"
+            }
+        );
     }
     let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
     let result_shape = shapes[stmt.tensor_name(result_id)].clone();

@@ -42,11 +42,13 @@ pub enum ScalarType {
 /// The element type of an array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ElemType {
-    /// 32-bit positions or coordinates.
+    /// 32-bit signed indices (workspace marks).
     I32,
-    /// 64-bit positions or coordinates.
+    /// 64-bit signed indices: results' positions and coordinates, workspace lists.
     I64,
-    /// Packed N:M metadata words.
+    /// 32-bit unsigned indices: an operand's positions or coordinates as nm-format stores them.
+    U32,
+    /// 64-bit unsigned: an operand's wide positions or coordinates, packed N:M metadata words.
     U64,
     /// 32-bit values.
     F32,
@@ -58,7 +60,7 @@ impl ElemType {
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            ElemType::I32 | ElemType::F32 => 4,
+            ElemType::I32 | ElemType::U32 | ElemType::F32 => 4,
             _ => 8,
         }
     }

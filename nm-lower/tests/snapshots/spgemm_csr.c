@@ -37,11 +37,11 @@ int kernel(nms_array *restrict args) {
   int64_t *restrict C1_pos = (int64_t *)args[4].data;
   int64_t *restrict C1_crd = (int64_t *)args[5].data;
   double *restrict C_vals = (double *)args[6].data;
-  const int64_t *restrict A1_pos = (const int64_t *)args[7].data;
-  const int32_t *restrict A1_crd = (const int32_t *)args[8].data;
+  const uint32_t *restrict A1_pos = (const uint32_t *)args[7].data;
+  const uint32_t *restrict A1_crd = (const uint32_t *)args[8].data;
   const double *restrict A_vals = (const double *)args[9].data;
-  const int64_t *restrict B1_pos = (const int64_t *)args[10].data;
-  const int32_t *restrict B1_crd = (const int32_t *)args[11].data;
+  const uint32_t *restrict B1_pos = (const uint32_t *)args[10].data;
+  const uint32_t *restrict B1_crd = (const uint32_t *)args[11].data;
   const double *restrict B_vals = (const double *)args[12].data;
   const int64_t *restrict row_bounds = (const int64_t *)args[13].data;
   int64_t C1_n = INT64_C(0);

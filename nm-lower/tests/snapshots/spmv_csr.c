@@ -8,8 +8,8 @@ typedef struct nms_array { void *data; int64_t len; void *owner; int (*grow)(str
 
 int kernel(nms_array *restrict args) {
   double *restrict y_vals = (double *)args[0].data;
-  const int64_t *restrict A1_pos = (const int64_t *)args[1].data;
-  const int32_t *restrict A1_crd = (const int32_t *)args[2].data;
+  const uint32_t *restrict A1_pos = (const uint32_t *)args[1].data;
+  const uint32_t *restrict A1_crd = (const uint32_t *)args[2].data;
   const double *restrict A_vals = (const double *)args[3].data;
   const double *restrict x_vals = (const double *)args[4].data;
   const int64_t *restrict row_bounds = (const int64_t *)args[5].data;
