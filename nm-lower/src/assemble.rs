@@ -45,13 +45,19 @@ pub fn split(f: &Function) -> Option<Split> {
         vars: f.vars.clone(),
         body: without_stores(&f.body, drop),
     };
-    Some(Split { assemble: half("assemble", &values), compute: half("compute", &structure) })
+    // Assembly reads no operand values: their prefetches go too.
+    let mut unread = values.clone();
+    unread.extend(f.arrays.iter().filter(|(_, d)| !d.output && d.elem.is_float()).map(|(id, _)| id));
+    Some(Split { assemble: half("assemble", &unread), compute: half("compute", &structure) })
 }
 
-/// `body` without the stores to and resizes of `drop`.
+/// `body` without the stores to, resizes and prefetches of `drop`.
 fn without_stores(body: &[Stmt], drop: &[ArrayId]) -> Vec<Stmt> {
     body.iter()
-        .filter(|s| !matches!(s, Stmt::Store { array, .. } | Stmt::Resize { array, .. } if drop.contains(array)))
+        .filter(|s| {
+            !matches!(s, Stmt::Store { array, .. } | Stmt::Resize { array, .. } | Stmt::Prefetch { array, .. }
+                if drop.contains(array))
+        })
         .map(|s| match s {
             Stmt::For { var, start, end, body, parallel } => Stmt::For {
                 var: *var,

@@ -78,7 +78,7 @@ struct Emitter<'a> {
 impl Emitter<'_> {
     fn ty(&self, e: &Expr) -> ScalarType {
         match e {
-            Expr::Int(_) => ScalarType::Index,
+            Expr::Int(_) | Expr::Len(_) => ScalarType::Index,
             Expr::Float(_) => ScalarType::F64,
             Expr::Var(v) => self.f.vars[*v].ty,
             Expr::Load(a, _) => self.f.arrays[*a].elem.scalar(),
@@ -110,6 +110,7 @@ impl Emitter<'_> {
             Expr::Float(v) if context == ScalarType::F32 => format!("{:?}f", *v as f32),
             Expr::Float(v) => format!("{v:?}"),
             Expr::Var(v) => self.f.vars[*v].name.clone(),
+            Expr::Len(a) => format!("args[{}].len", nm_ir::id::Id::index(*a)),
             Expr::Load(a, i) => {
                 let decl = &self.f.arrays[*a];
                 let load = format!("{}[{}]", decl.name, self.expr(i, ScalarType::Index));
@@ -228,6 +229,14 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::Break => self.line(depth, "break;"),
+            Stmt::Prefetch { array, index } => {
+                let text = format!(
+                    "__builtin_prefetch(&{}[{}], 0, 3);",
+                    self.f.arrays[*array].name,
+                    self.expr(index, ScalarType::Index)
+                );
+                self.line(depth, &text);
+            }
             Stmt::Resize { array, len } => self.resize(*array, len, depth),
             Stmt::Sort { array, start, end, scratch } => {
                 let a = &self.f.arrays[*array];

@@ -408,6 +408,11 @@ impl Machine<'_, '_> {
                 return self.block(branch);
             }
             Stmt::Break => return Ok(Flow::Break),
+            // A hint: only checked, so that a wrong prefetch index fails the tests.
+            Stmt::Prefetch { array, index } => {
+                let i = self.eval(index)?.index();
+                self.slot(*array, i)?;
+            }
             Stmt::Resize { array, len } => {
                 let n = self.eval(len)?.index().max(0) as usize;
                 if !self.arrays[nm_ir::id::Id::index(*array)].resize(n) {
@@ -438,6 +443,7 @@ impl Machine<'_, '_> {
             Expr::Int(v) => Scalar::Index(*v),
             Expr::Float(v) => Scalar::F64(*v),
             Expr::Var(v) => self.vars[nm_ir::id::Id::index(*v)],
+            Expr::Len(a) => Scalar::Index(self.arrays[nm_ir::id::Id::index(*a)].len() as i64),
             Expr::Load(a, i) => {
                 let i = self.eval(i)?.index();
                 let slot = self.slot(*a, i)?;

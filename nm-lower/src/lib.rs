@@ -8,7 +8,8 @@
 //! interpreter; [`c`], the C99 emitter and kernel runner; and [`jit`], the compile–cache–load
 //! machinery every generated kernel goes through; [`lower`], CIN → loop IR (co-iteration by
 //! merge lattices, dense locate, dense and assembled sparse results, row workspaces, row
-//! ranges for threads); and [`assemble`], the split into taco's assembly and compute kernels.
+//! ranges for threads); [`assemble`], the split into taco's assembly and compute kernels; and [`prefetch`],
+//! software prefetch of dense rows reached through coordinates.
 
 #![deny(missing_docs)]
 
@@ -18,3 +19,4 @@ pub mod interp;
 pub mod ir;
 pub mod jit;
 pub mod lower;
+pub mod prefetch;

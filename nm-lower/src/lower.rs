@@ -677,6 +677,7 @@ pub fn lower_with(
         }
     }
     lw.f.body = body;
+    crate::prefetch::insert(&mut lw.f);
     params.extend(std::iter::repeat_n(result, lw.f.arrays.len() - params.len()));
     Ok(Lowered { function: lw.f, params, partition })
 }

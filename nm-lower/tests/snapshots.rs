@@ -70,3 +70,49 @@ fn spgemm_csr_gustavson() {
     check("spgemm_csr.loops", &f.to_string());
     check("spgemm_csr.c", &emit(&f));
 }
+
+/// SpMM and SDDMM read a dense row per stored entry: the rows `DISTANCE` entries ahead are
+/// prefetched (see `nm_lower::prefetch`); SpMV and SpGEMM have no such rows.
+#[test]
+fn spmm_and_sddmm_prefetch_rows_ahead() {
+    let spmm = lowered(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j)",
+        Declarations::new()
+            .tensor("C", TensorType::dense(&[1000, 64]))
+            .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
+            .tensor("B", TensorType::dense(&[800, 64])),
+    );
+    check("spmm_csr.loops", &spmm.to_string());
+    let sddmm = lowered(
+        "C(i,j) = A(i,j) * X(i,k) * Y(j,k)",
+        "",
+        Declarations::new()
+            .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
+            .tensor("A", TensorType::sparse(&[1000, 900], Format::csr()))
+            .tensor("X", TensorType::dense(&[1000, 64]))
+            .tensor("Y", TensorType::dense(&[900, 64])),
+    );
+    let text = sddmm.to_string();
+    assert!(text.contains("prefetch Y_vals[") && !text.contains("prefetch X_vals["), "{text}");
+    for f in [
+        lowered(
+            "y(i) = A(i,j) * x(j)",
+            "",
+            Declarations::new()
+                .tensor("y", TensorType::dense(&[1000]))
+                .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
+                .tensor("x", TensorType::dense(&[800])),
+        ),
+        lowered(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "reorder(k, j)",
+            Declarations::new()
+                .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
+                .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
+                .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
+        ),
+    ] {
+        assert!(!f.to_string().contains("prefetch"), "{f}");
+    }
+}

@@ -189,6 +189,8 @@ pub enum Expr {
     Var(VarId),
     /// `array[index]`.
     Load(ArrayId, Box<Expr>),
+    /// The number of elements of `array` (an index).
+    Len(ArrayId),
     /// `op e`.
     Unary(UnOp, Box<Expr>),
     /// `a op b`.
@@ -265,6 +267,14 @@ pub enum Stmt {
         /// An array of the same type with room for `end - start` elements, which the sort
         /// may overwrite (no allocation per call).
         scratch: ArrayId,
+    },
+    /// Asks the memory system for the cache line of `array[index]` ahead of its load: a hint
+    /// that changes no result (`__builtin_prefetch`); `index` is always in bounds.
+    Prefetch {
+        /// The array.
+        array: ArrayId,
+        /// The element.
+        index: Expr,
     },
 }
 

@@ -10,6 +10,7 @@ impl Function {
             Expr::Int(v) => write!(f, "{v}"),
             Expr::Float(v) => write!(f, "{v:?}"),
             Expr::Var(v) => f.write_str(&self.vars[*v].name),
+            Expr::Len(a) => write!(f, "len({})", self.arrays[*a].name),
             Expr::Load(a, i) => {
                 write!(f, "{}[", self.arrays[*a].name)?;
                 self.write_expr(f, i)?;
@@ -46,7 +47,7 @@ impl Function {
 
     /// Operands of operators are parenthesized unless they are atoms: unambiguous, if verbose.
     fn write_operand(&self, f: &mut impl Write, e: &Expr) -> fmt::Result {
-        let atom = matches!(e, Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Load(..))
+        let atom = matches!(e, Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Load(..) | Expr::Len(_))
             || matches!(e, Expr::Binary(BinOp::Min | BinOp::Max, ..));
         if atom {
             self.write_expr(f, e)
@@ -114,6 +115,11 @@ impl Function {
                 }
             }
             Stmt::Break => writeln!(f, "{pad}break"),
+            Stmt::Prefetch { array, index } => {
+                write!(f, "{pad}prefetch {}[", self.arrays[*array].name)?;
+                self.write_expr(f, index)?;
+                writeln!(f, "]")
+            }
             Stmt::Resize { array, len } => {
                 write!(f, "{pad}resize {} to ", self.arrays[*array].name)?;
                 self.write_expr(f, len)?;
