@@ -192,7 +192,7 @@ fn for_each_load(body: &[Stmt], visit: &mut impl FnMut(ArrayId, &Expr)) {
 }
 
 /// `e` with `v` replaced by `by`.
-fn substitute(e: &Expr, v: VarId, by: &Expr) -> Expr {
+pub(crate) fn substitute(e: &Expr, v: VarId, by: &Expr) -> Expr {
     let go = |x: &Expr| Box::new(substitute(x, v, by));
     match e {
         Expr::Var(x) if *x == v => by.clone(),

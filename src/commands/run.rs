@@ -277,16 +277,19 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
         }
         Ok(start.elapsed())
     };
-    // Assembly once (as taco times it), then compute `reps` times on its structure; a fused or
-    // dense-result kernel from fresh arguments each time.
+    // Assembly once (as taco times it), then compute `reps` times on its structure; a fused
+    // kernel with a sparse result from fresh arguments each time (it appends). A dense result
+    // is zeroed by its kernel, so its arrays are reused, as taco reuses them.
     let (compute, assemble) = kernels.split_last().expect("a kernel");
+    let sparse_result =
+        lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, nm_lower::ir::Role::Pos { .. }));
     let mut arrays = arguments(&lowered, &by_id, result_len)?;
     let mut assemble_time = Duration::ZERO;
     for k in assemble {
         assemble_time += run_one(k, &mut arrays)?;
     }
     for rep in 0..reps {
-        if assemble.is_empty() && rep > 0 {
+        if assemble.is_empty() && sparse_result && rep > 0 {
             arrays = arguments(&lowered, &by_id, result_len)?;
         }
         times.push(run_one(compute, &mut arrays)?);

@@ -14,6 +14,7 @@ int kernel(nms_array *restrict args) {
   const double *restrict x_vals = (const double *)args[4].data;
   const int64_t *restrict row_bounds = (const int64_t *)args[5].data;
   for (int64_t i = ((int64_t)row_bounds[INT64_C(0)]), i_end = ((int64_t)row_bounds[INT64_C(1)]); i < i_end; i++) {
+    y_vals[((INT64_C(0) * INT64_C(1000)) + i)] = 0.0;
     int64_t A0_p0 = ((INT64_C(0) * INT64_C(1000)) + i);
     if (INT64_C(1)) {
       double acc = 0.0;
