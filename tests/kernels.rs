@@ -302,3 +302,29 @@ fn real_matrices_from_the_repository_data() {
         }
     }
 }
+
+/// COO's first level repeats its coordinate once per entry of the row: merged with another
+/// operand or appended to a sparse result, it is walked segment by segment.
+#[test]
+fn coo_operands_merge_and_assemble_segment_by_segment() {
+    for (a, b, c) in [("csr", "coo", "csr"), ("dcsr", "coo", "coo"), ("dense", "coo", "dcsr")] {
+        for expr in ["A(i,j) = B(i,j) + C(i,j)", "A(i,j) = B(i,j) * C(i,j)", "A(i,j) = B(i,j) - 2 * C(i,j)"] {
+            check(expr, "", &[("A", &[19, 13], a, 1.0), ("B", &[19, 13], b, 0.3), ("C", &[19, 13], c, 0.25)], 11);
+        }
+    }
+    // Into a sparse result: a copy, a row-reduction, an SpMV with a sparse result vector.
+    check("A(i,j) = B(i,j)", "", &[("A", &[19, 13], "csr", 1.0), ("B", &[19, 13], "coo", 0.3)], 12);
+    check(
+        "y(i) = B(i,j) * x(j)",
+        "",
+        &[("y", &[19], "s", 1.0), ("B", &[19, 13], "coo", 0.2), ("x", &[13], "dense", 1.0)],
+        13,
+    );
+    // Three levels: two of them non-unique.
+    check(
+        "A(i,j,k) = B(i,j,k) + C(i,j,k)",
+        "",
+        &[("A", &[7, 6, 5], "csf", 1.0), ("B", &[7, 6, 5], "coo", 0.2), ("C", &[7, 6, 5], "csf", 0.2)],
+        14,
+    );
+}

@@ -114,6 +114,9 @@ struct Lowerer<'a> {
     /// A dense result's row, accumulated in a buffer of this many elements (see
     /// [`Lowerer::accumulate_rows`]).
     row_buffer: Option<(ArrayId, usize)>,
+    /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
+    /// the entries of the current segment (one coordinate) are its children's positions.
+    segments: Vec<(usize, usize, VarId)>,
 }
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
@@ -650,6 +653,7 @@ pub fn lower_with(
         partitionable,
         bounds: None,
         row_buffer: None,
+        segments: Vec::new(),
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -871,30 +875,37 @@ impl Lowerer<'_> {
             points.push((its, e));
         }
         let dense_driven = sparse.is_empty() || points.iter().any(|(its, _)| its.is_empty());
-        // A non-unique level (COO's first) is walked one stored entry at a time, so its
-        // coordinate may come several times in a row: right when the entries only add into a
-        // dense result or a workspace, wrong for a merge, an append or a `where`.
-        for &(k, l) in &sparse {
+        // A non-unique level (COO's first) walked alone adds entry by entry: right when the
+        // entries only add into a dense result or a workspace. Merged with other operands, or
+        // appended to a sparse result or a `where`, it is walked segment by segment (taco's
+        // de-duplicating iterator): each run of equal coordinates is one coordinate, whose
+        // entries are its children's positions.
+        let appends = self.assembly.is_some() && !self.workspace.as_ref().is_some_and(|w| w.active);
+        let unique = sparse.iter().all(|&(k, l)| {
+            let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+            o.format.levels()[l].kind.is_unique()
+        });
+        let alone = !dense_driven
+            && sparse.len() == 1
+            && points.len() == 1
+            && (unique || (!appends && self.producers.is_empty()));
+        let mut segmented = vec![false; sparse.len()];
+        for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
             let kind = o.format.levels()[l].kind;
-            let tname = &self.cin.tensors[self.accesses[k].tensor].name;
-            let alone = !dense_driven && sparse.len() == 1 && points.len() == 1;
-            if (!kind.is_unique() || !kind.is_ordered()) && !alone {
+            if !kind.is_ordered() && !alone {
+                let tname = &self.cin.tensors[self.accesses[k].tensor].name;
                 return unsupported(format!(
-                    "co-iterating `{tname}`'s non-unique or unordered level {l} with other operands"
+                    "co-iterating `{tname}`'s unordered level {l} with other operands or into a sparse result"
                 ));
             }
-            let appends = self.assembly.is_some() && !self.workspace.as_ref().is_some_and(|w| w.active);
-            if !kind.is_unique() && (appends || !self.producers.is_empty()) {
-                return unsupported(format!(
-                    "`{tname}`'s non-unique level {l} under a sparse result or a `where` (it needs a de-duplicating iterator)"
-                ));
-            }
+            segmented[n] = !kind.is_unique() && !alone;
         }
         // Positions and ends of the sparse iterators.
         let mut out = Vec::new();
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, crd array)
         let mut ranges = Vec::new(); // (first position, one past the last)
+        let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             let crd = o.crd[l].expect("compressed or singleton");
@@ -903,11 +914,17 @@ impl Lowerer<'_> {
             let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
             let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
             let c = self.f.var(&format!("{tname}{l}_{name}{n}"), ScalarType::Index);
-            let range = match o.pos[l] {
-                Some(pos) => (load(pos, parent.clone()), load(pos, bin(BinOp::Add, parent, int(1)))),
-                // A singleton level: one position, its parent's.
-                None => (parent.clone(), bin(BinOp::Add, parent, int(1))),
+            // One past the parent's last position: the end of its segment when it has one.
+            let parent_end = match self.segment(k, l) {
+                Some(end) => var(end),
+                None => bin(BinOp::Add, parent.clone(), int(1)),
             };
+            let range = match o.pos[l] {
+                Some(pos) => (load(pos, parent.clone()), load(pos, parent_end)),
+                // A singleton level: its parent's positions.
+                None => (parent.clone(), parent_end),
+            };
+            segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
             cursors.push((p, end, c, crd));
@@ -931,6 +948,19 @@ impl Lowerer<'_> {
                     load(crd, var(p))
                 };
                 body.push(Stmt::Decl(c, value));
+                if segmented[n] {
+                    // The segment: every following entry with the same coordinate.
+                    let seg = segment_ends[n];
+                    body.push(Stmt::Decl(seg, bin(BinOp::Add, var(p), int(1))));
+                    body.push(Stmt::While {
+                        cond: bin(
+                            BinOp::And,
+                            bin(BinOp::Lt, var(seg), var(end)),
+                            bin(BinOp::Eq, load(crd, var(seg)), var(c)),
+                        ),
+                        body: vec![Stmt::Assign(seg, bin(BinOp::Add, var(seg), int(1)))],
+                    });
+                }
             }
             if !dense_mode {
                 let min = loop_its
@@ -948,14 +978,19 @@ impl Lowerer<'_> {
                     continue;
                 }
                 let saved = (lw.positions.clone(), lw.bound.clone());
+                let segments = lw.segments.len();
                 for &n in &its {
                     let (k, l) = sparse[n];
                     lw.positions[k][l] = Some(cursors[n].0);
+                    if segmented[n] {
+                        lw.segments.push((k, l, segment_ends[n]));
+                    }
                 }
                 let mut inner = lw.result_before(v, loop_var);
                 inner.extend(lw.nest(rest, lhs, op, e)?);
                 inner.extend(lw.result_after(v, loop_var));
                 (lw.positions, lw.bound) = saved;
+                lw.segments.truncate(segments);
                 chain.push((all(its.iter().map(|&n| at(n)).collect()), inner));
             }
             let mut cases: Vec<Stmt> = Vec::new();
@@ -965,15 +1000,12 @@ impl Lowerer<'_> {
             body.extend(cases);
             for &n in loop_its {
                 let p = cursors[n].0;
-                body.push(Stmt::If {
-                    cond: at(n),
-                    then: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
-                    otherwise: vec![],
-                });
+                let next = if segmented[n] { var(segment_ends[n]) } else { bin(BinOp::Add, var(p), int(1)) };
+                body.push(Stmt::If { cond: at(n), then: vec![Stmt::Assign(p, next)], otherwise: vec![] });
             }
             Ok(body)
         };
-        if !dense_driven && sparse.len() == 1 && points.len() == 1 {
+        if alone {
             // One iterator and nothing to merge: a plain loop over its positions.
             let (p, _, _, crd) = cursors[0];
             let (k, l) = sparse[0];
@@ -1023,6 +1055,13 @@ impl Lowerer<'_> {
         }
         self.bound[v.index()] = None;
         Ok(out)
+    }
+
+    /// The end of the segment access `k`'s level `l - 1` stands on, when that level is walked
+    /// segment by segment.
+    fn segment(&self, k: usize, l: usize) -> Option<VarId> {
+        let parent = l.checked_sub(1)?;
+        self.segments.iter().rev().find(|(a, b, _)| *a == k && *b == parent).map(|s| s.2)
     }
 
     /// How many loops are bound now.
