@@ -35,7 +35,9 @@ pub fn split(f: &Function) -> Option<Split> {
         .arrays
         .iter()
         .filter(|(_, d)| {
-            d.output && (matches!(d.role, Role::Values { .. }) || (d.role == Role::Scratch && d.elem.is_float()))
+            d.output
+                && (matches!(d.role, Role::Values { .. })
+                    || (matches!(d.role, Role::Scratch | Role::Local { .. }) && d.elem.is_float()))
         })
         .map(|(id, _)| id)
         .collect();

@@ -54,6 +54,10 @@ pub fn emit(f: &Function) -> String {
     let _ = writeln!(w, "int {}(nms_array *restrict args) {{", f.name);
     for (id, a) in f.arrays.iter() {
         let k = nm_ir::id::Id::index(id);
+        if let Role::Local { len } = a.role {
+            let _ = writeln!(w, "  {} {}[{len}];", c_elem(a.elem), a.name);
+            continue;
+        }
         let qual = if a.output { "" } else { "const " };
         let _ = writeln!(
             w,
@@ -393,7 +397,7 @@ impl CKernel {
             .iter()
             .map(|(id, decl)| match decl.role {
                 Role::Bounds => Sharing::PerRange,
-                Role::Scratch => Sharing::PerThread,
+                Role::Scratch | Role::Local { .. } => Sharing::PerThread,
                 _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
                     && written(id.index()) =>
                 {

@@ -111,9 +111,8 @@ struct Lowerer<'a> {
     partitionable: bool,
     /// The range parameter, once the outermost loop took it.
     bounds: Option<ArrayId>,
-    /// A dense result's row, accumulated in a buffer of this many elements (see
-    /// [`Lowerer::accumulate_rows`]).
-    row_buffer: Option<(ArrayId, usize)>,
+    /// A dense result's row buffer (see [`Lowerer::accumulate_rows`]).
+    row_buffer: Option<ArrayId>,
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
     segments: Vec<(usize, usize, VarId)>,
@@ -673,9 +672,6 @@ pub fn lower_with(
         body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / 16 + 1) });
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
-    if let Some((buffer, row)) = lw.row_buffer {
-        body.insert(0, Stmt::Resize { array: buffer, len: int(row as i64) });
-    }
     if lw.assembly.is_none() && lw.bounds.is_none() {
         let zero = lw.zero_result(&lhs, None);
         body.splice(0..0, zero);
@@ -1184,13 +1180,14 @@ impl Lowerer<'_> {
 
     /// The body of a row loop over a dense result's first coordinate (`C(i, ...)`, row `i` =
     /// `at`) that sums into the row from inside a reduction (SpMM: `for k { for j { C[i,j] +=
-    /// ... } }`), rewritten to sum into a row buffer that is zeroed first and copied out last.
-    /// Writing the result only once per element keeps its row out of the loads' way: with the
-    /// result and a dense operand both page-aligned, stores to `C[i, j]` and loads of `B[k, j]`
-    /// 4 KiB apart are taken for dependent by the CPU, which cost MIT8's SpMM 30% (7.0 against
-    /// 5.3 ms). `Err(body)` unchanged when the pattern does not hold: the result read in the
-    /// body, `i` in another subscript, rows of one element (a register accumulates those) or
-    /// of more than 4096.
+    /// ... } }`), rewritten to sum into a kernel-local row buffer that is zeroed first and
+    /// copied out last; the C compiler keeps a short row in registers (64 doubles: 8 AVX-512
+    /// registers). Summing in memory, stores to `C[i, j]` and loads of `B[k, j]` 4 KiB apart are
+    /// taken for dependent by the CPU: with both arrays page-aligned that cost MIT8's SpMM 30%
+    /// (7.0 against 5.3 ms); in registers, hand-written C runs 4.5 ms whatever the alignment.
+    /// `Err(body)` unchanged when the pattern does not hold: the result read in the body, `i`
+    /// in another subscript, rows of one element (a register accumulates those) or of more
+    /// than 4096 (the buffer lives on the stack).
     fn accumulate_rows(
         &mut self,
         lhs: &Access,
@@ -1210,11 +1207,11 @@ impl Lowerer<'_> {
             return Err(body);
         }
         let buffer = match self.row_buffer {
-            Some((b, _)) => b,
+            Some(b) => b,
             None => {
                 let name = format!("{}_row", self.cin.tensors[self.result].name);
-                let b = self.f.array(&name, self.value, Role::Scratch, true);
-                self.row_buffer = Some((b, row));
+                let b = self.f.array(&name, self.value, Role::Local { len: row }, true);
+                self.row_buffer = Some(b);
                 b
             }
         };
@@ -1471,6 +1468,11 @@ pub fn arguments<'a, T: KernelValue>(
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Bounds, _) => ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64)]),
+                (Role::Local { len }, _) => {
+                    let mut zeros = ArrayData::empty(decl.elem);
+                    zeros.resize(*len);
+                    zeros
+                }
                 _ => ArrayData::empty(decl.elem),
             }
         })

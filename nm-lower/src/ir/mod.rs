@@ -112,6 +112,13 @@ pub enum Role {
     },
     /// Scratch memory the kernel uses (a workspace).
     Scratch,
+    /// A kernel-local array of `len` elements (a row accumulator small enough for registers):
+    /// the C kernel declares it on its stack and ignores the argument; the interpreter uses
+    /// the argument, which `arguments` sizes.
+    Local {
+        /// Its elements.
+        len: usize,
+    },
     /// `[first, end)` of the outermost loop: the caller runs row ranges on several threads.
     Bounds,
 }
