@@ -277,6 +277,16 @@ pub enum TensorError {
         /// The tensor's format.
         actual: String,
     },
+    /// A tensor of another shape than the one declared for it.
+    #[error("{what} has shape {actual:?}, declared {expected:?}")]
+    ShapeMismatch {
+        /// Which tensor.
+        what: String,
+        /// The declared shape.
+        expected: Vec<usize>,
+        /// Its shape.
+        actual: Vec<usize>,
+    },
 }
 
 /// An error reading or writing a Matrix Market or FROSTT file.

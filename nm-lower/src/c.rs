@@ -291,6 +291,16 @@ pub enum RunError {
 pub struct CKernel {
     function: Function,
     compiled: Compiled,
+    /// Memory of the last [`CKernel::run_rows`]: per-thread workspaces and per-range outputs,
+    /// emptied and reused, so that repeated runs do not page-fault fresh allocations.
+    pool: std::sync::Mutex<Pool>,
+}
+
+/// Arrays [`CKernel::run_rows`] keeps between calls (indexed like the kernel's parameters).
+#[derive(Default)]
+struct Pool {
+    threads: Vec<Vec<ArrayData<'static>>>,
+    ranges: Vec<Vec<ArrayData<'static>>>,
 }
 
 /// The C side's view of one argument (see the module doc).
@@ -310,7 +320,7 @@ impl CKernel {
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
         let openmp = uses_parallel(&f.body);
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
-        Ok(CKernel { function: f.clone(), compiled })
+        Ok(CKernel { function: f.clone(), compiled, pool: Default::default() })
     }
 
     /// Whether the object came from the cache.
@@ -423,21 +433,39 @@ impl CKernel {
         // SAFETY: the generated function has exactly this signature (see `emit`).
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
         let next = AtomicUsize::new(0);
+        // Memory from the last call when another thread is not using it (else fresh), emptied.
+        let mut pool = self.pool.try_lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+        let fresh = || elems.iter().map(|&e| ArrayData::empty(e)).collect::<Vec<ArrayData<'static>>>();
+        let reuse =
+            |pooled: &mut Vec<Vec<ArrayData<'static>>>, n: usize| -> Vec<std::sync::Mutex<Vec<ArrayData<'static>>>> {
+                (0..n)
+                    .map(|_| {
+                        let mut a = pooled.pop().filter(|a| a.len() == elems.len()).unwrap_or_else(fresh);
+                        a.iter_mut().for_each(ArrayData::clear);
+                        std::sync::Mutex::new(a)
+                    })
+                    .collect()
+            };
+        let thread_arrays = reuse(&mut pool.threads, threads);
+        let range_arrays = reuse(&mut pool.ranges, ranges);
         // Per range: its own arrays (indexed like `arrays`, empty where shared), or why it failed.
         type RangeResult = Result<Vec<ArrayData<'static>>, String>;
         let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
         std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(|| {
-                    let mut scratch: Vec<ArrayData> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+            for scratch in &thread_arrays {
+                let (next, outcomes, range_arrays, sharing, shared, elems, entry) =
+                    (&next, &outcomes, &range_arrays, &sharing, &shared, &elems, &entry);
+                scope.spawn(move || {
+                    let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
                     loop {
                         let r = next.fetch_add(1, Ordering::Relaxed);
                         if r >= ranges {
                             break;
                         }
                         let (lo, hi) = bounds(r);
-                        let mut own: Vec<ArrayData> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+                        let mut own: Vec<ArrayData> =
+                            std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
                         let mut descriptors = Vec::with_capacity(elems.len());
                         for k in 0..elems.len() {
                             let owner: *mut ArrayData<'static> = match sharing[k] {
@@ -505,15 +533,21 @@ impl CKernel {
             }
             pos_data[0] = 0;
             for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
-                let mut joined = ArrayData::empty(elems[k]);
-                joined
-                    .try_reserve(offset as usize)
-                    .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
-                for (r, arrays) in own.iter().enumerate() {
-                    joined.extend_prefix(&arrays[k], counts[r]);
+                // Into the caller's array, whose memory a previous run may have left.
+                let joined = &mut arrays[k];
+                if !joined.is_writable() {
+                    *joined = ArrayData::empty(elems[k]);
                 }
-                arrays[k] = joined;
+                let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
+                joined
+                    .join(&parts, threads)
+                    .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
             }
+        }
+        if let Ok(mut kept) = self.pool.try_lock() {
+            kept.threads =
+                thread_arrays.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
+            kept.ranges = own;
         }
         Ok(())
     }
@@ -542,17 +576,26 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
             false
         };
         const GIB: f64 = (1u64 << 30) as f64;
-        if let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a) {
+        // Reading /proc/meminfo costs tens of microseconds: only for growth that matters (a
+        // sparse result grows by doubling, so a large one always gets here). Measured: checking
+        // every grow of 32 row ranges tripled luxembourg's two-thread A·Aᵀ.
+        const CHECKED: u128 = 64 << 20;
+        if bytes >= CHECKED
+            && let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a)
+        {
             return fail(format!(
                 "growing an output to {n} elements needs {:.1} GiB more, {:.1} GiB available",
                 bytes as f64 / GIB,
                 avail as f64 / GIB
             ));
         }
+        let capacity = data.capacity();
         if data.try_reserve(extra).is_err() {
             return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
         }
-        data.advise_huge_pages();
+        if data.capacity() != capacity {
+            data.advise_huge_pages();
+        }
         data.resize(n);
         let (ptr, len) = raw_parts(data);
         descriptor.data = ptr;

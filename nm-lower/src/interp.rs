@@ -4,6 +4,8 @@
 //! Arithmetic follows the C back end exactly: indices are 64-bit signed, a float constant takes
 //! the type of the float operand it meets (`f32` stays `f32`), and nothing is fused.
 
+use std::collections::TryReserveError;
+
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, ScalarType, Stmt, UnOp, VarId};
 
 /// The contents of one array argument: a vector the kernel may write and grow, or an
@@ -172,15 +174,28 @@ impl ArrayData<'_> {
         true
     }
 
-    /// Appends the first `n` elements of `other` (of the same type, both writable).
-    pub(crate) fn extend_prefix(&mut self, other: &ArrayData, n: usize) {
-        match (self, other) {
-            (ArrayData::I32(a), ArrayData::I32(b)) => a.extend_from_slice(&b[..n]),
-            (ArrayData::I64(a), ArrayData::I64(b)) => a.extend_from_slice(&b[..n]),
-            (ArrayData::U64(a), ArrayData::U64(b)) => a.extend_from_slice(&b[..n]),
-            (ArrayData::F32(a), ArrayData::F32(b)) => a.extend_from_slice(&b[..n]),
-            (ArrayData::F64(a), ArrayData::F64(b)) => a.extend_from_slice(&b[..n]),
-            _ => unreachable!("joined arrays are writable and have one element type"),
+    /// Replaces the contents with the first `n` elements of each part, in order (all of this
+    /// array's type, all writable), copied on `threads` threads into this array's memory.
+    pub(crate) fn join(&mut self, parts: &[(&ArrayData, usize)], threads: usize) -> Result<(), TryReserveError> {
+        macro_rules! join_as {
+            ($variant:ident, $dest:expr) => {{
+                let slices: Vec<&[_]> = parts
+                    .iter()
+                    .map(|(a, n)| match a {
+                        ArrayData::$variant(v) => &v[..*n],
+                        _ => unreachable!("joined arrays are writable and have one element type"),
+                    })
+                    .collect();
+                join_slices($dest, &slices, threads)
+            }};
+        }
+        match self {
+            ArrayData::I32(d) => join_as!(I32, d),
+            ArrayData::I64(d) => join_as!(I64, d),
+            ArrayData::U64(d) => join_as!(U64, d),
+            ArrayData::F32(d) => join_as!(F32, d),
+            ArrayData::F64(d) => join_as!(F64, d),
+            ArrayData::Borrowed(_) => unreachable!("joined arrays are writable"),
         }
     }
 
@@ -196,10 +211,63 @@ impl ArrayData<'_> {
         owned!(self, v => v.try_reserve(extra), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
     }
 
+    /// Elements it has room for without reallocating (its length when borrowed).
+    pub(crate) fn capacity(&self) -> usize {
+        match self {
+            ArrayData::Borrowed(b) => b.len(),
+            owned => owned!(owned, v => v.capacity(), borrowed => 0),
+        }
+    }
+
+    /// Empties a writable array, keeping its memory (a borrowed one is left as it is).
+    pub fn clear(&mut self) {
+        owned!(self, v => v.clear(), borrowed => ())
+    }
+
     /// Grows to `n` elements (never shrinks), new ones zero; false for a borrowed array.
     pub(crate) fn resize(&mut self, n: usize) -> bool {
         owned!(self, v => { v.resize(n.max(v.len()), Default::default()); true }, borrowed => false)
     }
+}
+
+/// `dest` := the concatenation of `parts`, written straight into `dest`'s spare memory by
+/// `threads` threads, each a contiguous run of parts of about equal size (a row-range run's
+/// result is joined this way: sequential, the copy took as long as luxembourg's A·Aᵀ itself).
+fn join_slices<T: Copy + Send + Sync>(
+    dest: &mut Vec<T>,
+    parts: &[&[T]],
+    threads: usize,
+) -> Result<(), TryReserveError> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    dest.clear();
+    dest.try_reserve(total)?;
+    let mut spare = &mut dest.spare_capacity_mut()[..total];
+    let threads = threads.max(1);
+    // Per thread: (where to write, what to copy) for each of its parts.
+    type Copies<'a, T> = Vec<(&'a mut [std::mem::MaybeUninit<T>], &'a [T])>;
+    let mut groups: Vec<Copies<'_, T>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut start = 0;
+    for part in parts {
+        let (head, tail) = spare.split_at_mut(part.len());
+        groups[start * threads / total.max(1)].push((head, part));
+        spare = tail;
+        start += part.len();
+    }
+    std::thread::scope(|scope| {
+        for group in groups {
+            scope.spawn(move || {
+                for (to, from) in group {
+                    for (t, f) in to.iter_mut().zip(from) {
+                        t.write(*f);
+                    }
+                }
+            });
+        }
+    });
+    // SAFETY: the parts' lengths sum to `total`, and the loop above wrote every one of the
+    // first `total` spare elements (the scope joined every thread).
+    unsafe { dest.set_len(total) };
+    Ok(())
 }
 
 /// A value of the interpreter.

@@ -15,7 +15,7 @@ use nm_ir::notation::{Declarations, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, arguments, lower_with, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, arguments, lower_with, rearm, result_tensor};
 
 use super::CommandError;
 
@@ -278,8 +278,8 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
         Ok(start.elapsed())
     };
     // Assembly once (as taco times it), then compute `reps` times on its structure; a fused
-    // kernel with a sparse result from fresh arguments each time (it appends). A dense result
-    // is zeroed by its kernel, so its arrays are reused, as taco reuses them.
+    // kernel with a sparse result from emptied outputs each time (it appends; see `rearm`). A
+    // dense result is zeroed by its kernel, so its arrays are reused, as taco reuses them.
     let (compute, assemble) = kernels.split_last().expect("a kernel");
     let sparse_result =
         lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, nm_lower::ir::Role::Pos { .. }));
@@ -290,7 +290,7 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
     }
     for rep in 0..reps {
         if assemble.is_empty() && sparse_result && rep > 0 {
-            arrays = arguments(&lowered, &by_id, result_len)?;
+            rearm(&lowered, &mut arrays);
         }
         times.push(run_one(compute, &mut arrays)?);
     }
