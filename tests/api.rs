@@ -134,3 +134,27 @@ fn operands_with_64_bit_indices_get_their_own_kernel_and_the_same_result() {
         }
     }
 }
+
+#[test]
+fn operands_of_another_shape_or_format_are_refused_before_the_kernel_runs() {
+    let kernel = Program::new("y(i) = A(i,j) * x(j)")
+        .unwrap()
+        .tensor("A", &[3, 4], "csr")
+        .unwrap()
+        .tensor("x", &[4], "dense")
+        .unwrap()
+        .tensor("y", &[3], "dense")
+        .unwrap()
+        .compile::<f64>(Backend::Jit)
+        .unwrap();
+    let dense = [1., 0., 2., 0., 0., 0., 0., 3., 4., 0., 0., 5.];
+    let x = Tensor::from_dense(&[4], &[1., 2., 3., 4.], &Format::dense(1)).unwrap();
+    let csc = Tensor::from_dense(&[3, 4], &dense, &Format::parse("ds:1,0", 2).unwrap()).unwrap();
+    let e = kernel.run(&[("A", &csc), ("x", &x)]).unwrap_err();
+    assert!(matches!(&e, Error::Tensor(_)) && e.to_string().contains("`A`"), "{e}");
+    let tall = Tensor::from_dense(&[4, 3], &dense, &Format::csr()).unwrap();
+    let e = kernel.run(&[("A", &tall), ("x", &x)]).unwrap_err();
+    assert!(matches!(&e, Error::Tensor(_)) && e.to_string().contains("[4, 3]"), "{e}");
+    let a = Tensor::from_dense(&[3, 4], &dense, &Format::csr()).unwrap();
+    assert_eq!(kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap(), vec![7., 12., 24.]);
+}
