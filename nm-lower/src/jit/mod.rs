@@ -2,7 +2,9 @@
 //! and loading it.
 //!
 //! - The compiler is `$CC` (default `cc`), run with `-std=c99 -O3 -march=native -fPIC -shared`,
-//!   plus `-fopenmp` for parallel kernels and `-fsanitize=address,undefined` on request.
+//!   plus `-fopenmp` for parallel kernels and `-fsanitize=address,undefined` on request, then
+//!   the words of `$NMSPARSE_CFLAGS` (e.g. `-mno-avx512f` for valgrind, which cannot run
+//!   AVX-512 code).
 //! - The cache directory is `$NMSPARSE_CACHE_DIR`, else `$XDG_CACHE_HOME/nmsparse`, else
 //!   `~/.cache/nmsparse`. Objects are keyed by a SHA-256 of the source, the flags, the
 //!   compiler's `--version` and this crate's version, so a change to any of them compiles anew.
@@ -128,6 +130,8 @@ impl Compiled {
 pub struct CCompiler {
     program: String,
     version: String,
+    /// `$NMSPARSE_CFLAGS`, split on whitespace.
+    extra: Vec<String>,
 }
 
 impl CCompiler {
@@ -143,7 +147,8 @@ impl CCompiler {
             .output()
             .map_err(|source| JitError::NoCompiler { program: program.to_string(), source })?;
         let version = String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("").to_string();
-        Ok(Self { program: program.to_string(), version })
+        let extra = std::env::var("NMSPARSE_CFLAGS").unwrap_or_default().split_whitespace().map(String::from).collect();
+        Ok(Self { program: program.to_string(), version, extra })
     }
 
     /// The compiler program.
@@ -151,7 +156,7 @@ impl CCompiler {
         &self.program
     }
 
-    fn flags(&self, options: CompileOptions) -> Vec<&'static str> {
+    fn flags(&self, options: CompileOptions) -> Vec<&str> {
         let mut flags = vec!["-std=c99", "-O3", "-march=native", "-fPIC", "-shared"];
         if options.openmp {
             flags.push("-fopenmp");
@@ -159,6 +164,7 @@ impl CCompiler {
         if options.sanitize {
             flags.extend(["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]);
         }
+        flags.extend(self.extra.iter().map(String::as_str));
         flags
     }
 

@@ -1,0 +1,175 @@
+/* Every error path of the C API: each call returns its status and a useful message, and
+ * nothing crashes. Built and run (also under valgrind) by capi/tests/c_api.rs. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nmsparse.h"
+
+static int failures = 0;
+
+/* `call` must return `expected`, with a message containing `needle`. */
+#define EXPECT(call, expected, needle)                                                                 \
+    do {                                                                                               \
+        nms_status got_ = (call);                                                                      \
+        const char *message_ = nms_last_error();                                                       \
+        if (got_ != (expected) || strstr(message_, (needle)) == NULL) {                                \
+            fprintf(stderr, "line %d: %s\n  returned %s (%d), message \"%s\"; expected %s with \"%s\"\n", \
+                    __LINE__, #call, nms_status_str(got_), (int)got_, message_, #expected, (needle));  \
+            failures++;                                                                                \
+        }                                                                                              \
+    } while (0)
+
+#define OK(call) EXPECT(call, NMS_OK, "")
+
+int main(int argc, char **argv) {
+    const char *dir = argc > 1 ? argv[1] : ".";
+    char path[4096];
+
+    /* Formats. */
+    nms_format *f = NULL, *csr = NULL, *dense1 = NULL, *dense2 = NULL, *nm = NULL;
+    EXPECT(nms_format_parse(NULL, 2, &f), NMS_ERR_NULL, "text");
+    EXPECT(nms_format_parse("csr", 2, NULL), NMS_ERR_NULL, "out");
+    EXPECT(nms_format_parse("csx", 2, &f), NMS_ERR_FORMAT, "csx");
+    EXPECT(nms_format_parse("csr", 3, &f), NMS_ERR_FORMAT, "");
+    if (f != NULL) {
+        fprintf(stderr, "a failed call wrote its out-parameter\n");
+        failures++;
+    }
+    OK(nms_format_parse("csr", 2, &csr));
+    OK(nms_format_parse("dense", 1, &dense1));
+    OK(nms_format_parse("dense", 2, &dense2));
+    OK(nms_format_parse("nm(2,4,1)", 2, &nm));
+    char text[64];
+    size_t length = 0;
+    EXPECT(nms_format_to_string(csr, text, 2, &length), NMS_ERR_INVALID_ARGUMENT, "buffer");
+    OK(nms_format_to_string(csr, text, sizeof text, &length));
+    if (length != strlen(text)) failures++;
+    EXPECT(nms_format_to_string(NULL, text, sizeof text, NULL), NMS_ERR_NULL, "format");
+
+    /* Tensors from arrays: NULLs, wrong sizes, invalid data. */
+    size_t shape[2] = {3, 4};
+    uint64_t coords[] = {0, 1, 2, 3, 0, 1};
+    double values[] = {1.0, 2.0, 3.0};
+    nms_tensor *t = NULL, *a = NULL;
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, NULL, 3, coords, values, csr, 0, &t), NMS_ERR_NULL, "shape");
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 3, NULL, values, csr, 0, &t), NMS_ERR_NULL, "coords");
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 3, coords, NULL, csr, 0, &t), NMS_ERR_NULL, "values");
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 3, coords, values, NULL, 0, &t), NMS_ERR_NULL, "format");
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 3, coords, values, csr, 0, NULL), NMS_ERR_NULL, "out");
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 3, coords, values, csr, 0, &t), NMS_ERR_TENSOR, "duplicate");
+    OK(nms_tensor_from_coo(NMS_F64, 2, shape, 3, coords, values, csr, 1, &t)); /* summed */
+    uint64_t out_of_shape[] = {0, 1, 5, 0};
+    EXPECT(nms_tensor_from_coo(NMS_F64, 2, shape, 2, out_of_shape, values, csr, 0, &a), NMS_ERR_TENSOR, "out of range");
+    size_t shape3[3] = {3, 4, 5};
+    EXPECT(nms_tensor_from_coo(NMS_F64, 3, shape3, 1, coords, values, csr, 0, &a), NMS_ERR_TENSOR, "");
+    uint64_t indptr[] = {0, 2, 1, 3}, indices[] = {1, 0, 3};
+    EXPECT(nms_tensor_from_csr(NMS_F64, 3, 4, indptr, indices, values, &a), NMS_ERR_TENSOR, "pos");
+    uint64_t unsorted_ptr[] = {0, 2, 2, 3};
+    EXPECT(nms_tensor_from_csr(NMS_F64, 3, 4, unsorted_ptr, indices, values, &a), NMS_ERR_TENSOR, "ordered");
+    uint64_t good_idx[] = {0, 1, 3};
+    OK(nms_tensor_from_csr(NMS_F64, 3, 4, unsorted_ptr, good_idx, values, &a));
+    double dense[12] = {0};
+    EXPECT(nms_tensor_from_dense(NMS_F64, 2, shape, NULL, csr, &t), NMS_ERR_NULL, "values");
+
+    /* Queries and exports with wrong sizes or types. */
+    size_t small[1], nnz = 0, order = 0;
+    EXPECT(nms_tensor_shape(a, small, 1), NMS_ERR_INVALID_ARGUMENT, "room");
+    EXPECT(nms_tensor_nnz(NULL, &nnz), NMS_ERR_NULL, "tensor");
+    EXPECT(nms_tensor_order(a, NULL), NMS_ERR_NULL, "out");
+    OK(nms_tensor_order(a, &order));
+    OK(nms_tensor_nnz(a, &nnz));
+    if (order != 2 || nnz != 3) failures++;
+    EXPECT(nms_tensor_to_dense(a, NMS_F64, dense, 11), NMS_ERR_INVALID_ARGUMENT, "12");
+    EXPECT(nms_tensor_to_dense(a, NMS_F32, dense, 12), NMS_ERR_INVALID_ARGUMENT, "NMS_F64");
+    OK(nms_tensor_to_dense(a, NMS_F64, dense, 12));
+    if (dense[0] != 1.0 || dense[1 * 4 + 1] != 0.0 || dense[2 * 4 + 3] != 3.0) failures++;
+    uint64_t ec[6];
+    double ev[3];
+    EXPECT(nms_tensor_to_coo(a, NMS_F64, ec, ev, 2), NMS_ERR_INVALID_ARGUMENT, "room for 2");
+
+    /* N:M metadata: data that does not fit the pattern, without pruning. */
+    double block[16] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* 3 of 4 in a window */
+    size_t nm_shape[2] = {16, 1};
+    nms_tensor *bad = NULL, *pruned = NULL;
+    EXPECT(nms_tensor_from_dense(NMS_F64, 2, nm_shape, block, nm, &bad), NMS_ERR_TENSOR, "2:4");
+    size_t dropped = 0;
+    nms_tensor *col = NULL;
+    OK(nms_tensor_from_dense(NMS_F64, 2, nm_shape, block, dense2, &col));
+    OK(nms_tensor_prune(col, nm, &pruned, &dropped));
+    if (dropped != 1) failures++;
+
+    /* Files: missing, malformed (the message says the line). */
+    EXPECT(nms_tensor_read("/nonexistent/m.mtx", NMS_F64, "csr", &t), NMS_ERR_IO, "nonexistent");
+    snprintf(path, sizeof path, "%s/malformed.mtx", dir);
+    FILE *file = fopen(path, "w");
+    fputs("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n2 x 2.0\n", file);
+    fclose(file);
+    EXPECT(nms_tensor_read(path, NMS_F64, "csr", &t), NMS_ERR_IO, "line 4");
+    EXPECT(nms_tensor_write(a, "/nonexistent/out.mtx"), NMS_ERR_IO, "nonexistent");
+
+    /* Programs: malformed expressions, unknown formats, shape mismatches, wrong operands. */
+    nms_program *p = NULL;
+    nms_kernel *k = NULL;
+    EXPECT(nms_program_new("y(i) = A(i,j) *", &p), NMS_ERR_PARSE, "");
+    EXPECT(nms_program_new(NULL, &p), NMS_ERR_NULL, "expr");
+    OK(nms_program_new("y(i) = A(i,j) * x(j)", &p));
+    EXPECT(nms_program_tensor(p, "A", 2, shape, "csx"), NMS_ERR_FORMAT, "csx");
+    OK(nms_program_tensor(p, "A", 2, shape, "csr"));
+    size_t n4 = 4, n3 = 3, n5 = 5;
+    OK(nms_program_tensor(p, "y", 1, &n3, "dense"));
+    EXPECT(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k), NMS_ERR_SEMANTIC, "x");
+    OK(nms_program_tensor(p, "x", 1, &n5, "dense"));
+    EXPECT(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k), NMS_ERR_SEMANTIC, "");
+    OK(nms_program_tensor(p, "x", 1, &n4, "dense"));
+    OK(nms_program_schedule(p, "reorder(i, q)"));
+    EXPECT(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k), NMS_ERR_SCHEDULE, "q");
+    OK(nms_program_schedule(p, ""));
+    OK(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k));
+    nms_tensor *x = NULL, *y = NULL, *x32 = NULL;
+    double xv[4] = {1, 2, 3, 4};
+    float xf[4] = {1, 2, 3, 4};
+    OK(nms_tensor_from_dense(NMS_F64, 1, &n4, xv, dense1, &x));
+    OK(nms_tensor_from_dense(NMS_F32, 1, &n4, xf, dense1, &x32));
+    const char *names[] = {"A", "x"};
+    const nms_tensor *args[] = {a, x};
+    const nms_tensor *wrong_type[] = {a, x32};
+    const nms_tensor *wrong_shape[] = {x, x};
+    EXPECT(nms_kernel_run(k, 2, names, wrong_type, &y), NMS_ERR_INVALID_ARGUMENT, "value type");
+    EXPECT(nms_kernel_run(k, 2, names, wrong_shape, &y), NMS_ERR_TENSOR, "`A`");
+    EXPECT(nms_kernel_run(k, 1, names, args, &y), NMS_ERR_INVALID_ARGUMENT, "`x`");
+    EXPECT(nms_kernel_run(k, 2, NULL, args, &y), NMS_ERR_NULL, "names");
+    EXPECT(nms_kernel_run(NULL, 2, names, args, &y), NMS_ERR_NULL, "kernel");
+    EXPECT(nms_kernel_set_threads(k, 0), NMS_ERR_INVALID_ARGUMENT, "threads");
+    OK(nms_kernel_run(k, 2, names, args, &y));
+    double yv[3];
+    OK(nms_tensor_to_dense(y, NMS_F64, yv, 3));
+    if (yv[0] != 5.0 || yv[1] != 0.0 || yv[2] != 12.0) {
+        fprintf(stderr, "y = %g %g %g\n", yv[0], yv[1], yv[2]);
+        failures++;
+    }
+    /* A compiler that does not exist: a clear error, not a crash. */
+    setenv("CC", "/nonexistent/cc", 1);
+    EXPECT(nms_program_compile(p, NMS_F64, NMS_BACKEND_JIT, &k), NMS_ERR_COMPILER, "/nonexistent/cc");
+    unsetenv("CC");
+
+    /* Freeing NULL is allowed. */
+    nms_tensor_free(NULL);
+    nms_format_free(NULL);
+    nms_program_free(NULL);
+    nms_kernel_free(NULL);
+
+    nms_tensor_free(t), nms_tensor_free(a), nms_tensor_free(col), nms_tensor_free(pruned);
+    nms_tensor_free(x), nms_tensor_free(x32), nms_tensor_free(y), nms_tensor_free(bad);
+    nms_format_free(csr), nms_format_free(dense1), nms_format_free(dense2), nms_format_free(nm);
+    nms_program_free(p);
+    nms_kernel_free(k);
+    if (strcmp(nms_status_str(NMS_OK), "success") != 0) failures++;
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("all error paths ok\n");
+    return 0;
+}
