@@ -328,3 +328,25 @@ fn coo_operands_merge_and_assemble_segment_by_segment() {
         14,
     );
 }
+
+/// taco's `precompute` with a dense workspace: the workspace the consumer copies out becomes
+/// the row buffer (dense result) or the row workspace (sparse result).
+#[test]
+fn precompute_into_a_dense_workspace() {
+    let schedule = "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)";
+    for (c, b) in [("dense", "dense"), ("dense", "csr"), ("csr", "csr"), ("dcsr", "csr")] {
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            schedule,
+            &[("C", &[19, 21], c, 1.0), ("A", &[19, 13], "csr", 0.2), ("B", &[13, 21], b, 0.3)],
+            21,
+        );
+    }
+    // A whole vector as the workspace, computed before the loop that copies it out.
+    check(
+        "y(i) = A(i,j) * x(j)",
+        "precompute(A(i,j) * x(j), i, iw, t)",
+        &[("y", &[17], "dense", 1.0), ("A", &[17, 9], "csr", 0.3), ("x", &[9], "dense", 1.0)],
+        22,
+    );
+}

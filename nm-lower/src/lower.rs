@@ -156,15 +156,35 @@ struct Producer {
     rhs: ExprId,
 }
 
-/// The consumer assignment of a chain of `where`s, and their producers (innermost first).
-fn where_chain(
-    cin: &ConcreteNotation,
-    s: nm_ir::concrete::StmtId,
-) -> Result<(nm_ir::concrete::StmtId, Vec<Producer>), LowerError> {
+/// The consumer assignment of a chain of `where`s — its left-hand side, operator and
+/// right-hand side, and loops a fused workspace adds inside the outer ones — and the chain's
+/// producers (innermost first).
+struct Chain {
+    lhs: Access,
+    op: AssignOp,
+    rhs: ExprId,
+    loops: Vec<(IndexVarId, bool)>,
+    producers: Vec<Producer>,
+    /// (variable the schedule made, variable it stands for): a fused workspace's `jw` runs
+    /// over `j`'s coordinates.
+    aliases: Vec<(IndexVarId, IndexVarId)>,
+}
+
+fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Chain, LowerError> {
     match &cin.stmts[s] {
-        CinStmt::Assign { .. } => Ok((s, Vec::new())),
+        CinStmt::Assign { lhs, op, rhs } => Ok(Chain {
+            lhs: lhs.clone(),
+            op: *op,
+            rhs: *rhs,
+            loops: Vec::new(),
+            producers: Vec::new(),
+            aliases: Vec::new(),
+        }),
         CinStmt::Where { consumer, producer } => {
-            let (assign, mut producers) = where_chain(cin, *consumer)?;
+            if let Some(chain) = fused_workspace(cin, *consumer, *producer) {
+                return Ok(chain);
+            }
+            let mut chain = where_chain(cin, *consumer)?;
             let mut loops = Vec::new();
             let mut p = *producer;
             loop {
@@ -176,21 +196,86 @@ fn where_chain(
                     CinStmt::Assign { lhs, op, rhs }
                         if cin.temporaries.contains(&lhs.tensor) && lhs.subscripts.is_empty() =>
                     {
-                        producers.push(Producer { loops, lhs: lhs.clone(), op: *op, rhs: *rhs });
+                        chain.producers.push(Producer { loops, lhs: lhs.clone(), op: *op, rhs: *rhs });
                         break;
                     }
                     _ => {
                         return unsupported(
-                            "a `where` whose producer is not loops around a scalar temporary (workspaces arrive with the ISM issue)",
+                            "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out (general workspaces arrive with the ISM issue)",
                         );
                     }
                 }
             }
-            Ok((assign, producers))
+            Ok(chain)
         }
-        CinStmt::Forall { .. } => unsupported("loops inside a `where` consumer"),
+        CinStmt::Forall { .. } => unsupported("loops inside a `where` consumer, other than copying out a workspace"),
         CinStmt::Sequence { .. } => unsupported("`sequence`"),
     }
+}
+
+/// taco's `precompute` with a dense workspace — `C(i,j) = w(j) where w(jw) += A(i,k) *
+/// B(k,jw)` — as the one assignment `C(i,jw) += A(i,k) * B(k,jw)` under the producer's loops:
+/// the lowering then realizes the workspace itself (a row buffer for a dense result, the row
+/// workspace of a sparse one), the same dense array indexed by `jw`, zeroed before the row and
+/// copied out after it. `None` unless the consumer is loops copying the whole temporary out
+/// (`C(..) = w(..)` or `+=`, one loop per subscript of `w`) and the producer loops around one
+/// assignment to it.
+fn fused_workspace(
+    cin: &ConcreteNotation,
+    consumer: nm_ir::concrete::StmtId,
+    producer: nm_ir::concrete::StmtId,
+) -> Option<Chain> {
+    let mut consumer_vars = Vec::new();
+    let mut c = consumer;
+    let (lhs, c_op, read) = loop {
+        match &cin.stmts[c] {
+            CinStmt::Forall { var, body, .. } => {
+                consumer_vars.push(*var);
+                c = *body;
+            }
+            CinStmt::Assign { lhs, op, rhs } => match &cin.exprs[*rhs] {
+                CinExpr::Access(a) if cin.temporaries.contains(&a.tensor) => break (lhs.clone(), *op, a.clone()),
+                _ => return None,
+            },
+            _ => return None,
+        }
+    };
+    let read_vars: Vec<IndexVarId> = read.subscripts.iter().map(|t| t.as_var()).collect::<Option<_>>()?;
+    let mut sorted = read_vars.clone();
+    sorted.sort_unstable();
+    let mut loop_vars = consumer_vars.clone();
+    loop_vars.sort_unstable();
+    if sorted != loop_vars || read_vars.is_empty() {
+        return None;
+    }
+    let mut loops = Vec::new();
+    let mut p = producer;
+    let (write, p_op, rhs) = loop {
+        match &cin.stmts[p] {
+            CinStmt::Forall { var, body, attrs } => {
+                loops.push((*var, attrs.parallel.is_some()));
+                p = *body;
+            }
+            CinStmt::Assign { lhs, op, rhs } if lhs.tensor == read.tensor => break (lhs.clone(), *op, *rhs),
+            _ => return None,
+        }
+    };
+    let write_vars: Vec<IndexVarId> = write.subscripts.iter().map(|t| t.as_var()).collect::<Option<_>>()?;
+    let reduces = loops.iter().any(|(v, _)| !write_vars.contains(v));
+    let op = match (c_op, p_op) {
+        (AssignOp::Accumulate, _) | (AssignOp::Assign, AssignOp::Accumulate) => AssignOp::Accumulate,
+        (AssignOp::Assign, AssignOp::Assign) if !reduces => AssignOp::Assign,
+        _ => return None,
+    };
+    // The consumer's copy loop variables become the producer's.
+    let rename = |v: IndexVarId| read_vars.iter().position(|&r| r == v).map_or(v, |m| write_vars[m]);
+    let subscripts = lhs
+        .subscripts
+        .iter()
+        .map(|t| t.as_var().map(|v| nm_ir::notation::IndexTerm::var(rename(v))))
+        .collect::<Option<Vec<_>>>()?;
+    let aliases = write_vars.iter().copied().zip(read_vars.iter().copied()).collect();
+    Some(Chain { lhs: Access { subscripts, ..lhs }, op, rhs, loops, producers: Vec::new(), aliases })
 }
 
 /// A sparse result assembled in append order: dense levels located, compressed levels
@@ -478,11 +563,19 @@ pub fn lower_with(
             CinStmt::Sequence { .. } => return unsupported("`sequence`"),
         }
     };
-    let (assign, mut producers) = where_chain(cin, assign)?;
+    let Chain { lhs, mut op, mut rhs, loops: fused, mut producers, aliases } = where_chain(cin, assign)?;
+    loops.extend(fused);
+    let mut sized = types.clone();
+    for (new, old) in aliases {
+        if sized.sizes.len() <= new.index() {
+            sized.sizes.resize(new.index() + 1, 0);
+        }
+        sized.sizes[new.index()] = sized.sizes[old.index()];
+    }
+    let types = &sized;
     if !cin.derivations.is_empty() {
         return unsupported("variables made by split, fuse, pos or bound");
     }
-    let CinStmt::Assign { lhs, mut op, mut rhs } = cin.stmts[assign].clone() else { unreachable!() };
     // A consumer that only stores its scalar temporary (`A(i,l) = t` where `t` sums over j, k:
     // MTTKRP) is its producer's loops inside its own, summing into the result: the reduction
     // loops then co-iterate with everything outside them, and a register still accumulates.

@@ -283,13 +283,6 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         "cannot lower this statement yet: `j` is bound before `A`'s level 0 is reached: the loop order is discordant with its format"
     );
     let e = err(
-        "C(i,j) = A(i,k) * B(k,j)",
-        "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)",
-        ("C", &[4, 4]),
-        &[("A", &[4, 3], Some(Format::csr()), 1), ("B", &[3, 4], Some(Format::csr()), 2)],
-    );
-    assert_eq!(e, "cannot lower this statement yet: loops inside a `where` consumer");
-    let e = err(
         "y(i) = b(i) - A(i,j) * x(j)",
         "",
         ("y", &[4]),
