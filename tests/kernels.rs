@@ -350,3 +350,30 @@ fn precompute_into_a_dense_workspace() {
         22,
     );
 }
+
+/// `split` of a loop over dense coordinates (taco's CPU schedules), with the block loop in
+/// parallel where the result is dense; sizes that are and are not multiples of the factor.
+#[test]
+fn split_loops_over_dense_coordinates() {
+    for (rows, factor) in [(17, 4), (16, 4), (5, 8)] {
+        let schedule = format!("split(i, i0, i1, {factor}); parallelize(i0, cpu_thread, no_races)");
+        check(
+            "y(i) = A(i,j) * x(j)",
+            &schedule,
+            &[("y", &[rows], "dense", 1.0), ("A", &[rows, 9], "csr", 0.3), ("x", &[9], "dense", 1.0)],
+            31,
+        );
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            &format!("split(i, i0, i1, {factor}); reorder(i0, i1, k, j)"),
+            &[("C", &[rows, 7], "csr", 1.0), ("A", &[rows, 9], "csr", 0.3), ("B", &[9, 7], "csr", 0.3)],
+            32,
+        );
+    }
+    check(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, j); split(j, j0, j1, 3)",
+        &[("C", &[6, 10], "dense", 1.0), ("A", &[6, 5], "csr", 0.4), ("B", &[5, 10], "dense", 1.0)],
+        33,
+    );
+}

@@ -18,7 +18,7 @@
 //! dense row-major, zeroed by the caller.
 
 use nm_format::{Format, LevelKind};
-use nm_ir::concrete::{ConcreteNotation, Stmt as CinStmt};
+use nm_ir::concrete::{ConcreteNotation, Derivation, Stmt as CinStmt};
 use nm_ir::id::{Arena, Id};
 use nm_ir::lattice::{MergeLattice, PointExpr};
 use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, Scope, TensorId, Types};
@@ -116,6 +116,8 @@ struct Lowerer<'a> {
     bounds: Option<ArrayId>,
     /// A dense result's row buffer (see [`Lowerer::accumulate_rows`]).
     row_buffer: Option<ArrayId>,
+    /// (split parent, block loop variable) of the `split`s whose block loop is open.
+    split_blocks: Vec<(IndexVarId, VarId)>,
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
     segments: Vec<(usize, usize, VarId)>,
@@ -573,8 +575,8 @@ pub fn lower_with(
         sized.sizes[new.index()] = sized.sizes[old.index()];
     }
     let types = &sized;
-    if !cin.derivations.is_empty() {
-        return unsupported("variables made by split, fuse, pos or bound");
+    if cin.derivations.values().any(|d| !matches!(d, Derivation::Split { .. })) {
+        return unsupported("variables made by fuse, pos or bound");
     }
     // A consumer that only stores its scalar temporary (`A(i,l) = t` where `t` sums over j, k:
     // MTTKRP) is its producer's loops inside its own, summing into the result: the reduction
@@ -599,7 +601,16 @@ pub fn lower_with(
         Some(format) => {
             let vars: Vec<IndexVarId> = lhs.subscripts.iter().filter_map(|t| t.as_var()).collect();
             let order: Vec<IndexVarId> = format.levels().iter().map(|l| vars[l.expr.dim()]).collect();
-            let loop_vars: Vec<IndexVarId> = loops.iter().map(|(v, _)| *v).collect();
+            // A split variable stands for its parent where the inner loop runs (rows still come
+            // in order); the outer one visits no coordinate.
+            let loop_vars: Vec<IndexVarId> = loops
+                .iter()
+                .filter_map(|(v, _)| match cin.derivations.get(v) {
+                    Some(Derivation::Split { outer: true, .. }) => None,
+                    Some(Derivation::Split { parent, .. }) => Some(*parent),
+                    _ => Some(*v),
+                })
+                .collect();
             let outer = order.len() - 1;
             // Loops in storage order, then reductions: appended after each reduction.
             if !loop_vars.starts_with(&order) {
@@ -749,6 +760,7 @@ pub fn lower_with(
         bounds: None,
         row_buffer: None,
         segments: Vec::new(),
+        split_blocks: Vec::new(),
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -865,7 +877,7 @@ impl Lowerer<'_> {
         if self.workspace.as_ref().is_some_and(|w| !w.active && !self.in_producer && self.depth() == w.outer) {
             return self.workspace_region(loops, lhs, op, rhs);
         }
-        let Some((&(v, parallel), rest)) = loops.split_first() else {
+        let Some((&(mut v, parallel), rest)) = loops.split_first() else {
             let mut out = Vec::new();
             if !self.in_producer {
                 // The `where` producers compute their temporaries first.
@@ -912,6 +924,34 @@ impl Lowerer<'_> {
                 }
             }
             return Ok(out);
+        }
+        // `split(i, i0, i1, c)`: `i0` counts blocks of `c` coordinates; `i1` walks one block as
+        // the loop over `i` (i = i0·c + i1, stopping at the end of `i`).
+        let mut split_inner = None;
+        match self.cin.derivations.get(&v) {
+            Some(&Derivation::Split { parent, outer: true, factor }) => {
+                let blocks = self.size(parent).div_ceil(factor as usize);
+                let block = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
+                self.split_blocks.push((parent, block));
+                let body = self.nest(rest, lhs, op, rhs);
+                self.split_blocks.pop();
+                let body = body?;
+                // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
+                let parallel = parallel && self.assembly.is_none() && self.workspace.is_none();
+                return Ok(vec![Stmt::For { var: block, start: int(0), end: int(blocks as i64), body, parallel }]);
+            }
+            Some(&Derivation::Split { parent, outer: false, factor }) => {
+                let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
+                    return unsupported(format!(
+                        "`{}` runs outside the block loop of its split",
+                        self.cin.vars[v].name
+                    ));
+                };
+                let inner = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
+                split_inner = Some((inner, block, factor as i64));
+                v = parent;
+            }
+            _ => {}
         }
         let name = self.cin.vars[v].name.clone();
         let consumer_reads = self.reads(rhs);
@@ -1106,6 +1146,11 @@ impl Lowerer<'_> {
             }
             Ok(body)
         };
+        if split_inner.is_some() && !dense_driven {
+            return unsupported(format!(
+                "splitting `{name}`, which iterates a compressed level (split its positions with `pos` first: not lowered yet)"
+            ));
+        }
         if alone {
             // One iterator and nothing to merge: a plain loop over its positions.
             let (p, _, _, crd) = cursors[0];
@@ -1146,7 +1191,21 @@ impl Lowerer<'_> {
             };
             // A row range is split across threads by the caller, not by OpenMP.
             let parallel = parallel && sparse.is_empty() && !ranged;
-            out.push(Stmt::For { var: loop_var, start, end, body, parallel });
+            match split_inner {
+                Some((inner, block, factor)) => {
+                    let mut block_body = vec![
+                        Stmt::Decl(loop_var, bin(BinOp::Add, bin(BinOp::Mul, var(block), int(factor)), var(inner))),
+                        Stmt::If {
+                            cond: bin(BinOp::Le, end, var(loop_var)),
+                            then: vec![Stmt::Break],
+                            otherwise: vec![],
+                        },
+                    ];
+                    block_body.extend(body);
+                    out.push(Stmt::For { var: inner, start: int(0), end: int(factor), body: block_body, parallel });
+                }
+                None => out.push(Stmt::For { var: loop_var, start, end, body, parallel }),
+            }
         } else {
             for (its, _) in points.clone() {
                 let cond = all(its.iter().map(|&n| bin(BinOp::Lt, var(cursors[n].0), var(cursors[n].1))).collect());

@@ -283,6 +283,15 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         "cannot lower this statement yet: `j` is bound before `A`'s level 0 is reached: the loop order is discordant with its format"
     );
     let e = err(
+        "y(i) = A(i,j) * x(j)",
+        "split(j, j0, j1, 4)",
+        ("y", &[4]),
+        &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
+    );
+    assert!(e.contains("splitting `j`, which iterates a compressed level"), "{e}");
+    let e = err("y(i) = A(i,j) * x(j)", "fuse(i, j, f)", ("y", &[4]), &[("A", &[4, 3], None, 1), ("x", &[3], None, 2)]);
+    assert_eq!(e, "cannot lower this statement yet: variables made by fuse, pos or bound");
+    let e = err(
         "y(i) = b(i) - A(i,j) * x(j)",
         "",
         ("y", &[4]),
