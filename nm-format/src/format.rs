@@ -103,13 +103,13 @@ impl Format {
                     if n == 0 || n > m || m > 65536 {
                         return invalid(format!("level {l} is structured {n}:{m}; need 1 <= N <= M <= 65536"));
                     }
-                    if let LevelExpr::Mod(_, b) = level.expr {
-                        if b % m as usize != 0 {
-                            return invalid(format!(
-                                "level {l} is structured {n}:{m} over `{}`, whose size {b} is not a multiple of {m}",
-                                level.expr
-                            ));
-                        }
+                    if let LevelExpr::Mod(_, b) = level.expr
+                        && b % m as usize != 0
+                    {
+                        return invalid(format!(
+                            "level {l} is structured {n}:{m} over `{}`, whose size {b} is not a multiple of {m}",
+                            level.expr
+                        ));
                     }
                 }
                 _ => {}
@@ -321,10 +321,10 @@ impl Format {
         if let Some((n, m, l)) = self.nm_params() {
             return Some(format!("nm({n},{m},{l})"));
         }
-        if let Some(&Level { expr: LevelExpr::FloorDiv(0, b), .. }) = self.levels.first() {
-            if Format::bcsr(b).ok().as_ref() == Some(self) {
-                return Some(format!("bcsr({b})"));
-            }
+        if let Some(&Level { expr: LevelExpr::FloorDiv(0, b), .. }) = self.levels.first()
+            && Format::bcsr(b).ok().as_ref() == Some(self)
+        {
+            return Some(format!("bcsr({b})"));
         }
         None
     }

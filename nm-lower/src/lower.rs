@@ -444,16 +444,17 @@ impl Assembly {
                 otherwise: vec![],
             });
         }
-        if self.kinds[l] == LevelKind::Dense && l + 1 < self.kinds.len() {
-            if let Some(child) = self.count[l + 1] {
-                let r = self.position[l].expect("dense position");
-                out.push(Stmt::Store {
-                    array: self.pos[l + 1].expect("compressed child"),
-                    index: bin(BinOp::Add, var(r), int(1)),
-                    value: var(child),
-                    accumulate: false,
-                });
-            }
+        if self.kinds[l] == LevelKind::Dense
+            && l + 1 < self.kinds.len()
+            && let Some(child) = self.count[l + 1]
+        {
+            let r = self.position[l].expect("dense position");
+            out.push(Stmt::Store {
+                array: self.pos[l + 1].expect("compressed child"),
+                index: bin(BinOp::Add, var(r), int(1)),
+                value: var(child),
+                accumulate: false,
+            });
         }
         out
     }

@@ -670,10 +670,10 @@ impl ConcreteNotation {
             let mut out = Vec::new();
             let mut stack = vec![root];
             while let Some(n) = stack.pop() {
-                if let Stmt::Forall { var, attrs, .. } = &self.stmts[n] {
-                    if attrs.parallel.is_some() {
-                        out.push(*var);
-                    }
+                if let Stmt::Forall { var, attrs, .. } = &self.stmts[n]
+                    && attrs.parallel.is_some()
+                {
+                    out.push(*var);
                 }
                 stack.extend(self.child_stmts(n));
             }

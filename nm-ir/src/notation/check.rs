@@ -204,15 +204,15 @@ impl IndexNotation {
                     rendered: self.caret(a),
                 });
             }
-            if let Some(f) = &ty.format {
-                if f.order() != ty.shape.len() {
-                    return Err(SemanticError::FormatOrder {
-                        name: name.to_string(),
-                        shape_order: ty.shape.len(),
-                        format_order: f.order(),
-                        rendered: self.caret(a),
-                    });
-                }
+            if let Some(f) = &ty.format
+                && f.order() != ty.shape.len()
+            {
+                return Err(SemanticError::FormatOrder {
+                    name: name.to_string(),
+                    shape_order: ty.shape.len(),
+                    format_order: f.order(),
+                    rendered: self.caret(a),
+                });
             }
             tensors[a.tensor.index()] = Some(ty.clone());
         }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# N:M SpMM (nm-spmm, B in nm(N,M,32), f32) against OpenBLAS's dense SGEMM through numpy, same
+# shapes, same thread count, in one run. Prints a Markdown table: useful GFLOP/s of the N:M
+# kernel (2·m·n·k·N/M), dense GFLOP/s, and the speedup over dense in time.
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for the numpy command only (see
+# ../shared/peers/README.md), and threadpoolctl reports which OpenBLAS kernel ran.
+# usage: [THREADS=1] [SIZES=1024,2048,4096] [REPS=3] bench/nm_spmm_vs_openblas.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
+THREADS=${THREADS:-1}
+SIZES=${SIZES:-1024,2048,4096}
+REPS=${REPS:-3}
+PATTERNS=${PATTERNS:-4:8,3:8,2:8,1:8}
+cargo build -q --release -p nm-spmm --example sweep
+ours=$(./target/release/examples/sweep "$SIZES" "$PATTERNS" 32 f32 "$THREADS" "$REPS")
+dense=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" - "$SIZES" "$THREADS" "$REPS" <<'PYEOF'
+import sys, time, numpy as np
+from threadpoolctl import threadpool_limits, threadpool_info
+sizes, threads, reps = [int(s) for s in sys.argv[1].split(',')], int(sys.argv[2]), int(sys.argv[3])
+kernel = [i.get('architecture') for i in threadpool_info() if i['internal_api'] == 'openblas']
+for n in sizes:
+    a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)
+    with threadpool_limits(threads):
+        a @ b
+        best = min((lambda t0: (a @ b, time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(reps))
+    print('%d,%.6f,%s' % (n, best, kernel[0] if kernel else '?'))
+PYEOF
+)
+echo "| m=n=k | N:M | sparsity | nm-spmm (ms) | nm-spmm GFLOP/s | OpenBLAS dense (ms) | dense GFLOP/s | speedup | target |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "$ours" | tail -n +2 | while IFS=, read -r m n k keep window l ty threads isa secs gflops; do
+  line=$(echo "$dense" | grep "^$m,")
+  dsecs=$(echo "$line" | cut -d, -f2)
+  awk -v m="$m" -v keep="$keep" -v window="$window" -v s="$secs" -v g="$gflops" -v d="$dsecs" 'BEGIN {
+    sp = 1 - keep / window; target = (sp >= 0.74) ? 0.8 * window / keep : (sp <= 0.5 ? 1.3 : 0);
+    printf "| %d | %d:%d | %.1f%% | %.2f | %.1f | %.2f | %.1f | %.2f× | %s |\n", m, keep, window, sp * 100, s * 1e3, g,
+      d * 1e3, 2 * m * m * m / d / 1e9, d / s, (target > 0 ? sprintf("≥ %.2f×", target) : "-") }'
+done
+echo
+echo "isa: $(echo "$ours" | tail -1 | cut -d, -f9); OpenBLAS kernel: $(echo "$dense" | head -1 | cut -d, -f3); threads: $THREADS"

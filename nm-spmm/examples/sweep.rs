@@ -1,0 +1,61 @@
+//! Times `C = A·B` with B in `nm(N,M,L)` for the shapes and patterns given, printing CSV
+//! `m,n,k,N,M,L,type,threads,isa,seconds,gflops` (useful flops: 2·m·n·k·N/M; the best of
+//! `reps` runs after one warm-up). Used by `bench/nm_spmm_vs_openblas.sh`.
+//!
+//!     cargo run --release -p nm-spmm --example sweep -- SIZES PATTERNS L TYPE THREADS REPS
+//!     cargo run --release -p nm-spmm --example sweep -- 1024,2048 2:4,2:8 32 f32 2 5
+
+use std::time::Instant;
+
+use nm_format::{Format, Tensor};
+use nm_spmm::{Isa, NmMatrix, Real, spmm};
+
+fn run<T: Real>(size: usize, keep: u32, window: u32, l: usize, threads: usize, reps: usize) {
+    let (m, k, n) = (size, size, size);
+    // B: deterministic values, pruned into the pattern (every window keeps N rows per group).
+    let dense: Vec<T> = (0..k * n).map(|q| T::from_f64(1.0 + ((q * 7919) % 97) as f64 / 97.0)).collect();
+    let b = Tensor::from_dense(&[k, n], &dense, &Format::dense(2)).unwrap();
+    let (b, _) = b.prune(&Format::nm(keep, window, l).unwrap()).unwrap();
+    let nm = NmMatrix::new(&b).unwrap();
+    let a: Vec<T> = (0..m * k).map(|q| T::from_f64(((q * 31) % 17) as f64 / 17.0 - 0.5)).collect();
+    let mut c = vec![T::ZERO; m * n];
+    spmm(&a, m, &nm, &mut c, threads).unwrap();
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let start = Instant::now();
+        spmm(&a, m, &nm, &mut c, threads).unwrap();
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    println!(
+        "{m},{n},{k},{keep},{window},{l},{},{threads},{:?},{best:.6},{:.2}",
+        T::NAME,
+        Isa::detect(),
+        nm.flops(m) / best / 1e9
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
+    let sizes: Vec<usize> = arg(0, "1024").split(',').map(|s| s.parse().expect("a size")).collect();
+    let patterns: Vec<(u32, u32)> = arg(1, "2:4")
+        .split(',')
+        .map(|p| {
+            let (n, m) = p.split_once(':').expect("N:M");
+            (n.parse().expect("N"), m.parse().expect("M"))
+        })
+        .collect();
+    let l: usize = arg(2, "32").parse().expect("L");
+    let ty = arg(3, "f32");
+    let threads: usize = arg(4, "1").parse().expect("threads");
+    let reps: usize = arg(5, "5").parse().expect("reps");
+    println!("m,n,k,N,M,L,type,threads,isa,seconds,gflops");
+    for &size in &sizes {
+        for &(keep, window) in &patterns {
+            match ty.as_str() {
+                "f64" => run::<f64>(size, keep, window, l, threads, reps),
+                _ => run::<f32>(size, keep, window, l, threads, reps),
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! The N:M SpMM kernels against a dense product computed here, for every N:M of the issue,
+//! every L, shapes that are and are not multiples of M and L, f32 and f64, 1 and 2 threads and
+//! each instruction set the machine has. Values are small integers, so every path must agree
+//! exactly, fused multiply-adds or not.
+
+use nm_format::{Format, Tensor, Value};
+use nm_spmm::{Isa, NmMatrix, Real, SpmmError, spmm, spmm_with};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+
+fn integers<T: Value>(len: usize, rng: &mut Pcg64) -> Vec<T> {
+    (0..len).map(|_| T::from_f64(rng.random_range(-4..=4) as f64)).collect()
+}
+
+/// A random `k×n` matrix pruned into `nm(N,M,L)`, and its dense form.
+fn nm_matrix<T: Real>(k: usize, n: usize, keep: u32, window: u32, l: usize, rng: &mut Pcg64) -> (Tensor<T>, Vec<T>) {
+    let dense = Tensor::from_dense(&[k, n], &integers::<T>(k * n, rng), &Format::dense(2)).unwrap();
+    let (b, _) = dense.prune(&Format::nm(keep, window, l).unwrap()).unwrap();
+    let d = b.to_dense().unwrap();
+    (b, d)
+}
+
+fn reference<T: Real>(a: &[T], b: &[T], m: usize, k: usize, n: usize) -> Vec<T> {
+    let mut c = vec![T::ZERO; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    c
+}
+
+fn check_all<T: Real>() {
+    let mut rng = Pcg64::seed_from_u64(7);
+    let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()).collect();
+    for (keep, window) in [(1, 2), (2, 4), (1, 4), (2, 8), (3, 8), (1, 8), (4, 16), (16, 32)] {
+        for l in [1, 4, 8, 16, 32, 3] {
+            // Multiples of M and L, then ragged ones (and more rows than a block).
+            for (m, k, n) in [(8, 2 * window as usize, 2 * l), (70, 3 * window as usize + 1, 2 * l + 1)] {
+                let (b, dense_b) = nm_matrix::<T>(k, n, keep, window, l, &mut rng);
+                let a = integers::<T>(m * k, &mut rng);
+                let expected = reference(&a, &dense_b, m, k, n);
+                let nm = NmMatrix::new(&b).unwrap();
+                for &isa in &isas {
+                    for threads in [1, 2] {
+                        let mut c = vec![T::from_f64(99.0); m * n];
+                        spmm_with(isa, &a, m, &nm, &mut c, threads).unwrap();
+                        assert_eq!(
+                            c,
+                            expected,
+                            "{keep}:{window} L={l} {m}x{k}x{n} {isa:?} {threads} threads {}",
+                            T::NAME
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_pattern_vector_length_shape_type_thread_count_and_isa() {
+    check_all::<f64>();
+    check_all::<f32>();
+}
+
+#[test]
+fn wrong_inputs_are_errors() {
+    let mut rng = Pcg64::seed_from_u64(1);
+    let (b, _) = nm_matrix::<f64>(16, 8, 2, 4, 4, &mut rng);
+    let nm = NmMatrix::new(&b).unwrap();
+    let mut c = vec![0.0; 3 * 8];
+    let e = spmm(&[0.0; 3 * 15], 3, &nm, &mut c, 1).unwrap_err();
+    assert_eq!(e, SpmmError::Length { what: "A", expected: 48, actual: 45 });
+    let e = spmm(&[0.0; 3 * 16], 3, &nm, &mut c[..20], 1).unwrap_err();
+    assert!(matches!(e, SpmmError::Length { what: "C", .. }), "{e}");
+    let csr = Tensor::from_dense(&[2, 2], &[1.0, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
+    assert!(matches!(NmMatrix::new(&csr), Err(SpmmError::NotNm(f)) if f.contains("compressed") || f.contains("csr")));
+}
+
+#[test]
+fn the_flop_count_is_the_useful_one() {
+    let mut rng = Pcg64::seed_from_u64(2);
+    let (b, _) = nm_matrix::<f32>(64, 32, 2, 8, 8, &mut rng);
+    assert_eq!(NmMatrix::new(&b).unwrap().flops(10), 2.0 * 10.0 * 64.0 * 32.0 * 2.0 / 8.0);
+}
