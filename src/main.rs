@@ -112,6 +112,10 @@ struct RunCli {
     /// Value type of every tensor.
     #[arg(long = "type", value_name = "f64|f32", default_value = "f64")]
     value_type: String,
+    /// Prune an input read into an N:M format to fit it (reporting what was dropped):
+    /// `--prune=B`.
+    #[arg(long = "prune", value_name = "TENSOR")]
+    prune: Vec<String>,
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
@@ -213,6 +217,7 @@ fn run_expression(cli: RunCli) -> ExitCode {
         generate: cli.generate,
         write_time: cli.write_time,
         value_type,
+        prune: cli.prune,
     };
     match commands::run(&options) {
         Ok(text) => {

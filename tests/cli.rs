@@ -251,3 +251,52 @@ fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("discordant"), "{}", stderr(&o));
 }
+
+/// `C(i,j) = A(i,k) * B(k,j)` with B in `nm(N,M,L)` runs nm-spmm's kernel (and says so), equal
+/// to the compiler's kernel on the same data stored densely; data that does not fit needs
+/// `--prune`, which reports what it dropped.
+#[test]
+fn nm_spmm_from_the_command_line() {
+    // A: 8×K dense; B: the shipped 2:4 matrix (K×N), as N:M and as dense.
+    let b = read_tensor::<f64>(sample("nm_2_4_16.mtx"), "dense").unwrap();
+    let (k, n) = (b.shape()[0], b.shape()[1]);
+    let a_path = scratch("nm_a.mtx");
+    let a_values: Vec<f64> = (0..8 * k).map(|q| ((q * 5) % 7) as f64 - 3.0).collect();
+    let a = Tensor::from_dense(&[8, k], &a_values, &Format::dense(2)).unwrap();
+    nmsparse::format::io::write_tensor(&a_path, &a).unwrap();
+    let (nm_out, dense_out) = (scratch("nm_c.mtx"), scratch("dense_c.mtx"));
+    let pattern = format!("-f=B:nm(2,4,{})", if n % 16 == 0 { 16 } else { 1 });
+    let run = |format: &str, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "C(i,j) = A(i,k) * B(k,j)".to_string(),
+            format.to_string(),
+            format!("-i=A:{}", a_path.display()),
+            format!("-i=B:{}", sample("nm_2_4_16.mtx")),
+            format!("-o=C:{}", out.display()),
+            "-print-compute".to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        nmsparse(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let o = run(&pattern, &nm_out, &["-nthreads=2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nm-spmm's hand-written N:M SpMM"), "{}", stdout(&o));
+    let o = run("-f=B:dense", &dense_out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let by_nm = read_tensor::<f64>(&nm_out, "dense").unwrap().to_dense().unwrap();
+    let by_compiler = read_tensor::<f64>(&dense_out, "dense").unwrap().to_dense().unwrap();
+    let dense_b = b.to_dense().unwrap();
+    let expected: Vec<f64> =
+        (0..8 * n).map(|q| (0..k).map(|p| a_values[q / n * k + p] * dense_b[p * n + q % n]).sum()).collect();
+    assert_eq!(by_nm, expected);
+    assert_eq!(by_compiler, expected);
+    // 1:4 does not fit the 2:4 data: refused with the --prune hint, then pruned on request.
+    let o = run("-f=B:nm(1,4,1)", &nm_out, &[]);
+    assert!(!o.status.success() && stderr(&o).contains("--prune=B"), "{}", stderr(&o));
+    let o = run("-f=B:nm(1,4,1)", &nm_out, &["--prune=B"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("pruned B: dropped"), "{}", stdout(&o));
+    // Generated N:M data fits its pattern by construction.
+    let o = nmsparse(&["C(i,j) = A(i,k) * B(k,j)", "-f=B:nm(2,8,32)", "-d=i:40", "-d=k:48", "-d=j:64", "-time=2"]);
+    assert!(o.status.success() && stdout(&o).contains("packing B"), "{}{}", stdout(&o), stderr(&o));
+}

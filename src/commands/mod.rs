@@ -2,6 +2,7 @@
 
 mod convert;
 mod info;
+mod nm;
 mod run;
 
 pub use convert::{ConvertOptions, ConvertReport, convert};

@@ -11,7 +11,7 @@ use nm_format::io::{read_coordinates, write_tensor};
 use nm_format::{Duplicates, Format, Tensor};
 use nm_ir::concrete::{concretize_for, parse_schedule};
 use nm_ir::graph::IterationGraph;
-use nm_ir::notation::{Declarations, TensorType, parse};
+use nm_ir::notation::{Declarations, IndexNotation, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
 use nm_lower::jit::CCompiler;
@@ -63,6 +63,9 @@ pub struct RunOptions {
     pub write_time: Option<PathBuf>,
     /// `-type=f64|f32`: the value type of every tensor.
     pub value_type: ValueType,
+    /// `--prune=T`: an input read into a structured N:M format is pruned to fit it (the
+    /// dropped nonzeros are reported) instead of refused.
+    pub prune: Vec<String>,
 }
 
 /// The value type kernels are compiled for.
@@ -102,7 +105,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
 }
 
-fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
+fn run_typed<T: KernelValue + nm_spmm::Real>(o: &RunOptions) -> Result<String, CommandError> {
     let stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
     let mut out = String::new();
     // Formats, inputs, sizes.
@@ -188,14 +191,30 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
         }
         let shape = &shapes[&t.name];
         let format = parsed_formats.get(&t.name).cloned().unwrap_or_else(|| Format::dense(shape.len().max(1)));
+        let structured = format.is_structured();
+        let generated = !loaded.contains_key(&t.name);
         let list = match loaded.remove(&t.name) {
             Some(list) => list,
             None => {
-                let (density, values) =
-                    fill(fills.get(&t.name).map(String::as_str), parsed_formats.contains_key(&t.name))?;
+                // N:M data is generated dense, then pruned into its pattern.
+                let sparse = parsed_formats.contains_key(&t.name) && !structured;
+                let (density, values) = fill(fills.get(&t.name).map(String::as_str), sparse)?;
                 uniform::<T>(shape, density, values, 1 + nm_ir::id::Id::index(id) as u64)
             }
         };
+        if structured && (generated || o.prune.contains(&t.name)) {
+            let whole = Tensor::from_coordinates(&list, &Format::csf(shape.len()), Duplicates::Sum)?;
+            let (pruned, report) = whole.prune(&format)?;
+            if !generated {
+                let _ = writeln!(
+                    out,
+                    "pruned {}: dropped {} nonzeros (|sum| {:.6e}), kept {}",
+                    t.name, report.dropped, report.dropped_magnitude, report.kept
+                );
+            }
+            tensors.push(Some(pruned));
+            continue;
+        }
         let tensor = if shape.is_empty() {
             Tensor::from_coordinates(
                 &nm_format::CoordinateList {
@@ -207,9 +226,42 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
                 Duplicates::Sum,
             )?
         } else {
-            Tensor::from_coordinates(&list, &format, Duplicates::Sum)?
+            Tensor::from_coordinates(&list, &format, Duplicates::Sum).map_err(|e| match e {
+                nm_format::TensorError::DoesNotFitPattern { .. } => {
+                    CommandError(format!("{}: {e}; --prune={} prunes it to fit", t.name, t.name))
+                }
+                e => e.into(),
+            })?
         };
         tensors.push(Some(tensor));
+    }
+    // C = A·B with B in nm(N,M,L): the hand-written kernel.
+    let format_of = |t: nm_ir::notation::TensorId| parsed_formats.get(stmt.tensor_name(t)).cloned();
+    if let Some(route) = super::nm::recognise(&stmt, format_of) {
+        let note = super::nm::describe(&route);
+        if o.print_compute || o.print_loops {
+            print!("{note}");
+        }
+        if o.threads > 1 && o.backend == Backend::Interp {
+            eprintln!("note: the N:M SpMM kernel is compiled Rust; -backend=interp does not apply to it");
+        }
+        let compile_start = Instant::now();
+        let at = |t: nm_ir::notation::TensorId| tensors[nm_ir::id::Id::index(t)].as_ref();
+        let (a, b) = (at(route.a), at(route.b));
+        let (Some(a), Some(b)) = (a, b) else { unreachable!("operands were built") };
+        let packed = nm_spmm::NmMatrix::new(b).map_err(|e| CommandError(e.to_string()))?;
+        let compile = compile_start.elapsed();
+        let mut times = Vec::new();
+        let mut result = None;
+        for _ in 0..o.time.unwrap_or(1).max(1) {
+            let start = Instant::now();
+            result = Some(super::nm::run(a, &packed, o.threads)?);
+            times.push(start.elapsed());
+        }
+        let result = result.expect("one run at least");
+        let result_shape = shapes[stmt.tensor_name(result_id)].clone();
+        let timing = Timing { compile, compile_note: " (packing B for nm-spmm)", assemble: None, compute: times };
+        return finish(o, &stmt, &result_shape, &result, &timing, out);
     }
     // Kernels read the operands in place: lower for the index widths they are stored in.
     let named: Vec<(&str, &Tensor<T>)> =
@@ -302,16 +354,46 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
     let result: Tensor<T> = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
     let cached =
         kernels.iter().all(|k| matches!(k, Runner::C(c) if c.compiled().outcome() == nm_lower::jit::Outcome::Cached));
+    let timing = Timing {
+        compile: compile_time,
+        compile_note: if cached { " (cached)" } else { "" },
+        assemble: (!assemble.is_empty()).then_some(assemble_time),
+        compute: times,
+    };
+    finish(o, &stmt, &result_shape, &result, &timing, out)
+}
+
+/// What was timed.
+struct Timing {
+    compile: Duration,
+    /// After the compile time: " (cached)", or what ran instead of compiled code.
+    compile_note: &'static str,
+    /// The assembly kernel's time, when there was one.
+    assemble: Option<Duration>,
+    compute: Vec<Duration>,
+}
+
+/// The times, the result's summary line and its `-o` files.
+fn finish<T: KernelValue>(
+    o: &RunOptions,
+    stmt: &IndexNotation,
+    result_shape: &[usize],
+    result: &Tensor<T>,
+    timing: &Timing,
+    mut out: String,
+) -> Result<String, CommandError> {
+    let result_id = stmt.lhs.tensor;
+    let assemble_time = timing.assemble.unwrap_or(Duration::ZERO);
     if let Some(t) = o.time {
-        let _ = writeln!(out, "Compile:  {:.3} ms{}", ms(compile_time), if cached { " (cached)" } else { "" });
-        if !assemble.is_empty() {
+        let _ = writeln!(out, "Compile:  {:.3} ms{}", ms(timing.compile), timing.compile_note);
+        if timing.assemble.is_some() {
             let _ = writeln!(out, "Assemble: {:.3} ms", ms(assemble_time));
         }
-        let _ = writeln!(out, "{}", stats("Compute", &times, t));
+        let _ = writeln!(out, "{}", stats("Compute", &timing.compute, t));
     }
     if let Some(path) = &o.write_time {
-        let (mean, stdev, median, _) = summary(&times);
-        let line = format!("{:.6},{:.6},{mean:.6},{stdev:.6},{median:.6}\n", ms(compile_time), ms(assemble_time));
+        let (mean, stdev, median, _) = summary(&timing.compute);
+        let line = format!("{:.6},{:.6},{mean:.6},{stdev:.6},{median:.6}\n", ms(timing.compile), ms(assemble_time));
         std::fs::write(path, line).map_err(|e| CommandError(format!("-write-time={}: {e}", path.display())))?;
     }
     let checksum: f64 = result.values().iter().map(|v| v.to_f64()).sum();
@@ -330,7 +412,7 @@ fn run_typed<T: KernelValue>(o: &RunOptions) -> Result<String, CommandError> {
                 stmt.tensor_name(result_id)
             )));
         }
-        write_tensor(PathBuf::from(path), &result)?;
+        write_tensor(PathBuf::from(path), result)?;
     }
     Ok(out)
 }
