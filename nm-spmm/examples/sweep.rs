@@ -4,6 +4,7 @@
 //!
 //!     cargo run --release -p nm-spmm --example sweep -- SIZES PATTERNS L TYPE THREADS REPS
 //!     cargo run --release -p nm-spmm --example sweep -- 1024,2048 2:4,2:8 32 f32 2 5
+//!     cargo run --release -p nm-spmm --example sweep -- 1024 nv24 0 f32 1 5   # A in nv24
 
 use std::time::Instant;
 
@@ -34,12 +35,33 @@ fn run<T: Real>(size: usize, keep: u32, window: u32, l: usize, threads: usize, r
     );
 }
 
+/// `C = A·B` with A in `nv24` (2:4 along rows), B dense: the same CSV line, N:M = 2:4, L = 0.
+fn run_nv24<T: Real>(size: usize, threads: usize, reps: usize) {
+    let (m, k, n) = (size, size, size);
+    let dense: Vec<T> = (0..m * k).map(|q| T::from_f64(1.0 + ((q * 7919) % 97) as f64 / 97.0)).collect();
+    let a = Tensor::from_dense(&[m, k], &dense, &Format::dense(2)).unwrap();
+    let (a, _) = a.prune(&Format::nv24(2)).unwrap();
+    let b: Vec<T> = (0..k * n).map(|q| T::from_f64(((q * 31) % 17) as f64 / 17.0 - 0.5)).collect();
+    let mut c = vec![T::ZERO; m * n];
+    nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let start = Instant::now();
+        nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    let flops = 2.0 * m as f64 * k as f64 * n as f64 / 2.0;
+    println!("{m},{n},{k},2,4,0,{},{threads},{:?},{best:.6},{:.2}", T::NAME, Isa::detect(), flops / best / 1e9);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
     let sizes: Vec<usize> = arg(0, "1024").split(',').map(|s| s.parse().expect("a size")).collect();
+    let nv24 = arg(1, "2:4") == "nv24";
     let patterns: Vec<(u32, u32)> = arg(1, "2:4")
         .split(',')
+        .filter(|p| *p != "nv24")
         .map(|p| {
             let (n, m) = p.split_once(':').expect("N:M");
             (n.parse().expect("N"), m.parse().expect("M"))
@@ -51,6 +73,12 @@ fn main() {
     let reps: usize = arg(5, "5").parse().expect("reps");
     println!("m,n,k,N,M,L,type,threads,isa,seconds,gflops");
     for &size in &sizes {
+        if nv24 {
+            match ty.as_str() {
+                "f64" => run_nv24::<f64>(size, threads, reps),
+                _ => run_nv24::<f32>(size, threads, reps),
+            }
+        }
         for &(keep, window) in &patterns {
             match ty.as_str() {
                 "f64" => run::<f64>(size, keep, window, l, threads, reps),

@@ -390,6 +390,16 @@ mod avx512 {
         unsafe fn tile<const L: usize>(a_rows: &[&[Self]; MR], b: &NmMatrix<'_, Self>, g: usize) -> [[Self; L]; MR]
         where
             Self: Sized;
+
+        /// Columns `start..start + 4·LANES` of one `nv24` row of `C` (all of them within `n`):
+        /// the sum over the row's kept entries `(column, value)` of value × B's row segment.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512F; `start + 4·LANES <= n`; every column below `k` indexes a
+        /// row of `b` (`k × n`).
+        unsafe fn nv24_chunk(kept: &[(u32, Self)], k: usize, b: &[Self], n: usize, start: usize, out: &mut [Self])
+        where
+            Self: Sized;
     }
 
     /// The tile for group `g`; `L` is a multiple of `T::LANES`.
@@ -450,8 +460,41 @@ mod avx512 {
                     unsafe { run::<L>(a_rows, b, g) }
                 }
 
+                #[cfg(target_arch = "x86_64")]
+                unsafe fn nv24_chunk(kept: &[(u32, $t)], k: usize, b: &[$t], n: usize, start: usize, out: &mut [$t]) {
+                    #[target_feature(enable = "avx512f")]
+                    fn run(kept: &[(u32, $t)], k: usize, b: &[$t], n: usize, start: usize, out: &mut [$t]) {
+                        use std::arch::x86_64::*;
+                        let mut acc = [$zero(); 4];
+                        for &(column, x) in kept {
+                            let column = column as usize;
+                            if column >= k {
+                                continue;
+                            }
+                            let segment = &b[column * n + start..column * n + start + 4 * $lanes];
+                            let x = $set1(x);
+                            for (j, sum) in acc.iter_mut().enumerate() {
+                                // SAFETY: `segment` holds 4·LANES elements.
+                                *sum = $fmadd(x, unsafe { $load(segment.as_ptr().add(j * $lanes)) }, *sum);
+                            }
+                        }
+                        assert!(out.len() >= 4 * $lanes, "a chunk of 4 vectors");
+                        for (j, sum) in acc.iter().enumerate() {
+                            // SAFETY: `out` holds 4·LANES elements (asserted).
+                            unsafe { $store(out.as_mut_ptr().add(j * $lanes), *sum) };
+                        }
+                    }
+                    // SAFETY: the caller checked that the CPU supports AVX-512F.
+                    unsafe { run(kept, k, b, n, start, out) }
+                }
+
                 #[cfg(not(target_arch = "x86_64"))]
                 unsafe fn tile<const L: usize>(_: &[&[$t]; MR], _: &NmMatrix<'_, $t>, _: usize) -> [[$t; L]; MR] {
+                    unreachable!("AVX-512 is only selected on x86-64")
+                }
+
+                #[cfg(not(target_arch = "x86_64"))]
+                unsafe fn nv24_chunk(_: &[(u32, $t)], _: usize, _: &[$t], _: usize, _: usize, _: &mut [$t]) {
                     unreachable!("AVX-512 is only selected on x86-64")
                 }
             }
@@ -460,4 +503,114 @@ mod avx512 {
 
     simd!(f32, 16, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps);
     simd!(f64, 8, __m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd);
+}
+
+/// `C = A·B` with `A` (`m×k`) in `nv24` — element-wise 2:4 along each row: every block of 4
+/// columns keeps 2 entries, their values and offsets — `B` dense (`k×n`, row-major) and `C`
+/// dense (`m×n`, overwritten), on `threads` threads.
+///
+/// Each row of `C` is summed in chunks of columns held in an accumulator while the row's
+/// kept entries stream past (one broadcast of `A` and one row segment of `B` per entry); the
+/// chunk loop is compiled for AVX-512 / AVX2 and chosen at run time like [`spmm`]'s.
+pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads: usize) -> Result<(), SpmmError> {
+    if a.format() != &nm_format::Format::nv24(2) {
+        return Err(SpmmError::NotNm(a.format().to_string()));
+    }
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    let LevelStorage::Structured { meta, .. } = &a.levels()[1] else {
+        return Err(SpmmError::NotNm(a.format().to_string()));
+    };
+    if b.len() != k * n {
+        return Err(SpmmError::Length { what: "B", expected: k * n, actual: b.len() });
+    }
+    if c.len() != m * n {
+        return Err(SpmmError::Length { what: "C", expected: m * n, actual: c.len() });
+    }
+    // Per row: (column, value) of its kept entries, padding columns (≥ k) left out.
+    let per_row = k.div_ceil(4) * 2;
+    let values = a.values();
+    let entries: Vec<(u32, T)> = (0..m * per_row)
+        .map(|q| {
+            let column = (q % per_row) / 2 * 4 + meta.get(q) as usize;
+            (column as u32, values[q])
+        })
+        .collect();
+    let isa = Isa::detect();
+    // Column chunks outermost within a block of rows: the chunk's panel of B (k × chunk) stays
+    // in cache while the block's rows pass (row by row over all of B, every row re-read B from
+    // memory).
+    let rows_per_task = 64;
+    let tasks = m.div_ceil(rows_per_task);
+    let next = AtomicUsize::new(0);
+    let out = SharedOut(c.as_mut_ptr(), c.len());
+    let chunk = 4 * T::LANES;
+    let work = || loop {
+        let task = next.fetch_add(1, Ordering::Relaxed);
+        if task >= tasks {
+            break;
+        }
+        let (lo, hi) = (task * rows_per_task, ((task + 1) * rows_per_task).min(m));
+        // SAFETY: tasks are disjoint row ranges, each taken by one thread; `c` is borrowed
+        // mutably for the whole call.
+        let rows = unsafe { out.rows(lo * n, hi * n) };
+        for start in (0..n).step_by(chunk) {
+            let end = (start + chunk).min(n);
+            for (i, row) in (lo..hi).zip(rows.chunks_mut(n.max(1))) {
+                let kept = &entries[i * per_row..(i + 1) * per_row];
+                let part = &mut row[start..end];
+                match isa {
+                    // SAFETY: the CPU supports AVX-512F (`Isa::detect`); the chunk is whole and
+                    // within `n`; `b` has `k × n` elements (checked above).
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 if end - start == chunk => unsafe { T::nv24_chunk(kept, k, b, n, start, part) },
+                    // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
+                    _ => nv24_columns::<T, false>(kept, k, b, n, start, part),
+                }
+            }
+        }
+    };
+    if threads <= 1 || tasks <= 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..threads.min(tasks) {
+                s.spawn(work);
+            }
+        });
+    }
+    Ok(())
+}
+
+/// [`nv24_columns`] compiled with FMA (and AVX2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn nv24_columns_fma<T: Real>(kept: &[(u32, T)], k: usize, b: &[T], n: usize, first: usize, row: &mut [T]) {
+    nv24_columns::<T, true>(kept, k, b, n, first, row)
+}
+
+/// Columns `first..first + row.len()` of one row of `C` (`row` holds them), summed over the
+/// row's kept entries `(column, value)` in chunks of 64.
+#[inline(always)]
+fn nv24_columns<T: Real, const FMA: bool>(kept: &[(u32, T)], k: usize, b: &[T], n: usize, first: usize, row: &mut [T]) {
+    const CHUNK: usize = 64;
+    let end = first + row.len();
+    let mut start = first;
+    while start < end {
+        let width = CHUNK.min(end - start);
+        let mut acc = [T::ZERO; CHUNK];
+        for &(column, x) in kept {
+            let column = column as usize;
+            if column >= k {
+                continue; // padding of the last block
+            }
+            let segment = &b[column * n + start..column * n + start + width];
+            for (s, &y) in acc.iter_mut().zip(segment) {
+                *s = if FMA { x.mul_add(y, *s) } else { *s + x * y };
+            }
+        }
+        row[start - first..start - first + width].copy_from_slice(&acc[..width]);
+        start += CHUNK;
+    }
 }

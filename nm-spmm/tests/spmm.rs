@@ -86,3 +86,27 @@ fn the_flop_count_is_the_useful_one() {
     let (b, _) = nm_matrix::<f32>(64, 32, 2, 8, 8, &mut rng);
     assert_eq!(NmMatrix::new(&b).unwrap().flops(10), 2.0 * 10.0 * 64.0 * 32.0 * 2.0 / 8.0);
 }
+
+/// `nv24` A (element-wise 2:4 along rows) times dense B, against the dense product; ragged k
+/// and n, f32 and f64, 1 and 2 threads.
+#[test]
+fn nv24_times_dense() {
+    fn check<T: Real>() {
+        let mut rng = Pcg64::seed_from_u64(11);
+        for (m, k, n) in [(8, 16, 64), (37, 22, 70), (1, 3, 5), (40, 64, 130)] {
+            let raw = Tensor::from_dense(&[m, k], &integers::<T>(m * k, &mut rng), &Format::dense(2)).unwrap();
+            let (a, _) = raw.prune(&Format::nv24(2)).unwrap();
+            let b = integers::<T>(k * n, &mut rng);
+            let expected = reference(&a.to_dense().unwrap(), &b, m, k, n);
+            for threads in [1, 2] {
+                let mut c = vec![T::from_f64(7.0); m * n];
+                nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
+                assert_eq!(c, expected, "{m}x{k}x{n} {threads} threads {}", T::NAME);
+            }
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+    let csr = Tensor::from_dense(&[2, 2], &[1.0, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
+    assert!(matches!(nm_spmm::spmm_nv24(&csr, &[0.0; 4], 2, &mut [0.0; 4], 1), Err(SpmmError::NotNm(_))));
+}
