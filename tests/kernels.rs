@@ -94,7 +94,13 @@ fn check(expr: &str, schedule: &str, decls: &[Decl<'_>], seed: u64) {
         }
         let f = Format::parse(format, shape.len().max(1)).unwrap();
         let list = uniform::<f64>(shape, density, Values::SmallIntegers(4), seed + k as u64);
-        let t = Tensor::from_coordinates(&list, &f, Duplicates::Reject).unwrap();
+        // N:M operands are generated, then pruned into their pattern.
+        let t = if f.is_structured() {
+            let whole = Tensor::from_coordinates(&list, &Format::csf(shape.len()), Duplicates::Reject).unwrap();
+            whole.prune(&f).unwrap().0
+        } else {
+            Tensor::from_coordinates(&list, &f, Duplicates::Reject).unwrap()
+        };
         d.arrays[id.index()] = Some(t.to_dense().unwrap());
         operands.push((name.to_string(), t));
     }
@@ -376,4 +382,37 @@ fn split_loops_over_dense_coordinates() {
         &[("C", &[6, 10], "dense", 1.0), ("A", &[6, 5], "csr", 0.4), ("B", &[5, 10], "dense", 1.0)],
         33,
     );
+}
+
+/// Structured N:M operands through the compiler: `nv24` (2:4 along rows) and element-wise
+/// N:M levels, iterating exactly N kept entries per block, coordinates from the metadata
+/// (bits that straddle two words included: 3-bit offsets of 1:8), ragged last blocks.
+#[test]
+fn structured_nm_operands_through_the_compiler() {
+    for (rows, cols) in [(9, 16), (7, 22)] {
+        check(
+            "y(i) = A(i,j) * x(j)",
+            "",
+            &[("y", &[rows], "dense", 1.0), ("A", &[rows, cols], "nv24", 0.8), ("x", &[cols], "dense", 1.0)],
+            41,
+        );
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "",
+            &[("C", &[rows, 5], "dense", 1.0), ("A", &[rows, cols], "nv24", 0.8), ("B", &[cols, 5], "dense", 1.0)],
+            42,
+        );
+        for pattern in [
+            "(i, j) -> (i : dense, j : structured[1, 8])",
+            "(i, j) -> (i : dense, j : structured[3, 8])",
+            "(i, j) -> (i : dense, j : structured[2, 4])",
+        ] {
+            check(
+                "y(i) = A(i,j) * x(j)",
+                "",
+                &[("y", &[rows], "dense", 1.0), ("A", &[rows, cols], pattern, 0.9), ("x", &[cols], "dense", 1.0)],
+                43,
+            );
+        }
+    }
 }

@@ -135,6 +135,10 @@ impl Emitter<'_> {
                     BinOp::Min if float => format!("fmin{suffix}({x}, {y})"),
                     BinOp::Max if float => format!("fmax{suffix}({x}, {y})"),
                     BinOp::Rem if float => format!("fmod{suffix}({x}, {y})"),
+                    // On the unsigned bits: a logical shift, no signed overflow.
+                    BinOp::Shr | BinOp::Shl | BinOp::BitAnd | BinOp::BitOr => {
+                        format!("((int64_t)((uint64_t)({x}) {} (uint64_t)({y})))", crate::ir::symbol(*op))
+                    }
                     BinOp::Min => format!("(({x}) < ({y}) ? ({x}) : ({y}))"),
                     BinOp::Max => format!("(({x}) > ({y}) ? ({x}) : ({y}))"),
                     _ => {

@@ -577,6 +577,10 @@ fn binary(op: BinOp, a: Scalar, b: Scalar, a_literal: bool, b_literal: bool) -> 
                 BinOp::Rem => x.wrapping_rem(y),
                 BinOp::Min => x.min(y),
                 BinOp::Max => x.max(y),
+                BinOp::Shr => ((x as u64) >> (y as u64 & 63)) as i64,
+                BinOp::Shl => ((x as u64) << (y as u64 & 63)) as i64,
+                BinOp::BitAnd => x & y,
+                BinOp::BitOr => x | y,
                 _ => unreachable!("comparisons and logic handled above"),
             })
         }

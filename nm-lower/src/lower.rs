@@ -46,8 +46,56 @@ struct Operand {
     format: Format,
     shape: Vec<usize>,
     pos: Vec<Option<ArrayId>>,
+    /// `crd` of a compressed or singleton level; the packed metadata of a structured one.
     crd: Vec<Option<ArrayId>>,
+    /// Per structured level: (N, M, coordinates per parent position).
+    structured: Vec<Option<(u32, u32, usize)>>,
     vals: ArrayId,
+}
+
+/// Where an iterator's coordinates come from.
+#[derive(Clone, Debug)]
+enum Coordinates {
+    /// `crd[p]`.
+    Array(ArrayId),
+    /// A structured N:M level: position `p` is kept entry `(p - base) mod N` of block
+    /// `(p - base) / N`, at offset `meta[p]` (⌈log2 M⌉ bits, packed in 64-bit words).
+    Structured { meta: ArrayId, n: u32, m: u32, base: Expr },
+}
+
+impl Coordinates {
+    /// The coordinate at position `p`.
+    fn at(&self, p: Expr) -> Expr {
+        match self {
+            Coordinates::Array(crd) => load(*crd, p),
+            Coordinates::Structured { meta, n, m, base } => {
+                let bits = nm_format::metadata_bits(*m) as i64;
+                let block = bin(BinOp::Div, bin(BinOp::Sub, p.clone(), base.clone()), int(*n as i64));
+                let offset = if bits == 0 {
+                    int(0)
+                } else {
+                    // Bit `p·bits` of the words, reaching into the next word when it straddles two.
+                    let bit = bin(BinOp::Mul, p, int(bits));
+                    let word = bin(BinOp::Div, bit.clone(), int(64));
+                    let shift = bin(BinOp::Rem, bit, int(64));
+                    let low = bin(BinOp::Shr, load(*meta, word.clone()), shift.clone());
+                    let high = bin(
+                        BinOp::Shl,
+                        load(*meta, bin(BinOp::Add, word, int(1))),
+                        bin(BinOp::Sub, int(64), shift.clone()),
+                    );
+                    let straddles = bin(BinOp::Lt, int(64 - bits), shift);
+                    let joined = Expr::Select(
+                        Box::new(straddles),
+                        Box::new(bin(BinOp::BitOr, low.clone(), high)),
+                        Box::new(low),
+                    );
+                    bin(BinOp::BitAnd, joined, int((1i64 << bits) - 1))
+                };
+                bin(BinOp::Add, bin(BinOp::Mul, block, int(*m as i64)), offset)
+            }
+        }
+    }
 }
 
 /// The arrays of every tensor, in kernel parameter order: the result's values first, then each
@@ -687,6 +735,7 @@ pub fn lower_with(
         let format = ty.format.clone().unwrap_or_else(|| Format::dense(order.max(1)));
         let name = cin.tensors[t].name.clone();
         let (mut pos, mut crd) = (vec![None; format.levels().len()], vec![None; format.levels().len()]);
+        let mut structured = vec![None; format.levels().len()];
         for (l, level) in format.levels().iter().enumerate() {
             match level.kind {
                 LevelKind::Dense => {}
@@ -714,15 +763,28 @@ pub fn lower_with(
                     ));
                     params.push(t);
                 }
+                LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
+                    crd[l] = Some(f.array(
+                        &format!("{name}{l}_meta"),
+                        ElemType::U64,
+                        Role::Metadata { tensor: name.clone(), level: l },
+                        false,
+                    ));
+                    params.push(t);
+                    let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;
+                    structured[l] = Some((n, m, size));
+                }
                 other => return unsupported(format!("{other} levels (`{name}`)")),
             }
             if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
-                return unsupported(format!("blocked levels (`{name}`)"));
+                return unsupported(format!(
+                    "blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"
+                ));
             }
         }
         let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.clone() }, false);
         params.push(t);
-        operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, vals });
+        operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
     }
     // Row ranges may run in parallel when the outer loop names disjoint parts of the result:
     // a dense result indexed by it, or a CSR-like result (dense, compressed) whose rows it is.
@@ -1042,16 +1104,28 @@ impl Lowerer<'_> {
                 ));
             }
             segmented[n] = !kind.is_unique() && !alone;
+            if matches!(kind, LevelKind::Structured { .. }) && !alone {
+                let tname = &self.cin.tensors[self.accesses[k].tensor].name;
+                return unsupported(format!(
+                    "co-iterating `{tname}`'s structured N:M level {l} with other operands or into a sparse result"
+                ));
+            }
         }
         // Positions and ends of the sparse iterators.
         let mut out = Vec::new();
-        let mut cursors = Vec::new(); // (position var, end var, coordinate var, crd array)
+        let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-            let crd = o.crd[l].expect("compressed or singleton");
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
+            let crd = match o.structured[l] {
+                Some((n, m, size)) => {
+                    let base = bin(BinOp::Mul, parent.clone(), int((size / m as usize * n as usize) as i64));
+                    Coordinates::Structured { meta: o.crd[l].expect("metadata"), n, m, base }
+                }
+                None => Coordinates::Array(o.crd[l].expect("compressed or singleton")),
+            };
             let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
             let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
             let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
@@ -1061,15 +1135,20 @@ impl Lowerer<'_> {
                 Some(end) => var(end),
                 None => bin(BinOp::Add, parent.clone(), int(1)),
             };
-            let range = match o.pos[l] {
-                Some(pos) => (load(pos, parent.clone()), load(pos, parent_end)),
+            let range = match (o.pos[l], o.structured[l]) {
+                (Some(pos), _) => (load(pos, parent.clone()), load(pos, parent_end)),
+                // Structured: N positions per block of M, for every parent position.
+                (None, Some((n, m, size))) => {
+                    let per = int((size / m as usize * n as usize) as i64);
+                    (bin(BinOp::Mul, parent.clone(), per.clone()), bin(BinOp::Mul, parent_end, per))
+                }
                 // A singleton level: its parent's positions.
-                None => (parent.clone(), parent_end),
+                (None, None) => (parent.clone(), parent_end),
             };
             segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
-            cursors.push((p, end, c, crd));
+            cursors.push((p, end, c, crd.clone()));
             ranges.push(range);
         }
         let at = |n: usize| bin(BinOp::Eq, var(cursors[n].2), var(loop_var));
@@ -1078,16 +1157,16 @@ impl Lowerer<'_> {
         let body_for = |lw: &mut Self, loop_its: &[usize], dense_mode: bool| -> Result<Vec<Stmt>, LowerError> {
             let mut body = Vec::new();
             for &n in loop_its {
-                let (p, end, c, crd) = cursors[n];
+                let (p, end, c, crd) = cursors[n].clone();
                 let value = if dense_mode {
                     // A finished iterator reads a coordinate no loop value equals.
                     Expr::Select(
                         Box::new(bin(BinOp::Lt, var(p), var(end))),
-                        Box::new(load(crd, var(p))),
+                        Box::new(crd.at(var(p))),
                         Box::new(int(-1)),
                     )
                 } else {
-                    load(crd, var(p))
+                    crd.at(var(p))
                 };
                 body.push(Stmt::Decl(c, value));
                 if segmented[n] {
@@ -1098,7 +1177,7 @@ impl Lowerer<'_> {
                         cond: bin(
                             BinOp::And,
                             bin(BinOp::Lt, var(seg), var(end)),
-                            bin(BinOp::Eq, load(crd, var(seg)), var(c)),
+                            bin(BinOp::Eq, crd.at(var(seg)), var(c)),
                         ),
                         body: vec![Stmt::Assign(seg, bin(BinOp::Add, var(seg), int(1)))],
                     });
@@ -1154,18 +1233,30 @@ impl Lowerer<'_> {
         }
         if alone {
             // One iterator and nothing to merge: a plain loop over its positions.
-            let (p, _, _, crd) = cursors[0];
+            let (p, _, _, crd) = cursors[0].clone();
             let (k, l) = sparse[0];
             let (start, stop) = ranges[0].clone();
-            let mut body = vec![Stmt::Decl(loop_var, load(crd, var(p)))];
-            self.locate(&mut body, &dense, loop_var);
+            let mut body = vec![Stmt::Decl(loop_var, crd.at(var(p)))];
+            let mut inner = Vec::new();
+            self.locate(&mut inner, &dense, loop_var);
             let saved = (self.positions.clone(), self.bound.clone());
             self.positions[k][l] = Some(p);
-            body.extend(self.result_before(v, loop_var));
-            body.extend(self.nest(rest, lhs, op, points[0].1)?);
-            body.extend(self.result_after(v, loop_var));
+            inner.extend(self.result_before(v, loop_var));
+            inner.extend(self.nest(rest, lhs, op, points[0].1)?);
+            inner.extend(self.result_after(v, loop_var));
             (self.positions, self.bound) = saved;
             self.bound[v.index()] = None;
+            // A structured level's last block may reach past the dimension (zero padding).
+            match &crd {
+                Coordinates::Structured { .. } if !self.size(v).is_multiple_of(self.structured_m(k, l)) => {
+                    body.push(Stmt::If {
+                        cond: bin(BinOp::Lt, var(loop_var), int(self.size(v) as i64)),
+                        then: inner,
+                        otherwise: vec![],
+                    });
+                }
+                _ => body.extend(inner),
+            }
             return Ok(vec![Stmt::For { var: p, start, end: stop, body, parallel }]);
         }
         if dense_driven {
@@ -1223,6 +1314,12 @@ impl Lowerer<'_> {
     fn segment(&self, k: usize, l: usize) -> Option<VarId> {
         let parent = l.checked_sub(1)?;
         self.segments.iter().rev().find(|(a, b, _)| *a == k && *b == parent).map(|s| s.2)
+    }
+
+    /// M of access `k`'s structured level `l`.
+    fn structured_m(&self, k: usize, l: usize) -> usize {
+        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        o.structured[l].map_or(1, |(_, m, _)| m as usize)
     }
 
     /// How many loops are bound now.
@@ -1643,6 +1740,10 @@ pub fn arguments<'a, T: KernelValue>(
                 (Role::Values { .. }, false) => tensor.map_or_else(|| T::wrap(Vec::new()), |x| T::borrow(x.values())),
                 (Role::Pos { level: l, .. }, false) => match level(*l) {
                     Some(LevelStorage::Compressed { pos, .. }) => ArrayData::Borrowed(pos.into()),
+                    _ => ArrayData::empty(decl.elem),
+                },
+                (Role::Metadata { level: l, .. }, false) => match level(*l) {
+                    Some(LevelStorage::Structured { meta, .. }) => ArrayData::Borrowed(Borrowed::U64(meta.words())),
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Crd { level: l, .. }, false) => match level(*l) {

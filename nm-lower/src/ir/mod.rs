@@ -183,6 +183,14 @@ pub enum BinOp {
     And,
     /// `||` (short-circuit)
     Or,
+    /// Bits of an index shifted right, zeros shifted in (unsigned); the shift is below 64.
+    Shr,
+    /// Bits of an index shifted left; the shift is below 64.
+    Shl,
+    /// Bitwise and of indices.
+    BitAnd,
+    /// Bitwise or of indices.
+    BitOr,
 }
 
 /// An expression.

@@ -150,6 +150,10 @@ pub(crate) fn symbol(op: BinOp) -> &'static str {
         BinOp::Ne => "!=",
         BinOp::And => "&&",
         BinOp::Or => "||",
+        BinOp::Shr => ">>",
+        BinOp::Shl => "<<",
+        BinOp::BitAnd => "&",
+        BinOp::BitOr => "|",
         BinOp::Min | BinOp::Max => unreachable!("printed as calls"),
     }
 }
