@@ -66,6 +66,14 @@ typedef enum nms_backend {
   NMS_BACKEND_INTERP = 1,
 } nms_backend;
 
+// Where a kernel runs.
+typedef enum nms_device {
+  // The CPU (threads as asked).
+  NMS_DEVICE_CPU = 0,
+  // An NVIDIA GPU: not available yet (`NMS_ERR_UNSUPPORTED`).
+  NMS_DEVICE_CUDA = 1,
+} nms_device;
+
 // A storage format: per level dense, compressed, singleton or structured N:M, with a mode
 // ordering (`"csr"`, `"dcsr"`, `"coo"`, `"ds:1,0"`, `"nm(2,4,16)"`, `"nv24"`...).
 typedef struct nms_format nms_format;
@@ -360,6 +368,19 @@ enum nms_status nms_tensor_prune(const struct nms_tensor *tensor,
 // # Safety
 // `tensor` is NULL or a tensor from this library, not used afterwards.
 void nms_tensor_free(struct nms_tensor *tensor);
+
+// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
+// one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
+// CPU's instruction set). On success `*c` is a new dense `m×n` tensor the caller releases
+// with `nms_tensor_free`.
+//
+// # Safety
+// `a` and `b` are live tensors; `c` points at room for one pointer.
+enum nms_status nms_nm_spmm(const struct nms_tensor *a,
+                            const struct nms_tensor *b,
+                            size_t threads,
+                            enum nms_device device,
+                            struct nms_tensor **c);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -40,3 +40,4 @@ pub use api::{Backend, Error, Kernel, Program};
 pub use nm_format as format;
 pub use nm_ir as ir;
 pub use nm_lower as lower;
+pub use nm_spmm as spmm;

@@ -615,3 +615,69 @@ pub unsafe extern "C" fn nms_tensor_free(tensor: *mut nms_tensor) {
     // SAFETY: the contract above.
     unsafe { release(tensor) }
 }
+
+/// Where a kernel runs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum nms_device {
+    /// The CPU (threads as asked).
+    NMS_DEVICE_CPU = 0,
+    /// An NVIDIA GPU: not available yet (`NMS_ERR_UNSUPPORTED`).
+    NMS_DEVICE_CUDA = 1,
+}
+
+/// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
+/// one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
+/// CPU's instruction set). On success `*c` is a new dense `m×n` tensor the caller releases
+/// with `nms_tensor_free`.
+///
+/// # Safety
+/// `a` and `b` are live tensors; `c` points at room for one pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nms_nm_spmm(
+    a: *const nms_tensor,
+    b: *const nms_tensor,
+    threads: usize,
+    device: nms_device,
+    c: *mut *mut nms_tensor,
+) -> nms_status {
+    guard(|| {
+        // SAFETY: the contract above.
+        let (a, b) = unsafe { (arg(a, "a")?, arg(b, "b")?) };
+        if c.is_null() {
+            return Err(Failure::null("c"));
+        }
+        if device == nms_device::NMS_DEVICE_CUDA {
+            return Err(Failure::new(
+                nms_status::NMS_ERR_UNSUPPORTED,
+                "the CUDA N:M kernels are not built yet: use NMS_DEVICE_CPU",
+            ));
+        }
+        fn multiply<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
+            if a.format() != &Format::dense(2) {
+                return Err(Failure::invalid(format!("A must be a dense matrix, it is in {}", a.format())));
+            }
+            let packed = nms::spmm::NmMatrix::new(b).map_err(|e| Failure::invalid(e.to_string()))?;
+            let (m, k) = (a.shape()[0], a.shape()[1]);
+            if k != packed.rows {
+                return Err(Failure::new(
+                    nms_status::NMS_ERR_TENSOR,
+                    format!("A is {m}×{k} but B has {} rows", packed.rows),
+                ));
+            }
+            let n = packed.cols;
+            let mut out = vec![T::ZERO; m * n];
+            nms::spmm::spmm(a.values(), m, &packed, &mut out, threads.max(1))
+                .map_err(|e| Failure::invalid(e.to_string()))?;
+            let levels = vec![LevelStorage::Dense { size: m }, LevelStorage::Dense { size: n }];
+            Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, out)?)
+        }
+        let inner = match (&a.inner, &b.inner) {
+            (AnyTensor::F32(x), AnyTensor::F32(y)) => AnyTensor::F32(multiply(x, y, threads)?),
+            (AnyTensor::F64(x), AnyTensor::F64(y)) => AnyTensor::F64(multiply(x, y, threads)?),
+            _ => return Err(Failure::invalid("A and B have different value types")),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { give(c, nms_tensor { inner }) }
+    })
+}

@@ -100,6 +100,22 @@ int main(int argc, char **argv) {
     OK(nms_tensor_prune(col, nm, &pruned, &dropped));
     if (dropped != 1) failures++;
 
+    /* N:M SpMM: a CUDA device is not there yet, A must be dense with B's row count. */
+    nms_tensor *c_nm = NULL;
+    EXPECT(nms_nm_spmm(col, pruned, 1, NMS_DEVICE_CUDA, &c_nm), NMS_ERR_UNSUPPORTED, "CUDA");
+    EXPECT(nms_nm_spmm(a, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "dense");
+    EXPECT(nms_nm_spmm(col, col, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "nm(N,M,L)");
+    EXPECT(nms_nm_spmm(NULL, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_NULL, "a");
+    double row16[16] = {0};
+    size_t wide[2] = {1, 16}, wrong[2] = {1, 15};
+    nms_tensor *xrow = NULL, *bad_row = NULL;
+    OK(nms_tensor_from_dense(NMS_F64, 2, wide, row16, dense2, &xrow));
+    OK(nms_nm_spmm(xrow, pruned, 1, NMS_DEVICE_CPU, &c_nm));
+    EXPECT(nms_tensor_from_dense(NMS_F64, 2, wrong, row16, dense2, &bad_row), NMS_OK, "");
+    nms_tensor *c_bad = NULL;
+    EXPECT(nms_nm_spmm(bad_row, pruned, 1, NMS_DEVICE_CPU, &c_bad), NMS_ERR_TENSOR, "rows");
+    nms_tensor_free(xrow), nms_tensor_free(bad_row), nms_tensor_free(c_nm);
+
     /* Files: missing, malformed (the message says the line). */
     EXPECT(nms_tensor_read("/nonexistent/m.mtx", NMS_F64, "csr", &t), NMS_ERR_IO, "nonexistent");
     snprintf(path, sizeof path, "%s/malformed.mtx", dir);
