@@ -207,16 +207,21 @@ pub fn spmm_with<T: Real>(
         let rows = unsafe { out.rows(lo * b.cols, hi * b.cols) };
         block_rows(isa, a, lo, hi, b, rows);
     };
-    if threads <= 1 || blocks <= 1 {
+    on_threads(threads.min(blocks), work);
+    Ok(())
+}
+
+/// Runs `work` (which takes tasks until none are left) on `threads` threads, or on this one.
+fn on_threads(threads: usize, work: impl Fn() + Sync) {
+    if threads <= 1 {
         work();
     } else {
         std::thread::scope(|s| {
-            for _ in 0..threads.min(blocks) {
-                s.spawn(work);
+            for _ in 0..threads {
+                s.spawn(&work);
             }
         });
     }
-    Ok(())
 }
 
 /// `C`'s memory, handed to the threads, each of which writes its own rows.
@@ -571,15 +576,7 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
             }
         }
     };
-    if threads <= 1 || tasks <= 1 {
-        work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..threads.min(tasks) {
-                s.spawn(work);
-            }
-        });
-    }
+    on_threads(threads.min(tasks), work);
     Ok(())
 }
 
