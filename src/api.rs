@@ -44,10 +44,19 @@ pub enum Error {
     /// A tensor does not match its declaration, or the result does not validate.
     #[error(transparent)]
     Tensor(#[from] nm_format::TensorError),
+    /// The N:M SpMM kernel refused its operands.
+    #[error(transparent)]
+    Spmm(#[from] nm_spmm::SpmmError),
     /// A tensor the statement names but no declaration or argument gives.
     #[error("{0}")]
     Missing(String),
 }
+
+/// A value type kernels run on: `f32` or `f64` (what both the generated kernels and the
+/// hand-written N:M kernels need).
+pub trait Scalar: KernelValue + nm_spmm::Real {}
+
+impl<T: KernelValue + nm_spmm::Real> Scalar for T {}
 
 /// Which back end runs a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,8 +123,10 @@ impl Program {
 
     /// Lowers and (for [`Backend::Jit`]) compiles for values of type `T`, for operands with
     /// 32-bit positions and coordinates (what nm-format stores whenever they fit); operands
-    /// stored with 64-bit ones get a kernel of their own on first use.
-    pub fn compile<T: KernelValue>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
+    /// stored with 64-bit ones get a kernel of their own on first use. `C(i,j) = A(i,k) *
+    /// B(k,j)` with `B` in `nm(N,M,L)` and `A`, `C` dense runs nm-spmm's hand-written kernel
+    /// instead (the lowering does not generate code for blocked N:M levels).
+    pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let (cin, types) = self.concrete()?;
         let result = self.stmt.tensor_name(self.stmt.lhs.tensor).to_string();
         let (shape, format) = self
@@ -123,20 +134,43 @@ impl Program {
             .get(&result)
             .cloned()
             .ok_or_else(|| Error::Missing(format!("the result `{result}` is not declared")))?;
-        let narrow = Specialization::new::<T>(&cin, &types, backend, IndexWidths::default())?;
+        let format_of = |t| self.shapes.get(self.stmt.tensor_name(t)).and_then(|(_, f)| f.clone());
+        let engine = match crate::commands::recognise_nm_spmm(&self.stmt, format_of) {
+            Some(route) => Engine::NmSpmm {
+                a: self.stmt.tensor_name(route.a).to_string(),
+                b: self.stmt.tensor_name(route.b).to_string(),
+            },
+            None => Engine::Generated {
+                narrow: Box::new(Specialization::new::<T>(&cin, &types, backend, IndexWidths::default())?),
+                wide: Mutex::new(Vec::new()),
+            },
+        };
         Ok(Kernel {
             stmt: self.stmt.clone(),
+            shapes: self.shapes.clone(),
             cin,
             types,
             backend,
-            narrow,
-            wide: Mutex::new(Vec::new()),
+            engine,
             result_shape: shape,
             result_format: format,
             threads: 1,
             _value: std::marker::PhantomData,
         })
     }
+}
+
+/// What runs a kernel.
+enum Engine {
+    /// Generated code (or the interpreter).
+    Generated {
+        /// For operands with 32-bit index arrays.
+        narrow: Box<Specialization>,
+        /// For operands with some 64-bit index arrays, made when first needed.
+        wide: Mutex<Vec<Arc<Specialization>>>,
+    },
+    /// nm-spmm's `C = A·B` (by tensor name).
+    NmSpmm { a: String, b: String },
 }
 
 /// A kernel lowered (and compiled) for one set of operand index widths.
@@ -166,40 +200,48 @@ impl Specialization {
 /// place, never copied.
 pub struct Kernel<T> {
     stmt: IndexNotation,
+    shapes: HashMap<String, (Vec<usize>, Option<Format>)>,
     cin: ConcreteNotation,
     types: Types,
     backend: Backend,
-    /// For operands with 32-bit index arrays.
-    narrow: Specialization,
-    /// For operands with some 64-bit index arrays, made when first needed.
-    wide: Mutex<Vec<Arc<Specialization>>>,
+    engine: Engine,
     result_shape: Vec<usize>,
     result_format: Option<Format>,
     threads: usize,
     _value: std::marker::PhantomData<T>,
 }
 
-impl<T: KernelValue> Kernel<T> {
+impl<T: Scalar> Kernel<T> {
     /// Runs on `threads` threads where the kernel's outer loop names disjoint rows of the
-    /// result (see [`Kernel::parallel`]); otherwise on one. The result is the same bit for bit.
+    /// result (see [`Kernel::parallel`]) or it is the N:M SpMM; otherwise on one. The result
+    /// is the same bit for bit.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
     }
 
-    /// Whether runs can split the outer loop across threads.
+    /// Whether runs can use several threads.
     pub fn parallel(&self) -> bool {
-        self.narrow.lowered.partition.is_some() && self.narrow.compiled.is_some()
+        match &self.engine {
+            Engine::Generated { narrow, .. } => narrow.lowered.partition.is_some() && narrow.compiled.is_some(),
+            Engine::NmSpmm { .. } => true,
+        }
     }
 
-    /// The loop IR (for 32-bit operand indices).
-    pub fn loops(&self) -> &nm_lower::ir::Function {
-        &self.narrow.lowered.function
+    /// The loop IR (for 32-bit operand indices); `None` for the N:M SpMM kernel.
+    pub fn loops(&self) -> Option<&nm_lower::ir::Function> {
+        match &self.engine {
+            Engine::Generated { narrow, .. } => Some(&narrow.lowered.function),
+            Engine::NmSpmm { .. } => None,
+        }
     }
 
     /// The C kernel (for 32-bit operand indices), when compiled.
     pub fn compiled(&self) -> Option<&CKernel> {
-        self.narrow.compiled.as_ref()
+        match &self.engine {
+            Engine::Generated { narrow, .. } => narrow.compiled.as_ref(),
+            Engine::NmSpmm { .. } => None,
+        }
     }
 
     /// Runs on the operands (by name; each in its declared format) and returns the result.
@@ -219,13 +261,17 @@ impl<T: KernelValue> Kernel<T> {
             by_id.push(Some(tensor));
             named.push((t.name.as_str(), tensor));
         }
+        let (narrow, wide) = match &self.engine {
+            Engine::Generated { narrow, wide } => (narrow, wide),
+            Engine::NmSpmm { a, b } => return self.run_nm_spmm(&named, a, b),
+        };
         let widths = IndexWidths::of(&named);
-        let wide;
-        let kernel = if widths == self.narrow.widths {
-            &self.narrow
+        let specialized;
+        let kernel = if widths == narrow.widths {
+            narrow
         } else {
-            wide = self.specialization(widths)?;
-            &*wide
+            specialized = self.specialization(wide, widths)?;
+            &*specialized
         };
         let len: usize = self.result_shape.iter().product();
         let mut arrays = arguments(&kernel.lowered, &by_id, len)?;
@@ -241,9 +287,46 @@ impl<T: KernelValue> Kernel<T> {
         Ok(result_tensor(&kernel.lowered, &arrays, &shape, &format)?)
     }
 
+    /// `C = A·B` by nm-spmm, the operands checked against their declarations.
+    fn run_nm_spmm(&self, named: &[(&str, &Tensor<T>)], a: &str, b: &str) -> Result<Tensor<T>, Error> {
+        let operand = |name: &str| -> Result<&Tensor<T>, Error> {
+            let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
+            let (shape, format) = &self.shapes[name];
+            let format = format.clone().unwrap_or_else(|| Format::dense(shape.len()));
+            if t.shape() != shape.as_slice() {
+                return Err(nm_format::TensorError::ShapeMismatch {
+                    what: format!("tensor `{name}`"),
+                    expected: shape.clone(),
+                    actual: t.shape().to_vec(),
+                }
+                .into());
+            }
+            if t.format() != &format {
+                return Err(nm_format::TensorError::WrongFormat {
+                    operation: "the kernel",
+                    needed: format!("{format} for `{name}`"),
+                    actual: t.format().to_string(),
+                }
+                .into());
+            }
+            Ok(t)
+        };
+        let (a, b) = (operand(a)?, operand(b)?);
+        let packed = nm_spmm::NmMatrix::new(b)?;
+        let (m, n) = (a.shape()[0], packed.cols);
+        let mut c = vec![T::ZERO; m * n];
+        nm_spmm::spmm(a.values(), m, &packed, &mut c, self.threads)?;
+        let levels = vec![nm_format::LevelStorage::Dense { size: m }, nm_format::LevelStorage::Dense { size: n }];
+        Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, c)?)
+    }
+
     /// The kernel for operands with `widths`, lowered and compiled the first time.
-    fn specialization(&self, widths: IndexWidths) -> Result<Arc<Specialization>, Error> {
-        let mut wide = self.wide.lock().unwrap_or_else(|e| e.into_inner());
+    fn specialization(
+        &self,
+        wide: &Mutex<Vec<Arc<Specialization>>>,
+        widths: IndexWidths,
+    ) -> Result<Arc<Specialization>, Error> {
+        let mut wide = wide.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = wide.iter().find(|s| s.widths == widths) {
             return Ok(s.clone());
         }

@@ -35,7 +35,7 @@
 mod api;
 pub mod commands;
 
-pub use api::{Backend, Error, Kernel, Program};
+pub use api::{Backend, Error, Kernel, Program, Scalar};
 
 pub use nm_format as format;
 pub use nm_ir as ir;

@@ -158,3 +158,35 @@ fn operands_of_another_shape_or_format_are_refused_before_the_kernel_runs() {
     let a = Tensor::from_dense(&[3, 4], &dense, &Format::csr()).unwrap();
     assert_eq!(kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap(), vec![7., 12., 24.]);
 }
+
+/// `C(i,j) = A(i,k) * B(k,j)` with B in `nm(N,M,L)` compiles to nm-spmm's kernel (no loop IR),
+/// equal to a dense product; a B in another format is refused at run time.
+#[test]
+fn an_nm_spmm_statement_runs_the_hand_written_kernel() {
+    let (m, k, n) = (13, 24, 20);
+    let dense_b: Vec<f32> = (0..k * n).map(|q| ((q * 7) % 9) as f32 - 4.0).collect();
+    let b = Tensor::from_dense(&[k, n], &dense_b, &Format::dense(2)).unwrap();
+    let (b, _) = b.prune(&Format::nm(2, 4, 4).unwrap()).unwrap();
+    let a_values: Vec<f32> = (0..m * k).map(|q| ((q * 5) % 7) as f32 - 3.0).collect();
+    let a = Tensor::from_dense(&[m, k], &a_values, &Format::dense(2)).unwrap();
+    let kernel = Program::new("C(i,j) = A(i,k) * B(k,j)")
+        .unwrap()
+        .tensor("A", &[m, k], "dense")
+        .unwrap()
+        .tensor("B", &[k, n], "nm(2,4,4)")
+        .unwrap()
+        .tensor("C", &[m, n], "dense")
+        .unwrap()
+        .compile::<f32>(Backend::Jit)
+        .unwrap()
+        .with_threads(2);
+    assert!(kernel.loops().is_none() && kernel.parallel());
+    let c = kernel.run(&[("A", &a), ("B", &b)]).unwrap();
+    let pb = b.to_dense().unwrap();
+    let expected: Vec<f32> =
+        (0..m * n).map(|q| (0..k).map(|p| a_values[q / n * k + p] * pb[p * n + q % n]).sum()).collect();
+    assert_eq!(c.to_dense().unwrap(), expected);
+    let csr = Tensor::from_dense(&[k, n], &dense_b, &Format::csr()).unwrap();
+    let e = kernel.run(&[("A", &a), ("B", &csr)]).unwrap_err();
+    assert!(matches!(e, Error::Tensor(_)) && e.to_string().contains("`B`"), "{e}");
+}

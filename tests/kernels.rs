@@ -9,7 +9,6 @@ use nmsparse::format::io::read_tensor;
 use nmsparse::format::{Duplicates, Format, Tensor};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
-use nmsparse::lower::lower::KernelValue;
 use nmsparse::{Backend, Program};
 
 /// One tensor of a case: name, shape, format (`"dense"`, `"csr"`, ...), density when generated.
@@ -117,7 +116,7 @@ fn to_f32(t: &Tensor<f64>) -> Tensor<f32> {
     Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
 }
 
-fn run_all<T: KernelValue + Into<f64>>(
+fn run_all<T: nmsparse::Scalar + Into<f64>>(
     expr: &str,
     schedule: &str,
     decls: &[Decl<'_>],

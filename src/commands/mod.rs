@@ -9,6 +9,8 @@ pub use convert::{ConvertOptions, ConvertReport, convert};
 pub use info::{Info, info};
 pub use run::{Backend, RunOptions, ValueType, run};
 
+pub(crate) use nm::recognise as recognise_nm_spmm;
+
 use std::time::{Duration, Instant};
 
 /// The error of a command: a message for the user (already saying what to do).
