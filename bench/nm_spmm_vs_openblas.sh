@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# N:M SpMM (nm-spmm, B in nm(N,M,32), f32) against OpenBLAS's dense SGEMM through numpy, same
+# N:M SpMM (nm-spmm, B in nm(N,M,32), f32 or f64) against OpenBLAS's dense GEMM through numpy, same
 # shapes, same thread count, in one run. Prints a Markdown table: useful GFLOP/s of the N:M
 # kernel (2·m·n·k·N/M), dense GFLOP/s, and the speedup over dense in time.
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for the numpy command only (see
 # ../shared/peers/README.md), and threadpoolctl reports which OpenBLAS kernel ran.
-# usage: [THREADS=1] [SIZES=1024,2048,4096] [REPS=3] bench/nm_spmm_vs_openblas.sh
+# usage: [THREADS=1] [SIZES=1024,2048,4096] [REPS=3] [TYPE=f32|f64] bench/nm_spmm_vs_openblas.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
@@ -12,15 +12,17 @@ THREADS=${THREADS:-1}
 SIZES=${SIZES:-1024,2048,4096}
 REPS=${REPS:-3}
 PATTERNS=${PATTERNS:-4:8,3:8,2:8,1:8}
+TYPE=${TYPE:-f32}
 cargo build -q --release -p nm-spmm --example sweep
-ours=$(./target/release/examples/sweep "$SIZES" "$PATTERNS" 32 f32 "$THREADS" "$REPS")
-dense=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" - "$SIZES" "$THREADS" "$REPS" <<'PYEOF'
+ours=$(./target/release/examples/sweep "$SIZES" "$PATTERNS" 32 "$TYPE" "$THREADS" "$REPS")
+dense=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PY" - "$SIZES" "$THREADS" "$REPS" "$TYPE" <<'PYEOF'
 import sys, time, numpy as np
 from threadpoolctl import threadpool_limits, threadpool_info
 sizes, threads, reps = [int(s) for s in sys.argv[1].split(',')], int(sys.argv[2]), int(sys.argv[3])
+dtype = np.float64 if sys.argv[4] == 'f64' else np.float32
 kernel = [i.get('architecture') for i in threadpool_info() if i['internal_api'] == 'openblas']
 for n in sizes:
-    a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)
+    a = np.random.rand(n, n).astype(dtype); b = np.random.rand(n, n).astype(dtype)
     with threadpool_limits(threads):
         a @ b
         best = min((lambda t0: (a @ b, time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(reps))
@@ -38,4 +40,4 @@ echo "$ours" | tail -n +2 | while IFS=, read -r m n k keep window l ty threads i
       d * 1e3, 2 * m * m * m / d / 1e9, d / s, (target > 0 ? sprintf("≥ %.2f×", target) : "-") }'
 done
 echo
-echo "isa: $(echo "$ours" | tail -1 | cut -d, -f9); OpenBLAS kernel: $(echo "$dense" | head -1 | cut -d, -f3); threads: $THREADS"
+echo "isa: $(echo "$ours" | tail -1 | cut -d, -f9); OpenBLAS kernel: $(echo "$dense" | head -1 | cut -d, -f3); threads: $THREADS; type: $TYPE"
