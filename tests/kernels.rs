@@ -401,6 +401,18 @@ fn structured_nm_operands_through_the_compiler() {
             &[("C", &[rows, 5], "dense", 1.0), ("A", &[rows, cols], "nv24", 0.8), ("B", &[cols, 5], "dense", 1.0)],
             42,
         );
+        // A chain with two N:M operands.
+        check(
+            "D(i,j) = A(i,k) * B(k,l) * C(l,j)",
+            "",
+            &[
+                ("D", &[rows, 5], "dense", 1.0),
+                ("A", &[rows, cols], "nv24", 0.8),
+                ("B", &[cols, 8], "nv24", 0.8),
+                ("C", &[8, 5], "dense", 1.0),
+            ],
+            44,
+        );
         for pattern in [
             "(i, j) -> (i : dense, j : structured[1, 8])",
             "(i, j) -> (i : dense, j : structured[3, 8])",
