@@ -7,77 +7,15 @@
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::io::read_tensor;
 use nmsparse::format::{Duplicates, Format, Tensor};
+mod common;
+
+use common::{Dense, reference};
 use nmsparse::ir::id::Id;
-use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
+use nmsparse::ir::notation::parse;
 use nmsparse::{Backend, Program};
 
 /// One tensor of a case: name, shape, format (`"dense"`, `"csr"`, ...), density when generated.
 type Decl<'a> = (&'a str, &'a [usize], &'a str, f64);
-
-/// The operands' dense arrays (row-major) and every tensor's shape, by tensor id.
-struct Dense {
-    shapes: Vec<Vec<usize>>,
-    arrays: Vec<Option<Vec<f64>>>,
-}
-
-/// `e` at the index values `env`.
-fn eval(stmt: &IndexNotation, e: ExprId, env: &mut [usize], sizes: &[usize], d: &Dense) -> f64 {
-    use nmsparse::ir::notation::BinaryOp;
-    match &stmt.exprs[e] {
-        Expr::Access(a) => {
-            let (data, shape) = (d.arrays[a.tensor.index()].as_ref().expect("an operand"), &d.shapes[a.tensor.index()]);
-            let mut at = 0;
-            for (k, t) in a.subscripts.iter().enumerate() {
-                at = at * shape[k] + env[t.as_var().expect("plain subscripts").index()];
-            }
-            data[at]
-        }
-        Expr::Literal(v) => *v,
-        Expr::Neg(a) => -eval(stmt, *a, env, sizes, d),
-        Expr::Binary(op, a, b) => {
-            let (x, y) = (eval(stmt, *a, env, sizes, d), eval(stmt, *b, env, sizes, d));
-            match op {
-                BinaryOp::Add => x + y,
-                BinaryOp::Sub => x - y,
-                BinaryOp::Mul => x * y,
-                BinaryOp::Div => x / y,
-            }
-        }
-        Expr::Sum(v, body) => {
-            let mut total = 0.0;
-            for value in 0..sizes[v.index()] {
-                env[v.index()] = value;
-                total += eval(stmt, *body, env, sizes, d);
-            }
-            total
-        }
-    }
-}
-
-/// The dense reference of `expr`: each result element by brute force.
-fn reference(expr: &str, d: &Dense) -> Vec<f64> {
-    let stmt = parse(expr).unwrap().with_reductions();
-    let mut sizes = vec![0; stmt.vars.len()];
-    for a in stmt.accesses(stmt.rhs).into_iter().chain([&stmt.lhs]) {
-        for (k, t) in a.subscripts.iter().enumerate() {
-            sizes[t.as_var().unwrap().index()] = d.shapes[a.tensor.index()][k];
-        }
-    }
-    let out_shape = &d.shapes[stmt.lhs.tensor.index()];
-    let len: usize = out_shape.iter().product();
-    let free: Vec<usize> = stmt.free_vars().iter().map(|v| v.index()).collect();
-    let mut env = vec![0; stmt.vars.len()];
-    (0..len)
-        .map(|at| {
-            let mut rest = at;
-            for (k, &v) in free.iter().enumerate().rev() {
-                env[v] = rest % out_shape[k];
-                rest /= out_shape[k];
-            }
-            eval(&stmt, stmt.rhs, &mut env, &sizes, d)
-        })
-        .collect()
-}
 
 /// Runs `expr` (with `schedule`) on generated operands in both back ends and precisions, on 1
 /// and 2 threads, and compares each result with the dense reference.
@@ -426,4 +364,22 @@ fn structured_nm_operands_through_the_compiler() {
             );
         }
     }
+}
+
+/// Found by the differential tests: a sparse result reduced over a loop whose body computes a
+/// `where` temporary appended one entry per reduction iteration (a repeated coordinate).
+#[test]
+fn a_sparse_result_reduced_around_a_where_is_appended_once() {
+    check(
+        "A(i) = B(i,k) + C(j,k)",
+        "",
+        &[("A", &[3], "s", 1.0), ("B", &[3, 4], "dense", 1.0), ("C", &[2, 4], "dense", 1.0)],
+        51,
+    );
+    check(
+        "A(i) = B(i,k) - C(j) - D(k)",
+        "",
+        &[("A", &[4], "s", 1.0), ("B", &[4, 3], "dcsr", 0.5), ("C", &[2], "s", 0.5), ("D", &[3], "dense", 1.0)],
+        52,
+    );
 }

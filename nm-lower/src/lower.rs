@@ -965,7 +965,10 @@ impl Lowerer<'_> {
             && !self.in_producer
             && !self.workspace.as_ref().is_some_and(|w| w.active)
             && self.temporary(lhs.tensor).is_none()
-            && self.producers.is_empty()
+            // With `where` producers (computed at the leaf, inside these loops) only a sparse
+            // result needs it — appended once per reduction, not once per iteration (found by
+            // the differential tests: `A(i) = B(i,k) + C(j,k)` into a sparse vector).
+            && (self.producers.is_empty() || self.assembly.is_some())
             && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()));
         if reduces {
             let scalar = self.value.scalar();

@@ -1,0 +1,73 @@
+//! The independent dense reference shared by the kernel and differential tests: every index
+//! variable enumerated, `sum`s placed where taco's rule puts them (`with_reductions`) and
+//! evaluated by brute force, with no nmsparse code between the dense arrays and the result.
+
+#![allow(dead_code)]
+
+use nmsparse::ir::id::Id;
+use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
+
+/// The operands' dense arrays (row-major) and every tensor's shape, by tensor id.
+pub struct Dense {
+    pub shapes: Vec<Vec<usize>>,
+    pub arrays: Vec<Option<Vec<f64>>>,
+}
+
+/// `e` at the index values `env`.
+fn eval(stmt: &IndexNotation, e: ExprId, env: &mut [usize], sizes: &[usize], d: &Dense) -> f64 {
+    use nmsparse::ir::notation::BinaryOp;
+    match &stmt.exprs[e] {
+        Expr::Access(a) => {
+            let (data, shape) = (d.arrays[a.tensor.index()].as_ref().expect("an operand"), &d.shapes[a.tensor.index()]);
+            let mut at = 0;
+            for (k, t) in a.subscripts.iter().enumerate() {
+                at = at * shape[k] + env[t.as_var().expect("plain subscripts").index()];
+            }
+            data[at]
+        }
+        Expr::Literal(v) => *v,
+        Expr::Neg(a) => -eval(stmt, *a, env, sizes, d),
+        Expr::Binary(op, a, b) => {
+            let (x, y) = (eval(stmt, *a, env, sizes, d), eval(stmt, *b, env, sizes, d));
+            match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => x / y,
+            }
+        }
+        Expr::Sum(v, body) => {
+            let mut total = 0.0;
+            for value in 0..sizes[v.index()] {
+                env[v.index()] = value;
+                total += eval(stmt, *body, env, sizes, d);
+            }
+            total
+        }
+    }
+}
+
+/// The dense reference of `expr`: each result element by brute force.
+pub fn reference(expr: &str, d: &Dense) -> Vec<f64> {
+    let stmt = parse(expr).unwrap().with_reductions();
+    let mut sizes = vec![0; stmt.vars.len()];
+    for a in stmt.accesses(stmt.rhs).into_iter().chain([&stmt.lhs]) {
+        for (k, t) in a.subscripts.iter().enumerate() {
+            sizes[t.as_var().unwrap().index()] = d.shapes[a.tensor.index()][k];
+        }
+    }
+    let out_shape = &d.shapes[stmt.lhs.tensor.index()];
+    let len: usize = out_shape.iter().product();
+    let free: Vec<usize> = stmt.free_vars().iter().map(|v| v.index()).collect();
+    let mut env = vec![0; stmt.vars.len()];
+    (0..len)
+        .map(|at| {
+            let mut rest = at;
+            for (k, &v) in free.iter().enumerate().rev() {
+                env[v] = rest % out_shape[k];
+                rest /= out_shape[k];
+            }
+            eval(&stmt, stmt.rhs, &mut env, &sizes, d)
+        })
+        .collect()
+}
