@@ -190,3 +190,26 @@ fn an_nm_spmm_statement_runs_the_hand_written_kernel() {
     let e = kernel.run(&[("A", &a), ("B", &csr)]).unwrap_err();
     assert!(matches!(e, Error::Tensor(_)) && e.to_string().contains("`B`"), "{e}");
 }
+
+/// Found by the differential tests: joining the row ranges of a sparse result panicked when
+/// the last ranges had no entries (two threads, entries only in the first rows).
+#[test]
+fn row_ranges_with_nothing_at_the_end_join_on_two_threads() {
+    let (m, n) = (40, 6);
+    let mut dense = vec![0.0; m * n];
+    dense[1] = 3.0;
+    dense[n + 4] = -2.0;
+    let b = Tensor::from_dense(&[m, n], &dense, &Format::csr()).unwrap();
+    let kernel = Program::new("A(i,j) = B(i,j) * 2")
+        .unwrap()
+        .tensor("A", &[m, n], "csr")
+        .unwrap()
+        .tensor("B", &[m, n], "csr")
+        .unwrap()
+        .compile::<f64>(Backend::Jit)
+        .unwrap()
+        .with_threads(2);
+    let a = kernel.run(&[("B", &b)]).unwrap();
+    let expected: Vec<f64> = dense.iter().map(|v| v * 2.0).collect();
+    assert_eq!(a.to_dense().unwrap(), expected);
+}

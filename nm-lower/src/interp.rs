@@ -249,7 +249,8 @@ fn join_slices<T: Copy + Send + Sync>(
     let mut start = 0;
     for part in parts {
         let (head, tail) = spare.split_at_mut(part.len());
-        groups[start * threads / total.max(1)].push((head, part));
+        // Empty parts past the last element (ranges with nothing to join) go to the last group.
+        groups[(start * threads / total.max(1)).min(threads - 1)].push((head, part));
         spare = tail;
         start += part.len();
     }
