@@ -7,8 +7,11 @@
 //! exactly, the data being small integers. A statement the lowering refuses by name is counted
 //! and skipped; anything else that fails is a failure, and at least 40% of the cases must compile.
 //!
+//! A third of the cases carry a random loop order (`reorder`); an illegal one counts as refused.
+//!
 //! The bounded run here is 300 cases from a fixed seed; `NMSPARSE_DIFF_CASES=N` and
-//! `NMSPARSE_DIFF_SEED=S` run more (`cargo test --release --test differential`).
+//! `NMSPARSE_DIFF_SEED=S` run more (`cargo test --release --test differential -- --nocapture`),
+//! and `NMSPARSE_DIFF_REFUSALS=1` prints every refusal (to see what the lowering lacks).
 
 mod common;
 
@@ -28,6 +31,8 @@ struct Case {
     sizes: [usize; 4],
     threads: usize,
     densities: Vec<f64>,
+    /// A random loop order (`reorder(...)`) or none.
+    schedule: Option<String>,
 }
 
 fn var_index(v: char) -> usize {
@@ -83,11 +88,23 @@ fn random_case(rng: &mut Pcg64) -> Case {
     let sizes = std::array::from_fn(|_| rng.random_range(1..=6));
     let densities = tensors.iter().map(|_| [0.0, 0.3, 0.6, 1.0][rng.random_range(0..4)]).collect();
     let threads = rng.random_range(1..=2);
-    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities }
+    // Sometimes a random loop order over the statement's variables (illegal ones are refused).
+    let schedule = rng.random_bool(0.3).then(|| {
+        let mut vars: Vec<char> = tensors.iter().flat_map(|(_, v, _)| v.iter().copied()).collect();
+        vars.sort_unstable();
+        vars.dedup();
+        for i in (1..vars.len()).rev() {
+            vars.swap(i, rng.random_range(0..=i));
+        }
+        format!("reorder({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(", "))
+    });
+    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule }
 }
 
-/// Runs one case on both back ends; `Ok(false)` when the lowering refuses it by name.
-fn run_case(case: &Case, seed: u64) -> Result<bool, String> {
+/// Runs one case on both back ends: `Some(true)` when both agree with the reference,
+/// `Some(false)` when the lowering refuses it by name, `None` when its random schedule is
+/// refused (illegal, or an order the lowering does not take).
+fn run_case(case: &Case, seed: u64) -> Result<Option<bool>, String> {
     let stmt = parse(&case.expr).map_err(|e| format!("{}: {e}", case.expr))?;
     let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
     let mut operands: Vec<(String, Tensor<f64>)> = Vec::new();
@@ -97,6 +114,9 @@ fn run_case(case: &Case, seed: u64) -> Result<bool, String> {
         let id = stmt.tensor_named(name).expect("in the statement");
         d.shapes[id.index()] = shape.clone();
         program = program.tensor(name, &shape, format).map_err(|e| e.to_string())?;
+        if let Some(schedule) = &case.schedule {
+            program = program.schedule(schedule);
+        }
         if n == 0 {
             continue;
         }
@@ -116,7 +136,16 @@ fn run_case(case: &Case, seed: u64) -> Result<bool, String> {
     for backend in [Backend::Interp, Backend::Jit] {
         let kernel = match program.compile::<f64>(backend) {
             Ok(k) => k,
-            Err(Error::Lower(_)) => return Ok(false),
+            // Refused by name: the lowering (not yet), or a random schedule that is illegal.
+            Err(e @ (Error::Lower(_) | Error::Schedule(_))) => {
+                if case.schedule.is_some() {
+                    return Ok(None);
+                }
+                if std::env::var_os("NMSPARSE_DIFF_REFUSALS").is_some() {
+                    eprintln!("refused: {e}");
+                }
+                return Ok(Some(false));
+            }
             Err(e) => return Err(format!("{} {:?}: {e}", case.expr, case.tensors)),
         };
         let got = kernel
@@ -126,12 +155,12 @@ fn run_case(case: &Case, seed: u64) -> Result<bool, String> {
         let got = got.to_dense().unwrap();
         if got != expected {
             return Err(format!(
-                "{} with {:?}, sizes {:?}, densities {:?} on {backend:?}, {} threads:\n  got      {got:?}\n  expected {expected:?}",
-                case.expr, case.tensors, case.sizes, case.densities, case.threads
+                "{} [{:?}] with {:?}, sizes {:?}, densities {:?} on {backend:?}, {} threads:\n  got      {got:?}\n  expected {expected:?}",
+                case.expr, case.schedule, case.tensors, case.sizes, case.densities, case.threads
             ));
         }
     }
-    Ok(true)
+    Ok(Some(true))
 }
 
 #[test]
@@ -139,17 +168,22 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
     let cases: usize = std::env::var("NMSPARSE_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let seed: u64 = std::env::var("NMSPARSE_DIFF_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
     let mut rng = Pcg64::seed_from_u64(seed);
-    let (mut ran, mut refused) = (0, 0);
+    let (mut ran, mut refused, mut schedules_refused) = (0, 0, 0);
     let mut failures = Vec::new();
     for n in 0..cases {
         let case = random_case(&mut rng);
         match run_case(&case, seed.wrapping_add(n as u64 * 7)) {
-            Ok(true) => ran += 1,
-            Ok(false) => refused += 1,
+            Ok(Some(true)) => ran += 1,
+            Ok(Some(false)) => refused += 1,
+            Ok(None) => schedules_refused += 1,
             Err(e) => failures.push(e),
         }
     }
-    eprintln!("differential: {ran} cases agreed, {refused} refused by the lowering, {} failed", failures.len());
+    eprintln!(
+        "differential: {ran} cases agreed, {refused} refused by the lowering, {schedules_refused} random schedules refused, {} failed",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-    assert!(ran * 5 > cases * 2, "only {ran} of {cases} cases compiled");
+    let considered = cases - schedules_refused;
+    assert!(ran * 5 > considered * 2, "only {ran} of {considered} cases compiled");
 }
