@@ -382,6 +382,25 @@ enum nms_status nms_nm_spmm(const struct nms_tensor *a,
                             enum nms_device device,
                             struct nms_tensor **c);
 
+// Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major
+// `(⌈k/M⌉·N) × (⌈n/L⌉·L)` elements of `dtype` (row `w·N + t` holds the `t`-th kept row of
+// window `w`, for every column), and `d`, row-major `(⌈k/M⌉·N) × ⌈n/L⌉` offsets (which row of
+// its window each kept vector is, per column group). The arrays are copied and validated:
+// an offset ≥ M, offsets not distinct and increasing within a block, or a nonzero in the
+// padding is `NMS_ERR_TENSOR` with the position in the message.
+//
+// # Safety
+// `b_prime` and `d` hold the element counts above; `out` points at room for one pointer.
+enum nms_status nms_tensor_from_nm_parts(enum nms_dtype dtype,
+                                         size_t k,
+                                         size_t n,
+                                         uint32_t keep,
+                                         uint32_t window,
+                                         size_t l,
+                                         const void *b_prime,
+                                         const uint16_t *d,
+                                         struct nms_tensor **out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -681,3 +681,58 @@ pub unsafe extern "C" fn nms_nm_spmm(
         unsafe { give(c, nms_tensor { inner }) }
     })
 }
+
+/// Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major
+/// `(⌈k/M⌉·N) × (⌈n/L⌉·L)` elements of `dtype` (row `w·N + t` holds the `t`-th kept row of
+/// window `w`, for every column), and `d`, row-major `(⌈k/M⌉·N) × ⌈n/L⌉` offsets (which row of
+/// its window each kept vector is, per column group). The arrays are copied and validated:
+/// an offset ≥ M, offsets not distinct and increasing within a block, or a nonzero in the
+/// padding is `NMS_ERR_TENSOR` with the position in the message.
+///
+/// # Safety
+/// `b_prime` and `d` hold the element counts above; `out` points at room for one pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nms_tensor_from_nm_parts(
+    dtype: nms_dtype,
+    k: usize,
+    n: usize,
+    keep: u32,
+    window: u32,
+    l: usize,
+    b_prime: *const c_void,
+    d: *const u16,
+    out: *mut *mut nms_tensor,
+) -> nms_status {
+    guard(|| {
+        if keep == 0 || window == 0 || keep > window || l == 0 || window > u16::MAX as u32 {
+            return Err(Failure::new(
+                nms_status::NMS_ERR_FORMAT,
+                format!("nm({keep},{window},{l}): need 1 <= N <= M <= 65535 and L >= 1"),
+            ));
+        }
+        let rows = k.div_ceil(window as usize) * keep as usize;
+        let (groups, cols) = (n.div_ceil(l), n.div_ceil(l) * l);
+        let values = rows.checked_mul(cols).ok_or_else(|| Failure::invalid("the B' size overflows"))?;
+        // SAFETY: the contract above.
+        let d = unsafe { arg_slice(d, rows * groups, "d") }?;
+        if out.is_null() {
+            return Err(Failure::null("out"));
+        }
+        fn build<T: Value>(
+            shape: [usize; 2],
+            (n, m, l): (u32, u32, usize),
+            b_prime: &[T],
+            d: &[u16],
+        ) -> Result<Tensor<T>, Failure> {
+            let parts = nms::format::NmParts { n, m, l, shape, b_prime: b_prime.to_vec(), d: d.to_vec() };
+            Ok(Tensor::from_nm_parts(&parts)?)
+        }
+        let pattern = (keep, window, l);
+        // SAFETY: `b_prime` holds `values` elements of `dtype` by the contract.
+        let inner = unsafe {
+            typed(dtype, b_prime, values, |v| build([k, n], pattern, v, d), |v| build([k, n], pattern, v, d))
+        }?;
+        // SAFETY: checked non-NULL above.
+        unsafe { give(out, nms_tensor { inner }) }
+    })
+}

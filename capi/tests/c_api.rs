@@ -140,7 +140,7 @@ fn the_c_example_runs_spmv_spgemm_and_nm_pruning() {
 #[test]
 fn the_cpp_example_runs_spmv() {
     let matrix = root().join("data/power_law_500.mtx");
-    check("examples/cpp/spmv.cpp", &[matrix.to_str().unwrap()], "C++ SpMV: ok");
+    check("examples/cpp/spmv.cpp", &[matrix.to_str().unwrap()], "C++ N:M SpMM: ok");
 }
 
 #[test]

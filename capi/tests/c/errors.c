@@ -116,6 +116,22 @@ int main(int argc, char **argv) {
     EXPECT(nms_nm_spmm(bad_row, pruned, 1, NMS_DEVICE_CPU, &c_bad), NMS_ERR_TENSOR, "rows");
     nms_tensor_free(xrow), nms_tensor_free(bad_row), nms_tensor_free(c_nm);
 
+    /* N:M from B' and D: metadata >= M, duplicated or decreasing in a block. */
+    double bp[2] = {1.0, 2.0};
+    uint16_t d_ok[2] = {0, 2}, d_big[2] = {0, 4}, d_dup[2] = {2, 2}, d_down[2] = {2, 0};
+    nms_tensor *parts = NULL;
+    OK(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 2, 4, 1, bp, d_ok, &parts));
+    double parts_dense[4];
+    OK(nms_tensor_to_dense(parts, NMS_F64, parts_dense, 4));
+    if (parts_dense[0] != 1.0 || parts_dense[2] != 2.0 || parts_dense[1] != 0.0) failures++;
+    nms_tensor *bad_parts = NULL;
+    EXPECT(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 2, 4, 1, bp, d_big, &bad_parts), NMS_ERR_TENSOR, "below M");
+    EXPECT(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 2, 4, 1, bp, d_dup, &bad_parts), NMS_ERR_TENSOR, "distinct");
+    EXPECT(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 2, 4, 1, bp, d_down, &bad_parts), NMS_ERR_TENSOR, "increasing");
+    EXPECT(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 5, 4, 1, bp, d_ok, &bad_parts), NMS_ERR_FORMAT, "N <= M");
+    EXPECT(nms_tensor_from_nm_parts(NMS_F64, 4, 1, 2, 4, 1, bp, NULL, &bad_parts), NMS_ERR_NULL, "d");
+    nms_tensor_free(parts);
+
     /* Files: missing, malformed (the message says the line). */
     EXPECT(nms_tensor_read("/nonexistent/m.mtx", NMS_F64, "csr", &t), NMS_ERR_IO, "nonexistent");
     snprintf(path, sizeof path, "%s/malformed.mtx", dir);
