@@ -383,3 +383,41 @@ fn a_sparse_result_reduced_around_a_where_is_appended_once() {
         52,
     );
 }
+
+/// Vector-wise N:M operands (`nm(N,M,L)`) through the compiler: iterated in their storage
+/// order (windows, groups, kept rows, lanes), both variables bound at once; SpMV, SpMM with the
+/// N:M operand on either side, a chain; ragged shapes.
+#[test]
+fn vector_wise_nm_operands_through_the_compiler() {
+    for (rows, cols, pattern) in [(16, 8, "nm(2,4,4)"), (18, 10, "nm(1,4,4)"), (13, 7, "nm(3,8,2)")] {
+        check(
+            "y(i) = A(i,j) * x(j)",
+            "",
+            &[("y", &[rows], "dense", 1.0), ("A", &[rows, cols], pattern, 0.9), ("x", &[cols], "dense", 1.0)],
+            61,
+        );
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "",
+            &[("C", &[5, cols], "dense", 1.0), ("A", &[5, rows], "dense", 1.0), ("B", &[rows, cols], pattern, 0.9)],
+            62,
+        );
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "",
+            &[("C", &[rows, 4], "dense", 1.0), ("A", &[rows, cols], pattern, 0.9), ("B", &[cols, 4], "dense", 1.0)],
+            63,
+        );
+        check(
+            "D(i,j) = A(i,k) * B(k,l) * C(l,j)",
+            "",
+            &[
+                ("D", &[rows, 3], "dense", 1.0),
+                ("A", &[rows, cols], pattern, 0.9),
+                ("B", &[cols, 6], "dense", 1.0),
+                ("C", &[6, 3], "dense", 1.0),
+            ],
+            64,
+        );
+    }
+}

@@ -736,6 +736,22 @@ pub fn lower_with(
         let name = cin.tensors[t].name.clone();
         let (mut pos, mut crd) = (vec![None; format.levels().len()], vec![None; format.levels().len()]);
         let mut structured = vec![None; format.levels().len()];
+        // Vector-wise N:M (`nm(N,M,L)`): its metadata; iterated level by level where its
+        // variables are reached (see `Lowerer::blocked_nest`).
+        if let Some((n, m, _)) = format.nm_params() {
+            crd[2] = Some(f.array(
+                &format!("{name}2_meta"),
+                ElemType::U64,
+                Role::Metadata { tensor: name.clone(), level: 2 },
+                false,
+            ));
+            params.push(t);
+            structured[2] = Some((n, m, m as usize));
+            let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.clone() }, false);
+            params.push(t);
+            operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
+            continue;
+        }
         for (l, level) in format.levels().iter().enumerate() {
             match level.kind {
                 LevelKind::Dense => {}
@@ -800,6 +816,14 @@ pub fn lower_with(
                 && assembly.as_ref().is_some_and(|a| a.vars[0] == v)
         }
     };
+    // One position per level (a blocked format has more levels than dimensions).
+    let positions = accesses
+        .iter()
+        .map(|a| {
+            let levels = operands[a.tensor.index()].as_ref().map_or(0, |o| o.format.levels().len());
+            vec![None; a.subscripts.len().max(levels).max(1)]
+        })
+        .collect();
     let mut lw = Lowerer {
         cin,
         types,
@@ -808,7 +832,7 @@ pub fn lower_with(
         result,
         result_vals,
         bound: vec![None; cin.vars.len()],
-        positions: accesses.iter().map(|a| vec![None; a.subscripts.len().max(1)]).collect(),
+        positions,
         accesses,
         exprs: cin.exprs.clone(),
         formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
@@ -1018,6 +1042,11 @@ impl Lowerer<'_> {
                 v = parent;
             }
             _ => {}
+        }
+        if split_inner.is_none()
+            && let Some(k) = self.blocked_access(v, rhs)
+        {
+            return self.blocked_nest(k, v, rest, lhs, op, rhs);
         }
         let name = self.cin.vars[v].name.clone();
         let consumer_reads = self.reads(rhs);
@@ -1317,6 +1346,107 @@ impl Lowerer<'_> {
     fn segment(&self, k: usize, l: usize) -> Option<VarId> {
         let parent = l.checked_sub(1)?;
         self.segments.iter().rev().find(|(a, b, _)| *a == k && *b == parent).map(|s| s.2)
+    }
+
+    /// The access of a vector-wise N:M operand (`nm(N,M,L)`) reached at `v`, not yet iterated.
+    fn blocked_access(&self, v: IndexVarId, rhs: ExprId) -> Option<usize> {
+        self.reads(rhs).into_iter().find(|&k| {
+            let a = &self.accesses[k];
+            let o = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+            o.format.nm_params().is_some()
+                && self.positions[k][0].is_none()
+                && a.subscripts.iter().any(|t| t.as_var() == Some(v))
+        })
+    }
+
+    /// Loops over a vector-wise N:M operand `B(x, y)` (`nm(N,M,L)`) in its storage order —
+    /// windows, column groups, the N kept rows, the L lanes — binding both its variables at
+    /// once: `x = w·M + meta`, `y = g·L + lane`, padding skipped. Taken where the operand's first
+    /// variable is reached and the second is the next loop, the operand is a factor of the
+    /// whole product (its zeros contribute nothing) and every other operand is dense (located
+    /// where it is read).
+    fn blocked_nest(
+        &mut self,
+        k: usize,
+        v: IndexVarId,
+        loops: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let a = self.accesses[k].clone();
+        let o = self.operands[a.tensor.index()].clone().expect("decomposed");
+        let tname = self.cin.tensors[a.tensor].name.clone();
+        let (n, m, l) = o.format.nm_params().expect("nm(N,M,L)");
+        let (Some(x), Some(y)) = (a.subscripts[0].as_var(), a.subscripts[1].as_var()) else {
+            return unsupported(format!("`{tname}` in nm(N,M,L) with compound subscripts"));
+        };
+        let other = if x == v { y } else { x };
+        let Some((&(next, _), rest)) = loops.split_first().filter(|(first, _)| first.0 == other) else {
+            return unsupported(format!(
+                "`{tname}` in nm(N,M,L): its two variables must be adjacent loops (`{}` right after `{}`)",
+                self.cin.vars[other].name, self.cin.vars[v].name
+            ));
+        };
+        debug_assert_eq!(next, other);
+        let others_dense = self.reads(rhs).into_iter().all(|j| j == k || self.all_dense(j));
+        if !others_dense || !is_factor(&self.exprs, rhs, &a) || self.assembly.is_some() {
+            return unsupported(format!(
+                "`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands into a dense result"
+            ));
+        }
+        let (rows, cols) = (o.shape[0], o.shape[1]);
+        let (windows, groups) = (rows.div_ceil(m as usize), cols.div_ceil(l));
+        let var = |lw: &mut Self, s: &str| lw.f.var(&format!("{tname}_{s}"), ScalarType::Index);
+        let (w, g, p1, p2, lane, p3) =
+            (var(self, "w"), var(self, "g"), var(self, "p1"), var(self, "p2"), var(self, "lane"), var(self, "p3"));
+        let (xv, yv) = (
+            self.f.var(&self.cin.vars[x].name.clone(), ScalarType::Index),
+            self.f.var(&self.cin.vars[y].name.clone(), ScalarType::Index),
+        );
+        let meta = o.crd[2].expect("metadata");
+        let offset =
+            Coordinates::Structured { meta, n, m, base: bin(BinOp::Mul, var_expr(p1), int(n as i64)) }.at(var_expr(p2));
+        let saved = (self.positions.clone(), self.bound.clone());
+        self.bound[x.index()] = Some(xv);
+        self.bound[y.index()] = Some(yv);
+        self.positions[k][0] = Some(w);
+        self.positions[k][1] = Some(p1);
+        self.positions[k][2] = Some(p2);
+        self.positions[k][3] = Some(p3);
+        let inner = self.nest(rest, lhs, op, rhs);
+        (self.positions, self.bound) = saved;
+        let inner = inner?;
+        let lanes = vec![
+            Stmt::Decl(yv, bin(BinOp::Add, bin(BinOp::Mul, var_expr(g), int(l as i64)), var_expr(lane))),
+            Stmt::Decl(p3, bin(BinOp::Add, bin(BinOp::Mul, var_expr(p2), int(l as i64)), var_expr(lane))),
+            Stmt::If { cond: bin(BinOp::Lt, var_expr(yv), int(cols as i64)), then: inner, otherwise: vec![] },
+        ];
+        let kept = vec![
+            Stmt::Decl(xv, bin(BinOp::Add, bin(BinOp::Mul, var_expr(w), int(m as i64)), offset)),
+            Stmt::If {
+                cond: bin(BinOp::Lt, var_expr(xv), int(rows as i64)),
+                then: vec![Stmt::For { var: lane, start: int(0), end: int(l as i64), body: lanes, parallel: false }],
+                otherwise: vec![],
+            },
+        ];
+        let group = vec![
+            Stmt::Decl(p1, bin(BinOp::Add, bin(BinOp::Mul, var_expr(w), int(groups as i64)), var_expr(g))),
+            Stmt::For {
+                var: p2,
+                start: bin(BinOp::Mul, var_expr(p1), int(n as i64)),
+                end: bin(BinOp::Mul, bin(BinOp::Add, var_expr(p1), int(1)), int(n as i64)),
+                body: kept,
+                parallel: false,
+            },
+        ];
+        Ok(vec![Stmt::For {
+            var: w,
+            start: int(0),
+            end: int(windows as i64),
+            body: vec![Stmt::For { var: g, start: int(0), end: int(groups as i64), body: group, parallel: false }],
+            parallel: false,
+        }])
     }
 
     /// M of access `k`'s structured level `l`.
@@ -1879,4 +2009,17 @@ fn redirect_stores(body: &[Stmt], from: ArrayId, to: ArrayId, row: VarId) -> Vec
             other => other.clone(),
         })
         .collect()
+}
+
+/// Whether `access` is a factor of the product `e` (every term of `e` is multiplied by it).
+fn is_factor(exprs: &Arena<ExprId, CinExpr>, e: ExprId, access: &Access) -> bool {
+    match &exprs[e] {
+        CinExpr::Access(a) => a == access,
+        CinExpr::Binary(BinaryOp::Mul, x, y) => is_factor(exprs, *x, access) || is_factor(exprs, *y, access),
+        _ => false,
+    }
+}
+
+fn var_expr(v: VarId) -> Expr {
+    var(v)
 }
