@@ -1,6 +1,6 @@
 //! Random differential testing: random statements (2–3 operands of order 1–3 over `i, j, k, l`,
 //! `+ - *` mixes, reductions where a variable is not in the result, a constant now and then),
-//! random formats per tensor (dense, sparse vectors, CSR, DCSR, CSC, COO, nv24, CSF and other
+//! random formats per tensor (dense, sparse vectors, CSR, DCSR, CSC, COO, nv24, nm(2,4,2), CSF and other
 //! order-3 mixes; dense or sparse results), random sizes (1–6), densities (empty, sparse,
 //! full), thread counts (1, 2) and value types (every fourth case in f32), run on the
 //! interpreter and the C back end and compared with the independent dense reference —
@@ -68,7 +68,7 @@ fn random_case(rng: &mut Pcg64) -> Case {
         }
         let format = match vars.len() {
             1 => ["dense", "s"][rng.random_range(0..2)].to_string(),
-            2 => ["dense", "csr", "dcsr", "ds:1,0", "coo", "nv24"][rng.random_range(0..6)].to_string(),
+            2 => ["dense", "csr", "dcsr", "ds:1,0", "coo", "nv24", "nm(2,4,2)"][rng.random_range(0..7)].to_string(),
             _ => ["dense", "csf", "coo", "dds", "sds"][rng.random_range(0..5)].to_string(),
         };
         let access = format!("{name}({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(","));
