@@ -12,7 +12,8 @@
 //!
 //! The bounded run here is 300 cases from a fixed seed; `NMSPARSE_DIFF_CASES=N` and
 //! `NMSPARSE_DIFF_SEED=S` run more (`cargo test --release --test differential -- --nocapture`),
-//! and `NMSPARSE_DIFF_REFUSALS=1` prints every refusal (to see what the lowering lacks).
+//! `NMSPARSE_DIFF_MAX_SIZE=N` draws sizes up to N (default 6), and `NMSPARSE_DIFF_REFUSALS=1`
+//! prints every refusal (to see what the lowering lacks).
 
 mod common;
 
@@ -86,7 +87,8 @@ fn random_case(rng: &mut Pcg64) -> Case {
     };
     let lhs = format!("A({})", result_vars.iter().map(char::to_string).collect::<Vec<_>>().join(","));
     tensors.insert(0, ("A".into(), result_vars, result_format.into()));
-    let sizes = std::array::from_fn(|_| rng.random_range(1..=6));
+    let max = std::env::var("NMSPARSE_DIFF_MAX_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(6usize).max(1);
+    let sizes = std::array::from_fn(|_| rng.random_range(1..=max));
     let densities = tensors.iter().map(|_| [0.0, 0.3, 0.6, 1.0][rng.random_range(0..4)]).collect();
     let threads = rng.random_range(1..=2);
     // Sometimes a random loop order over the statement's variables (illegal ones are refused).
