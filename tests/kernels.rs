@@ -408,6 +408,13 @@ fn vector_wise_nm_operands_through_the_compiler() {
             &[("C", &[rows, 4], "dense", 1.0), ("A", &[rows, cols], pattern, 0.9), ("B", &[cols, 4], "dense", 1.0)],
             63,
         );
+        // B on the right through the compiler (a constant factor keeps it off nm-spmm's route).
+        check(
+            "C(i,j) = 2 * A(i,k) * B(k,j)",
+            "",
+            &[("C", &[5, cols], "dense", 1.0), ("A", &[5, rows], "dense", 1.0), ("B", &[rows, cols], pattern, 0.9)],
+            65,
+        );
         check(
             "D(i,j) = A(i,k) * B(k,l) * C(l,j)",
             "",
