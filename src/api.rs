@@ -293,31 +293,11 @@ impl<T: Scalar> Kernel<T> {
             let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
             let (shape, format) = &self.shapes[name];
             let format = format.clone().unwrap_or_else(|| Format::dense(shape.len()));
-            if t.shape() != shape.as_slice() {
-                return Err(nm_format::TensorError::ShapeMismatch {
-                    what: format!("tensor `{name}`"),
-                    expected: shape.clone(),
-                    actual: t.shape().to_vec(),
-                }
-                .into());
-            }
-            if t.format() != &format {
-                return Err(nm_format::TensorError::WrongFormat {
-                    operation: "the kernel",
-                    needed: format!("{format} for `{name}`"),
-                    actual: t.format().to_string(),
-                }
-                .into());
-            }
+            nm_lower::lower::check_operand(name, shape, &format, t)?;
             Ok(t)
         };
         let (a, b) = (operand(a)?, operand(b)?);
-        let packed = nm_spmm::NmMatrix::new(b)?;
-        let (m, n) = (a.shape()[0], packed.cols);
-        let mut c = vec![T::ZERO; m * n];
-        nm_spmm::spmm(a.values(), m, &packed, &mut c, self.threads)?;
-        let levels = vec![nm_format::LevelStorage::Dense { size: m }, nm_format::LevelStorage::Dense { size: n }];
-        Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, c)?)
+        Ok(nm_spmm::multiply(a, &nm_spmm::NmMatrix::new(b)?, self.threads)?)
     }
 
     /// The kernel for operands with `widths`, lowered and compiled the first time.

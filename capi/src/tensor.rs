@@ -415,8 +415,7 @@ pub unsafe extern "C" fn nms_tensor_format(tensor: *const nms_tensor, out: *mut 
     })
 }
 
-/// The values of a tensor as a slice of `dtype`'s elements, checking that the caller's type
-/// matches.
+/// Fails unless the tensor holds values of `dtype` (the type of the caller's arrays).
 fn expect_dtype(tensor: &nms_tensor, dtype: nms_dtype) -> Result<(), Failure> {
     if tensor.inner.dtype() != dtype {
         return Err(Failure::invalid(format!("the tensor holds {:?}, {dtype:?} was asked", tensor.inner.dtype())));
@@ -654,23 +653,14 @@ pub unsafe extern "C" fn nms_nm_spmm(
             ));
         }
         fn multiply<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
-            if a.format() != &Format::dense(2) {
-                return Err(Failure::invalid(format!("A must be a dense matrix, it is in {}", a.format())));
-            }
+            use nms::spmm::SpmmError;
             let packed = nms::spmm::NmMatrix::new(b).map_err(|e| Failure::invalid(e.to_string()))?;
-            let (m, k) = (a.shape()[0], a.shape()[1]);
-            if k != packed.rows {
-                return Err(Failure::new(
-                    nms_status::NMS_ERR_TENSOR,
-                    format!("A is {m}×{k} but B has {} rows", packed.rows),
-                ));
-            }
-            let n = packed.cols;
-            let mut out = vec![T::ZERO; m * n];
-            nms::spmm::spmm(a.values(), m, &packed, &mut out, threads.max(1))
-                .map_err(|e| Failure::invalid(e.to_string()))?;
-            let levels = vec![LevelStorage::Dense { size: m }, LevelStorage::Dense { size: n }];
-            Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, out)?)
+            nms::spmm::multiply(a, &packed, threads).map_err(|e| match e {
+                SpmmError::Inner { .. } | SpmmError::Tensor(_) => {
+                    Failure::new(nms_status::NMS_ERR_TENSOR, e.to_string())
+                }
+                e => Failure::invalid(e.to_string()),
+            })
         }
         let inner = match (&a.inner, &b.inner) {
             (AnyTensor::F32(x), AnyTensor::F32(y)) => AnyTensor::F32(multiply(x, y, threads)?),

@@ -112,6 +112,13 @@ pub struct Lowered {
     pub tensors: Vec<(String, Vec<usize>, Format)>,
 }
 
+impl Lowered {
+    /// Whether the kernel assembles a sparse result (it writes a `pos` array).
+    pub fn sparse_result(&self) -> bool {
+        self.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. }))
+    }
+}
+
 /// A kernel whose outermost loop is `for i in bounds[0]..bounds[1]` over a dense coordinate
 /// that names disjoint parts of the result: disjoint rows of a dense result, or the rows of a
 /// CSR-like result (dense, then compressed) — each row range can run on its own thread. For a
@@ -1397,16 +1404,15 @@ impl Lowerer<'_> {
         }
         let (rows, cols) = (o.shape[0], o.shape[1]);
         let (windows, groups) = (rows.div_ceil(m as usize), cols.div_ceil(l));
-        let var = |lw: &mut Self, s: &str| lw.f.var(&format!("{tname}_{s}"), ScalarType::Index);
+        let mut new_var = |s: &str| self.f.var(&format!("{tname}_{s}"), ScalarType::Index);
         let (w, g, p1, p2, lane, p3) =
-            (var(self, "w"), var(self, "g"), var(self, "p1"), var(self, "p2"), var(self, "lane"), var(self, "p3"));
+            (new_var("w"), new_var("g"), new_var("p1"), new_var("p2"), new_var("lane"), new_var("p3"));
         let (xv, yv) = (
             self.f.var(&self.cin.vars[x].name.clone(), ScalarType::Index),
             self.f.var(&self.cin.vars[y].name.clone(), ScalarType::Index),
         );
         let meta = o.crd[2].expect("metadata");
-        let offset =
-            Coordinates::Structured { meta, n, m, base: bin(BinOp::Mul, var_expr(p1), int(n as i64)) }.at(var_expr(p2));
+        let offset = Coordinates::Structured { meta, n, m, base: bin(BinOp::Mul, var(p1), int(n as i64)) }.at(var(p2));
         let saved = (self.positions.clone(), self.bound.clone());
         self.bound[x.index()] = Some(xv);
         self.bound[y.index()] = Some(yv);
@@ -1418,24 +1424,24 @@ impl Lowerer<'_> {
         (self.positions, self.bound) = saved;
         let inner = inner?;
         let lanes = vec![
-            Stmt::Decl(yv, bin(BinOp::Add, bin(BinOp::Mul, var_expr(g), int(l as i64)), var_expr(lane))),
-            Stmt::Decl(p3, bin(BinOp::Add, bin(BinOp::Mul, var_expr(p2), int(l as i64)), var_expr(lane))),
-            Stmt::If { cond: bin(BinOp::Lt, var_expr(yv), int(cols as i64)), then: inner, otherwise: vec![] },
+            Stmt::Decl(yv, bin(BinOp::Add, bin(BinOp::Mul, var(g), int(l as i64)), var(lane))),
+            Stmt::Decl(p3, bin(BinOp::Add, bin(BinOp::Mul, var(p2), int(l as i64)), var(lane))),
+            Stmt::If { cond: bin(BinOp::Lt, var(yv), int(cols as i64)), then: inner, otherwise: vec![] },
         ];
         let kept = vec![
-            Stmt::Decl(xv, bin(BinOp::Add, bin(BinOp::Mul, var_expr(w), int(m as i64)), offset)),
+            Stmt::Decl(xv, bin(BinOp::Add, bin(BinOp::Mul, var(w), int(m as i64)), offset)),
             Stmt::If {
-                cond: bin(BinOp::Lt, var_expr(xv), int(rows as i64)),
+                cond: bin(BinOp::Lt, var(xv), int(rows as i64)),
                 then: vec![Stmt::For { var: lane, start: int(0), end: int(l as i64), body: lanes, parallel: false }],
                 otherwise: vec![],
             },
         ];
         let group = vec![
-            Stmt::Decl(p1, bin(BinOp::Add, bin(BinOp::Mul, var_expr(w), int(groups as i64)), var_expr(g))),
+            Stmt::Decl(p1, bin(BinOp::Add, bin(BinOp::Mul, var(w), int(groups as i64)), var(g))),
             Stmt::For {
                 var: p2,
-                start: bin(BinOp::Mul, var_expr(p1), int(n as i64)),
-                end: bin(BinOp::Mul, bin(BinOp::Add, var_expr(p1), int(1)), int(n as i64)),
+                start: bin(BinOp::Mul, var(p1), int(n as i64)),
+                end: bin(BinOp::Mul, bin(BinOp::Add, var(p1), int(1)), int(n as i64)),
                 body: kept,
                 parallel: false,
             },
@@ -1834,25 +1840,11 @@ pub fn arguments<'a, T: KernelValue>(
     use nm_format::LevelStorage;
     // Kernels trust the arrays they are given: every operand must be what it was lowered for.
     for (t, (name, shape, format)) in lowered.tensors.iter().enumerate() {
-        let Some(x) = tensors.get(t).copied().flatten() else { continue };
-        let actual = if x.shape() == [1] && shape.is_empty() { &[][..] } else { x.shape() };
-        if actual != shape.as_slice() {
-            return Err(nm_format::TensorError::ShapeMismatch {
-                what: format!("tensor `{name}`"),
-                expected: shape.clone(),
-                actual: x.shape().to_vec(),
-            });
-        }
-        if x.format() != format {
-            return Err(nm_format::TensorError::WrongFormat {
-                operation: "the kernel",
-                needed: format!("{format} for `{name}`"),
-                actual: x.format().to_string(),
-            });
+        if let Some(x) = tensors.get(t).copied().flatten() {
+            check_operand(name, shape, format, x)?;
         }
     }
-    let sparse_result = lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. }));
-    let result_len = if sparse_result { 0 } else { result_len };
+    let result_len = if lowered.sparse_result() { 0 } else { result_len };
     nm_format::memory::ensure_available(result_len as u128 * std::mem::size_of::<T>() as u128, || {
         format!("a dense result of {result_len} values")
     })?;
@@ -1895,6 +1887,32 @@ pub fn arguments<'a, T: KernelValue>(
             }
         })
         .collect())
+}
+
+/// Checks that tensor `name` has the declared `shape` (a scalar may come as `[1]`) and
+/// `format`: kernels trust the lengths of the arrays they are given.
+pub fn check_operand<T: nm_format::Value>(
+    name: &str,
+    shape: &[usize],
+    format: &Format,
+    x: &nm_format::Tensor<T>,
+) -> Result<(), nm_format::TensorError> {
+    let actual = if x.shape() == [1] && shape.is_empty() { &[][..] } else { x.shape() };
+    if actual != shape {
+        return Err(nm_format::TensorError::ShapeMismatch {
+            what: format!("tensor `{name}`"),
+            expected: shape.to_vec(),
+            actual: x.shape().to_vec(),
+        });
+    }
+    if x.format() != format {
+        return Err(nm_format::TensorError::WrongFormat {
+            operation: "the kernel",
+            needed: format!("{format} for `{name}`"),
+            actual: x.format().to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Readies `arrays` (from [`arguments`], after a run) for another run of a kernel that
@@ -1960,24 +1978,9 @@ pub fn result_tensor<T: KernelValue>(
 
 /// Whether `s` (its own expressions, not nested statements) loads from `array`.
 fn stmt_loads(s: &Stmt, array: ArrayId) -> bool {
-    fn expr(e: &Expr, array: ArrayId) -> bool {
-        match e {
-            Expr::Load(a, i) => *a == array || expr(i, array),
-            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => false,
-            Expr::Unary(_, a) => expr(a, array),
-            Expr::Binary(_, a, b) => expr(a, array) || expr(b, array),
-            Expr::Select(c, a, b) => expr(c, array) || expr(a, array) || expr(b, array),
-        }
-    }
-    match s {
-        Stmt::Decl(_, e) | Stmt::Assign(_, e) => expr(e, array),
-        Stmt::Store { index, value, .. } => expr(index, array) || expr(value, array),
-        Stmt::For { start, end, .. } | Stmt::Sort { start, end, .. } => expr(start, array) || expr(end, array),
-        Stmt::While { cond, .. } | Stmt::If { cond, .. } => expr(cond, array),
-        Stmt::Resize { len, .. } => expr(len, array),
-        Stmt::Prefetch { index, .. } => expr(index, array),
-        Stmt::Break => false,
-    }
+    let mut found = false;
+    s.exprs(&mut |e| e.walk(&mut |x| found |= matches!(x, Expr::Load(a, _) if *a == array)));
+    found
 }
 
 /// `body` with every store into `from` going to `to` instead, at the index with the row
@@ -2018,8 +2021,4 @@ fn is_factor(exprs: &Arena<ExprId, CinExpr>, e: ExprId, access: &Access) -> bool
         CinExpr::Binary(BinaryOp::Mul, x, y) => is_factor(exprs, *x, access) || is_factor(exprs, *y, access),
         _ => false,
     }
-}
-
-fn var_expr(v: VarId) -> Expr {
-    var(v)
 }

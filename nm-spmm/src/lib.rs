@@ -47,12 +47,28 @@ impl Real for f64 {
 }
 
 /// What can be wrong with a call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpmmError {
     /// `B` is not stored in `nm(N,M,L)`.
     #[error("B must be stored in nm(N,M,L), it is in {0}")]
     NotNm(String),
+    /// `A` is not a dense matrix.
+    #[error("A must be a dense matrix, it is in {0}")]
+    NotDense(String),
+    /// `A`'s columns are not `B`'s rows.
+    #[error("A is {m}×{k} but B has {rows} rows")]
+    Inner {
+        /// A's rows.
+        m: usize,
+        /// A's columns.
+        k: usize,
+        /// B's rows.
+        rows: usize,
+    },
+    /// The result does not validate as a tensor (it always should).
+    #[error(transparent)]
+    Tensor(#[from] nm_format::TensorError),
     /// An array of the wrong length.
     #[error("{what} has {actual} elements, {expected} expected")]
     Length {
@@ -169,6 +185,23 @@ impl Isa {
 const MR: usize = 8;
 /// Rows per block a thread takes: the tiles of a block reuse each group's vectors of `B`.
 const BLOCK_ROWS: usize = 64;
+
+/// `C = A·B` into a new dense tensor: `A` a dense matrix (`m × b.rows`), on `threads` threads.
+/// The one entry point the command, the Rust API and the C library share.
+pub fn multiply<T: Real>(a: &Tensor<T>, b: &NmMatrix<'_, T>, threads: usize) -> Result<Tensor<T>, SpmmError> {
+    if a.format() != &nm_format::Format::dense(2) {
+        return Err(SpmmError::NotDense(a.format().to_string()));
+    }
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    if k != b.rows {
+        return Err(SpmmError::Inner { m, k, rows: b.rows });
+    }
+    let n = b.cols;
+    let mut c = vec![T::ZERO; m * n];
+    spmm(a.values(), m, b, &mut c, threads.max(1))?;
+    let levels = vec![LevelStorage::Dense { size: m }, LevelStorage::Dense { size: n }];
+    Ok(Tensor::from_raw(vec![m, n], nm_format::Format::dense(2), levels, c)?)
+}
 
 /// `C = A·B` (`C` overwritten) on `threads` threads with the best instruction set of the CPU.
 /// `a` is row-major `m × b.rows`, `c` row-major `m × b.cols`.

@@ -1,12 +1,9 @@
 //! `C(i,j) = A(i,k) * B(k,j)` with `B` in `nm(N,M,L)`, `A` and `C` dense: run by nm-spmm's
 //! hand-written kernel (the lowering does not generate code for structured levels yet).
 
-use nm_format::{Format, LevelStorage, Tensor};
+use nm_format::Format;
 use nm_ir::notation::{BinaryOp, Expr, IndexNotation, TensorId};
-use nm_lower::lower::KernelValue;
-use nm_spmm::{Isa, NmMatrix, Real};
-
-use super::CommandError;
+use nm_spmm::Isa;
 
 /// The operands of an N:M SpMM the statement is: (A, B, B's (N, M, L)).
 pub(crate) struct NmSpmm {
@@ -37,17 +34,4 @@ pub(crate) fn describe(s: &NmSpmm) -> String {
         "// C = A·B with B in nm({n},{m},{l}): nm-spmm's hand-written N:M SpMM ({:?} on this CPU), not generated code\n",
         Isa::detect()
     )
-}
-
-/// `C = A·B` into a new dense tensor.
-pub(crate) fn run<T: KernelValue + Real>(
-    a: &Tensor<T>,
-    b: &NmMatrix<'_, T>,
-    threads: usize,
-) -> Result<Tensor<T>, CommandError> {
-    let (m, n) = (a.shape()[0], b.cols);
-    let mut c = vec![T::ZERO; m * n];
-    nm_spmm::spmm(a.values(), m, b, &mut c, threads).map_err(|e| CommandError(e.to_string()))?;
-    let levels = vec![LevelStorage::Dense { size: m }, LevelStorage::Dense { size: n }];
-    Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, c)?)
 }

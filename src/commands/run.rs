@@ -105,7 +105,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
 }
 
-fn run_typed<T: KernelValue + nm_spmm::Real>(o: &RunOptions) -> Result<String, CommandError> {
+fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
     let mut out = String::new();
     // Formats, inputs, sizes.
@@ -255,7 +255,7 @@ fn run_typed<T: KernelValue + nm_spmm::Real>(o: &RunOptions) -> Result<String, C
         let mut result = None;
         for _ in 0..o.time.unwrap_or(1).max(1) {
             let start = Instant::now();
-            result = Some(super::nm::run(a, &packed, o.threads)?);
+            result = Some(nm_spmm::multiply(a, &packed, o.threads).map_err(|e| CommandError(e.to_string()))?);
             times.push(start.elapsed());
         }
         let result = result.expect("one run at least");
@@ -333,8 +333,7 @@ fn run_typed<T: KernelValue + nm_spmm::Real>(o: &RunOptions) -> Result<String, C
     // kernel with a sparse result from emptied outputs each time (it appends; see `rearm`). A
     // dense result is zeroed by its kernel, so its arrays are reused, as taco reuses them.
     let (compute, assemble) = kernels.split_last().expect("a kernel");
-    let sparse_result =
-        lowered.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, nm_lower::ir::Role::Pos { .. }));
+    let sparse_result = lowered.sparse_result();
     let mut arrays = arguments(&lowered, &by_id, result_len)?;
     let mut assemble_time = Duration::ZERO;
     for k in assemble {
