@@ -129,65 +129,24 @@ fn assigned_vars(body: &[Stmt]) -> Vec<VarId> {
 /// Variables `e` reads.
 fn vars_of(e: &Expr) -> Vec<VarId> {
     let mut out = Vec::new();
-    fn go(e: &Expr, out: &mut Vec<VarId>) {
-        match e {
-            Expr::Var(v) => out.push(*v),
-            Expr::Int(_) | Expr::Float(_) | Expr::Len(_) => {}
-            Expr::Load(_, i) | Expr::Unary(_, i) => go(i, out),
-            Expr::Binary(_, a, b) => {
-                go(a, out);
-                go(b, out);
-            }
-            Expr::Select(c, a, b) => {
-                go(c, out);
-                go(a, out);
-                go(b, out);
-            }
+    e.walk(&mut |x| {
+        if let Expr::Var(v) = x {
+            out.push(*v);
         }
-    }
-    go(e, &mut out);
+    });
     out
 }
 
 /// Calls `visit(array, index)` for every load in `body`'s statements and expressions.
 fn for_each_load(body: &[Stmt], visit: &mut impl FnMut(ArrayId, &Expr)) {
-    fn expr(e: &Expr, visit: &mut impl FnMut(ArrayId, &Expr)) {
-        match e {
-            Expr::Load(a, i) => {
-                visit(*a, i);
-                expr(i, visit);
-            }
-            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => {}
-            Expr::Unary(_, a) => expr(a, visit),
-            Expr::Binary(_, a, b) => {
-                expr(a, visit);
-                expr(b, visit);
-            }
-            Expr::Select(c, a, b) => {
-                expr(c, visit);
-                expr(a, visit);
-                expr(b, visit);
-            }
-        }
-    }
-    walk(body, &mut |s| match s {
-        Stmt::Decl(_, e) | Stmt::Assign(_, e) => expr(e, visit),
-        Stmt::Store { index, value, .. } => {
-            expr(index, visit);
-            expr(value, visit);
-        }
-        Stmt::For { start, end, .. } => {
-            expr(start, visit);
-            expr(end, visit);
-        }
-        Stmt::While { cond, .. } | Stmt::If { cond, .. } => expr(cond, visit),
-        Stmt::Resize { len, .. } => expr(len, visit),
-        Stmt::Sort { start, end, .. } => {
-            expr(start, visit);
-            expr(end, visit);
-        }
-        Stmt::Prefetch { index, .. } => expr(index, visit),
-        Stmt::Break => {}
+    walk(body, &mut |s| {
+        s.exprs(&mut |e| {
+            e.walk(&mut |x| {
+                if let Expr::Load(a, i) = x {
+                    visit(*a, i);
+                }
+            })
+        })
     });
 }
 

@@ -293,6 +293,48 @@ pub enum Stmt {
     },
 }
 
+impl Expr {
+    /// Calls `visit` on this expression and every expression inside it, outermost first.
+    pub fn walk(&self, visit: &mut impl FnMut(&Expr)) {
+        visit(self);
+        match self {
+            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => {}
+            Expr::Load(_, i) | Expr::Unary(_, i) => i.walk(visit),
+            Expr::Binary(_, a, b) => {
+                a.walk(visit);
+                b.walk(visit);
+            }
+            Expr::Select(c, a, b) => {
+                c.walk(visit);
+                a.walk(visit);
+                b.walk(visit);
+            }
+        }
+    }
+}
+
+impl Stmt {
+    /// Calls `visit` on the statement's own expressions (not those of statements nested in
+    /// it; [`walk`] reaches those).
+    pub fn exprs(&self, visit: &mut impl FnMut(&Expr)) {
+        match self {
+            Stmt::Decl(_, e) | Stmt::Assign(_, e) => visit(e),
+            Stmt::Store { index, value, .. } => {
+                visit(index);
+                visit(value);
+            }
+            Stmt::For { start, end, .. } | Stmt::Sort { start, end, .. } => {
+                visit(start);
+                visit(end);
+            }
+            Stmt::While { cond, .. } | Stmt::If { cond, .. } => visit(cond),
+            Stmt::Resize { len, .. } => visit(len),
+            Stmt::Prefetch { index, .. } => visit(index),
+            Stmt::Break => {}
+        }
+    }
+}
+
 /// Calls `visit` on every statement of `body`, nested ones included, outermost first.
 pub fn walk(body: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
     for s in body {
