@@ -17,9 +17,9 @@
 
 mod common;
 
-use common::{Dense, reference};
+use common::{Dense, operand, reference};
 use nmsparse::format::generate::{Values, uniform};
-use nmsparse::format::{Duplicates, Format, Tensor};
+use nmsparse::format::{Format, Tensor};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::parse;
 use nmsparse::{Backend, Error, Program};
@@ -125,12 +125,7 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         }
         let f = Format::parse(format, shape.len()).map_err(|e| e.to_string())?;
         let list = uniform::<T>(&shape, case.densities[n], Values::SmallIntegers(4), seed + n as u64);
-        let t = if f.is_structured() {
-            let whole = Tensor::from_coordinates(&list, &Format::csf(shape.len()), Duplicates::Reject).unwrap();
-            whole.prune(&f).unwrap().0
-        } else {
-            Tensor::from_coordinates(&list, &f, Duplicates::Reject).map_err(|e| e.to_string())?
-        };
+        let t = operand(&list, &f).map_err(|e| e.to_string())?;
         d.arrays[id.index()] = Some(t.to_dense().unwrap().into_iter().map(Into::into).collect());
         operands.push((name.clone(), t));
     }

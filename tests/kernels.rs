@@ -9,7 +9,7 @@ use nmsparse::format::io::read_tensor;
 use nmsparse::format::{Duplicates, Format, Tensor};
 mod common;
 
-use common::{Dense, reference};
+use common::{Dense, operand, reference};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::parse;
 use nmsparse::{Backend, Program};
@@ -31,13 +31,7 @@ fn check(expr: &str, schedule: &str, decls: &[Decl<'_>], seed: u64) {
         }
         let f = Format::parse(format, shape.len().max(1)).unwrap();
         let list = uniform::<f64>(shape, density, Values::SmallIntegers(4), seed + k as u64);
-        // N:M operands are generated, then pruned into their pattern.
-        let t = if f.is_structured() {
-            let whole = Tensor::from_coordinates(&list, &Format::csf(shape.len()), Duplicates::Reject).unwrap();
-            whole.prune(&f).unwrap().0
-        } else {
-            Tensor::from_coordinates(&list, &f, Duplicates::Reject).unwrap()
-        };
+        let t = operand(&list, &f).unwrap();
         d.arrays[id.index()] = Some(t.to_dense().unwrap());
         operands.push((name.to_string(), t));
     }

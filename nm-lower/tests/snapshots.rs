@@ -43,30 +43,40 @@ fn check(name: &str, text: &str) {
     }
 }
 
-#[test]
-fn spmv_csr() {
-    let f = lowered(
+/// CSR SpMV.
+fn spmv() -> nm_lower::ir::Function {
+    lowered(
         "y(i) = A(i,j) * x(j)",
         "",
         Declarations::new()
             .tensor("y", TensorType::dense(&[1000]))
             .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
             .tensor("x", TensorType::dense(&[800])),
-    );
-    check("spmv_csr.loops", &f.to_string());
-    check("spmv_csr.c", &emit(&f));
+    )
 }
 
-#[test]
-fn spgemm_csr_gustavson() {
-    let f = lowered(
+/// Gustavson SpGEMM, CSR × CSR → CSR.
+fn spgemm() -> nm_lower::ir::Function {
+    lowered(
         "C(i,j) = A(i,k) * B(k,j)",
         "reorder(k, j)",
         Declarations::new()
             .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
             .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
             .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
-    );
+    )
+}
+
+#[test]
+fn spmv_csr() {
+    let f = spmv();
+    check("spmv_csr.loops", &f.to_string());
+    check("spmv_csr.c", &emit(&f));
+}
+
+#[test]
+fn spgemm_csr_gustavson() {
+    let f = spgemm();
     check("spgemm_csr.loops", &f.to_string());
     check("spgemm_csr.c", &emit(&f));
 }
@@ -95,24 +105,7 @@ fn spmm_and_sddmm_prefetch_rows_ahead() {
     );
     let text = sddmm.to_string();
     assert!(text.contains("prefetch Y_vals[") && !text.contains("prefetch X_vals["), "{text}");
-    for f in [
-        lowered(
-            "y(i) = A(i,j) * x(j)",
-            "",
-            Declarations::new()
-                .tensor("y", TensorType::dense(&[1000]))
-                .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
-                .tensor("x", TensorType::dense(&[800])),
-        ),
-        lowered(
-            "C(i,j) = A(i,k) * B(k,j)",
-            "reorder(k, j)",
-            Declarations::new()
-                .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
-                .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
-                .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
-        ),
-    ] {
+    for f in [spmv(), spgemm()] {
         assert!(!f.to_string().contains("prefetch"), "{f}");
     }
 }

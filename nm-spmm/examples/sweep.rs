@@ -20,19 +20,25 @@ fn run<T: Real>(size: usize, keep: u32, window: u32, l: usize, threads: usize, r
     let nm = NmMatrix::new(&b).unwrap();
     let a: Vec<T> = (0..m * k).map(|q| T::from_f64(((q * 31) % 17) as f64 / 17.0 - 0.5)).collect();
     let mut c = vec![T::ZERO; m * n];
-    spmm(&a, m, &nm, &mut c, threads).unwrap();
-    let mut best = f64::INFINITY;
-    for _ in 0..reps {
-        let start = Instant::now();
-        spmm(&a, m, &nm, &mut c, threads).unwrap();
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let best = best_of(reps, || spmm(&a, m, &nm, &mut c, threads).unwrap());
     println!(
         "{m},{n},{k},{keep},{window},{l},{},{threads},{:?},{best:.6},{:.2}",
         T::NAME,
         Isa::detect(),
         nm.flops(m) / best / 1e9
     );
+}
+
+/// The best of `reps` timed runs of `run` (seconds), after one warm-up run.
+fn best_of(reps: usize, mut run: impl FnMut()) -> f64 {
+    run();
+    (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            run();
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// `C = A·B` with A in `nv24` (2:4 along rows), B dense: the same CSV line, N:M = 2:4, L = 0.
@@ -43,13 +49,7 @@ fn run_nv24<T: Real>(size: usize, threads: usize, reps: usize) {
     let (a, _) = a.prune(&Format::nv24(2)).unwrap();
     let b: Vec<T> = (0..k * n).map(|q| T::from_f64(((q * 31) % 17) as f64 / 17.0 - 0.5)).collect();
     let mut c = vec![T::ZERO; m * n];
-    nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
-    let mut best = f64::INFINITY;
-    for _ in 0..reps {
-        let start = Instant::now();
-        nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let best = best_of(reps, || nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap());
     let flops = 2.0 * m as f64 * k as f64 * n as f64 / 2.0;
     println!("{m},{n},{k},2,4,0,{},{threads},{:?},{best:.6},{:.2}", T::NAME, Isa::detect(), flops / best / 1e9);
 }

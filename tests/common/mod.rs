@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use nmsparse::format::{CoordinateList, Duplicates, Format, Tensor, TensorError, Value};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
 
@@ -70,4 +71,14 @@ pub fn reference(expr: &str, d: &Dense) -> Vec<f64> {
             eval(&stmt, stmt.rhs, &mut env, &sizes, d)
         })
         .collect()
+}
+
+/// A generated operand in `format`: N:M formats take the data pruned into their pattern.
+pub fn operand<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<Tensor<T>, TensorError> {
+    if format.is_structured() {
+        let whole = Tensor::from_coordinates(list, &Format::csf(list.shape.len()), Duplicates::Reject)?;
+        Ok(whole.prune(format)?.0)
+    } else {
+        Tensor::from_coordinates(list, format, Duplicates::Reject)
+    }
 }
