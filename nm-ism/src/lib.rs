@@ -1,0 +1,24 @@
+//! Sparse workspaces: the insert–sort–merge (ISM) runtime of "Compilation of Modular and General
+//! Sparse Workspaces" (PLDI 2024).
+//!
+//! A loop nest that scatters into a sparse result (outer-product SpGEMM, a transposed output,
+//! MTTKRP into a sparse matrix) produces its components — coordinates and a value — in no
+//! useful order, with duplicates. A [`Workspace`] collects them: each component is appended to
+//! an *accumulation* array; when that is full it is sorted (by the [`Policy`]) with duplicates
+//! combined, and merged into the sorted *all* array. At the end the all array is compressed
+//! into the levels of any format nm-format holds ([`Components::levels`],
+//! [`Components::to_tensor`]).
+//!
+//! Coordinates travel as one 64-bit *key* per component — the coordinates in the result's
+//! storage order, linearized by the extents — so sorting keys sorts in storage order and
+//! generated code computes a key with a few multiply-adds. Generated kernels append to the
+//! accumulation array inline through the C-ABI [`Slot`] and call its `flush` when it is full.
+
+mod compress;
+mod ffi;
+mod sort;
+mod workspace;
+
+pub use compress::{Components, LevelArrays};
+pub use ffi::{C_DECLARATION, Slot, slot_flush};
+pub use workspace::{Config, IsmError, Policy, Stats, Workspace};

@@ -1,0 +1,291 @@
+//! Sorting an accumulation into a run of sorted, unique keys — one routine per policy — and
+//! merging runs. Every routine sorts *ids* of the accumulation (or keys packed with their id),
+//! never whole components, and gathers values once at the end.
+
+use nm_format::Value;
+
+/// Keys with their values: an accumulation (any order, duplicates), or a sorted run of unique
+/// keys (the all array).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Run<V> {
+    pub keys: Vec<u64>,
+    pub vals: Vec<V>,
+}
+
+impl<V: Value> Run<V> {
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.vals.clear();
+    }
+
+    /// Appends `(k, v)`, adding `v` to the last value when its key is `k` (gathering sorted ids).
+    #[inline]
+    fn push_combining(&mut self, k: u64, v: V) {
+        match self.keys.last() {
+            Some(&last) if last == k => *self.vals.last_mut().expect("as many values as keys") += v,
+            _ => {
+                self.keys.push(k);
+                self.vals.push(v);
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.keys.capacity() * 8 + self.vals.capacity() * std::mem::size_of::<V>()
+    }
+}
+
+/// Memory the sorting routines reuse from one flush to the next.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    packed: Vec<u64>,
+    tmp: Vec<u64>,
+    ids: Vec<u32>,
+    /// Per first coordinate: entries in the current flush (bucket policy), zero between flushes.
+    count: Vec<u32>,
+    touched: Vec<u64>,
+    head: Vec<u32>,
+    next: Vec<u32>,
+}
+
+impl Scratch {
+    pub fn bytes(&self) -> usize {
+        (self.packed.capacity() + self.tmp.capacity() + self.touched.capacity()) * 8
+            + (self.ids.capacity() + self.count.capacity() + self.head.capacity() + self.next.capacity()) * 4
+    }
+}
+
+fn bits(max: u64) -> u32 {
+    64 - max.leading_zeros()
+}
+
+/// LSD radix sort of `a` by bits `lo..hi`, 8 bits a pass, through `tmp`.
+fn radix_sort(a: &mut Vec<u64>, tmp: &mut Vec<u64>, lo: u32, hi: u32) {
+    let n = a.len();
+    if n <= 64 {
+        let mask = if hi >= 64 { u64::MAX } else { (1u64 << hi) - 1 };
+        a.sort_unstable_by_key(|&x| (x & mask) >> lo);
+        return;
+    }
+    tmp.clear();
+    tmp.resize(n, 0);
+    let mut shift = lo;
+    while shift < hi {
+        let mut count = [0usize; 257];
+        for &x in a.iter() {
+            count[((x >> shift) & 255) as usize + 1] += 1;
+        }
+        // A digit every element shares moves nothing.
+        if count.iter().any(|&c| c == n) {
+            shift += 8;
+            continue;
+        }
+        for d in 0..256 {
+            count[d + 1] += count[d];
+        }
+        for &x in a.iter() {
+            let d = ((x >> shift) & 255) as usize;
+            tmp[count[d]] = x;
+            count[d] += 1;
+        }
+        std::mem::swap(a, tmp);
+        shift += 8;
+    }
+}
+
+/// The ids of `keys` in key order (stable for equal keys is not needed: duplicates combine).
+fn sorted_ids(keys: &[u64], scratch: &mut Scratch) -> Vec<u32> {
+    let n = keys.len();
+    let id_bits = bits(n as u64);
+    let key_bits = bits(keys.iter().copied().max().unwrap_or(0));
+    let mut ids = std::mem::take(&mut scratch.ids);
+    ids.clear();
+    if key_bits + id_bits <= 64 {
+        // Key and id in one word: the radix sort moves 8 bytes per component.
+        let mut packed = std::mem::take(&mut scratch.packed);
+        packed.clear();
+        packed.extend(keys.iter().enumerate().map(|(i, &k)| (k << id_bits) | i as u64));
+        radix_sort(&mut packed, &mut scratch.tmp, id_bits, id_bits + key_bits);
+        let mask = (1u64 << id_bits) - 1;
+        ids.extend(packed.iter().map(|&p| (p & mask) as u32));
+        scratch.packed = packed;
+    } else {
+        ids.extend(0..n as u32);
+        ids.sort_unstable_by_key(|&i| keys[i as usize]);
+    }
+    ids
+}
+
+/// `coord`: the accumulation's ids sorted by key, then gathered with duplicates combined.
+pub(crate) fn sort_coord<V: Value>(acc: &Run<V>, n: usize, out: &mut Run<V>, scratch: &mut Scratch) {
+    let ids = sorted_ids(&acc.keys[..n], scratch);
+    out.clear();
+    for &i in &ids {
+        out.push_combining(acc.keys[i as usize], acc.vals[i as usize]);
+    }
+    scratch.ids = ids;
+}
+
+/// `bucket`: a counting sort of the ids by first coordinate (`key / stride`, below `extent`),
+/// the buckets found through a flag (count) array and listed as they are touched; each bucket
+/// then sorted by key when the workspace has more dimensions, duplicates combined on gathering.
+pub(crate) fn sort_bucket<V: Value>(
+    acc: &Run<V>,
+    n: usize,
+    stride: u64,
+    extent: usize,
+    out: &mut Run<V>,
+    scratch: &mut Scratch,
+) {
+    if scratch.count.len() < extent {
+        scratch.count.resize(extent, 0);
+    }
+    scratch.touched.clear();
+    for &k in &acc.keys[..n] {
+        let b = (k / stride) as usize;
+        if scratch.count[b] == 0 {
+            scratch.touched.push(b as u64);
+        }
+        scratch.count[b] += 1;
+    }
+    let mut touched = std::mem::take(&mut scratch.touched);
+    let top = bits(extent as u64);
+    radix_sort(&mut touched, &mut scratch.tmp, 0, top);
+    // Bucket starts, in coordinate order; `count` becomes each bucket's next free slot.
+    let mut start = 0u32;
+    for &b in &touched {
+        let c = scratch.count[b as usize];
+        scratch.count[b as usize] = start;
+        start += c;
+    }
+    let mut ids = std::mem::take(&mut scratch.ids);
+    ids.clear();
+    ids.resize(n, 0);
+    for (i, &k) in acc.keys[..n].iter().enumerate() {
+        let b = (k / stride) as usize;
+        ids[scratch.count[b] as usize] = i as u32;
+        scratch.count[b] += 1;
+    }
+    out.clear();
+    let mut from = 0usize;
+    for &b in &touched {
+        let end = scratch.count[b as usize] as usize;
+        scratch.count[b as usize] = 0;
+        let bucket = &mut ids[from..end];
+        if stride > 1 && bucket.len() > 1 {
+            if bucket.len() <= 16 {
+                for x in 1..bucket.len() {
+                    let id = bucket[x];
+                    let mut y = x;
+                    while y > 0 && acc.keys[bucket[y - 1] as usize] > acc.keys[id as usize] {
+                        bucket[y] = bucket[y - 1];
+                        y -= 1;
+                    }
+                    bucket[y] = id;
+                }
+            } else {
+                bucket.sort_unstable_by_key(|&i| acc.keys[i as usize]);
+            }
+        }
+        for &i in bucket.iter() {
+            out.push_combining(acc.keys[i as usize], acc.vals[i as usize]);
+        }
+        from = end;
+    }
+    scratch.ids = ids;
+    scratch.touched = touched;
+}
+
+/// `hash`: duplicates combined first in a chained hash table of `buckets` buckets (a power of
+/// two; `2^⌈log2 n⌉` by default), then only the unique keys sorted.
+pub(crate) fn sort_hash<V: Value>(
+    acc: &Run<V>,
+    n: usize,
+    buckets: Option<usize>,
+    out: &mut Run<V>,
+    unique: &mut Run<V>,
+    scratch: &mut Scratch,
+) {
+    let l = buckets.unwrap_or(n).max(1).next_power_of_two();
+    let shift = 64 - l.trailing_zeros();
+    scratch.head.clear();
+    scratch.head.resize(l, u32::MAX);
+    scratch.next.clear();
+    unique.clear();
+    for i in 0..n {
+        let (k, v) = (acc.keys[i], acc.vals[i]);
+        let b = if l == 1 { 0 } else { (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize };
+        let mut u = scratch.head[b];
+        while u != u32::MAX && unique.keys[u as usize] != k {
+            u = scratch.next[u as usize];
+        }
+        if u == u32::MAX {
+            scratch.next.push(scratch.head[b]);
+            scratch.head[b] = unique.keys.len() as u32;
+            unique.keys.push(k);
+            unique.vals.push(v);
+        } else {
+            unique.vals[u as usize] += v;
+        }
+    }
+    let m = unique.len();
+    sort_coord(unique, m, out, scratch);
+}
+
+/// `a` and `b` (sorted, unique) merged into `out`, values of equal keys added.
+pub(crate) fn merge<V: Value>(a: &Run<V>, b: &Run<V>, out: &mut Run<V>) {
+    out.clear();
+    out.keys.reserve(a.len() + b.len());
+    out.vals.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a.keys[i], b.keys[j]);
+        if x < y {
+            out.keys.push(x);
+            out.vals.push(a.vals[i]);
+            i += 1;
+        } else if y < x {
+            out.keys.push(y);
+            out.vals.push(b.vals[j]);
+            j += 1;
+        } else {
+            out.keys.push(x);
+            out.vals.push(a.vals[i] + b.vals[j]);
+            i += 1;
+            j += 1;
+        }
+    }
+    out.keys.extend_from_slice(&a.keys[i..]);
+    out.vals.extend_from_slice(&a.vals[i..]);
+    out.keys.extend_from_slice(&b.keys[j..]);
+    out.vals.extend_from_slice(&b.vals[j..]);
+}
+
+/// `map`: each component put in its place in the sorted `all` (binary search, then a shift).
+pub(crate) fn insert_sorted<V: Value>(all: &mut Run<V>, k: u64, v: V) {
+    match all.keys.binary_search(&k) {
+        Ok(p) => all.vals[p] += v,
+        Err(p) => {
+            all.keys.insert(p, k);
+            all.vals.insert(p, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn radix_sort_sorts_by_the_bit_range() {
+        let mut a: Vec<u64> = (0..1000u64).map(|i| (i * 7919) % 1009).collect();
+        let mut want = a.clone();
+        want.sort_unstable();
+        radix_sort(&mut a, &mut Vec::new(), 0, 10);
+        assert_eq!(a, want);
+    }
+}

@@ -1,0 +1,535 @@
+//! The workspace: accumulation array, sort/merge stage (inline or on a second thread), all
+//! array, and the dense alternative.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+
+use nm_format::Value;
+
+use crate::Components;
+use crate::ffi::{Slot, slot_flush};
+use crate::sort::{Run, Scratch, insert_sorted, merge, sort_bucket, sort_coord, sort_hash};
+
+/// How a workspace collects components.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// A dense array over the whole key space with a flag per key: no sorting, memory for
+    /// every coordinate (the choice when it fits and duplicates are many).
+    Dense,
+    /// Counting sort by the first coordinate (flag array over its extent), each bucket sorted
+    /// by the rest; duplicates combined while gathering.
+    Bucket,
+    /// Duplicates combined in a hash table first (`2^⌈log2 n⌉` buckets for `n` components
+    /// unless given), then only unique keys sorted.
+    Hash(Option<usize>),
+    /// Append, then a radix sort of the accumulation ids by key.
+    Coord,
+    /// One array kept sorted on every insert (the ablation's eager extreme).
+    Map,
+    /// One array sorted once at the end (the ablation's lazy extreme; memory grows with
+    /// duplicates).
+    Vector,
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::Dense => write!(f, "dense"),
+            Policy::Bucket => write!(f, "bucket"),
+            Policy::Hash(None) => write!(f, "hash"),
+            Policy::Hash(Some(l)) => write!(f, "hash({l})"),
+            Policy::Coord => write!(f, "coord"),
+            Policy::Map => write!(f, "map"),
+            Policy::Vector => write!(f, "vector"),
+        }
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim() {
+            "dense" => Policy::Dense,
+            "bucket" => Policy::Bucket,
+            "hash" => Policy::Hash(None),
+            "coord" => Policy::Coord,
+            "map" => Policy::Map,
+            "vector" => Policy::Vector,
+            other => match other.strip_prefix("hash(").and_then(|r| r.strip_suffix(')')) {
+                Some(l) => match l.trim().parse::<usize>() {
+                    Ok(l) if l > 0 => Policy::Hash(Some(l)),
+                    _ => return Err(format!("`{other}`: the bucket count of `hash(L)` is a positive integer")),
+                },
+                None => {
+                    return Err(format!(
+                        "unknown workspace policy `{other}` (expected dense, bucket, hash, hash(L), coord, map or vector)"
+                    ));
+                }
+            },
+        })
+    }
+}
+
+/// A workspace's policy and tuning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// How components are collected.
+    pub policy: Policy,
+    /// Components the accumulation array holds before it is sorted and merged (1 for `map`;
+    /// the starting size for `vector`, which grows instead).
+    pub capacity: usize,
+    /// Sort and merge on a second thread while insertion goes on into a second accumulation
+    /// array.
+    pub pipelined: bool,
+    /// Merge into a second all array kept from merge to merge (else a fresh one each time).
+    pub double_buffered: bool,
+}
+
+impl Config {
+    /// Default accumulation size: 64 Ki components (1 MiB of f64 components, within L2).
+    pub const CAPACITY: usize = 1 << 16;
+
+    /// `policy` with the defaults: 64 Ki components, double-buffered, not pipelined.
+    pub fn new(policy: Policy) -> Self {
+        let capacity = if policy == Policy::Map { 1 } else { Self::CAPACITY };
+        Config { policy, capacity, pipelined: false, double_buffered: true }
+    }
+}
+
+/// What a workspace did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Components inserted.
+    pub inserted: u64,
+    /// Times the accumulation array was sorted and merged.
+    pub flushes: u64,
+    /// Unique components at the end.
+    pub unique: u64,
+    /// Most bytes the workspace held at once (accumulation, all and scratch arrays, or the
+    /// dense arrays).
+    pub peak_bytes: usize,
+}
+
+/// A workspace that cannot do what was asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IsmError {
+    /// The coordinates do not fit one 64-bit key.
+    #[error("a workspace over extents {extents:?} needs keys beyond 63 bits")]
+    KeySpace {
+        /// The extents.
+        extents: Vec<usize>,
+    },
+    /// A coordinate outside its extent.
+    #[error("coordinates {coords:?} are outside the workspace's extents {extents:?}")]
+    OutOfRange {
+        /// The coordinates.
+        coords: Vec<usize>,
+        /// The extents.
+        extents: Vec<usize>,
+    },
+    /// Memory ran out (or a dense workspace would not fit).
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// A result level the workspace cannot be compressed into.
+    #[error("a workspace cannot be compressed into {0} levels")]
+    Level(String),
+    /// A bug inside the runtime, reported instead of unwinding into generated code.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The sort/merge stage: the all array and what merging into it needs.
+struct MergeState<V> {
+    all: Run<V>,
+    spare: Run<V>,
+    sorted: Run<V>,
+    unique: Run<V>,
+    scratch: Scratch,
+    config: Config,
+    stride: u64,
+    extent: usize,
+    peak: usize,
+}
+
+impl<V: Value> MergeState<V> {
+    fn bytes(&self) -> usize {
+        self.all.bytes() + self.spare.bytes() + self.sorted.bytes() + self.unique.bytes() + self.scratch.bytes()
+    }
+
+    /// Sorts the first `n` components of `acc` by the policy and merges them into `all`.
+    fn absorb(&mut self, acc: &Run<V>, n: usize) -> Result<(), IsmError> {
+        match self.config.policy {
+            Policy::Map => {
+                for i in 0..n {
+                    insert_sorted(&mut self.all, acc.keys[i], acc.vals[i]);
+                }
+                self.peak = self.peak.max(self.bytes());
+                return Ok(());
+            }
+            Policy::Bucket => sort_bucket(acc, n, self.stride, self.extent, &mut self.sorted, &mut self.scratch),
+            Policy::Hash(l) => sort_hash(acc, n, l, &mut self.sorted, &mut self.unique, &mut self.scratch),
+            Policy::Coord | Policy::Vector | Policy::Dense => sort_coord(acc, n, &mut self.sorted, &mut self.scratch),
+        }
+        if self.all.len() == 0 {
+            std::mem::swap(&mut self.all, &mut self.sorted);
+        } else {
+            let need = self.all.len() + self.sorted.len();
+            let mut into = if self.config.double_buffered { std::mem::take(&mut self.spare) } else { Run::default() };
+            reserve(&mut into, need)?;
+            merge(&self.all, &self.sorted, &mut into);
+            let old = std::mem::replace(&mut self.all, into);
+            if self.config.double_buffered {
+                self.spare = old;
+            }
+        }
+        self.peak = self.peak.max(self.bytes());
+        Ok(())
+    }
+}
+
+/// Room for `need` components, grown by the piecewise-linear rule [`grown`].
+fn reserve<V>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
+    let cap = run.keys.capacity();
+    if cap >= need {
+        return Ok(());
+    }
+    let target = grown(cap).max(need);
+    let oom = |_| IsmError::OutOfMemory(format!("growing a workspace array to {target} components"));
+    run.keys.try_reserve_exact(target - run.keys.len()).map_err(oom)?;
+    run.vals.try_reserve_exact(target - run.vals.len()).map_err(oom)?;
+    Ok(())
+}
+
+/// The reallocation heuristic: the next capacity after `cap` — doubling while small (cheap,
+/// amortized), +50% up to 64 Mi components, then a fixed 32 Mi components a step, so a huge
+/// all array never asks for twice its size (the step where doubling runs out of memory).
+pub(crate) fn grown(cap: usize) -> usize {
+    const SMALL: usize = 1 << 20;
+    const LARGE: usize = 1 << 26;
+    if cap < SMALL {
+        (2 * cap).max(1024)
+    } else if cap < LARGE {
+        cap + cap / 2
+    } else {
+        cap + (LARGE >> 1)
+    }
+}
+
+enum Stage<V> {
+    Inline(Box<MergeState<V>>),
+    /// A merging thread owns the state; full accumulation arrays go to it and come back empty.
+    Pipelined {
+        to_merger: Option<Sender<(Run<V>, usize)>>,
+        back: Receiver<Run<V>>,
+        merger: Option<JoinHandle<Result<MergeState<V>, IsmError>>>,
+    },
+}
+
+/// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
+pub struct Workspace<V: Value> {
+    slot: Slot,
+    extents: Vec<usize>,
+    strides: Vec<u64>,
+    space: u64,
+    config: Config,
+    acc: Run<V>,
+    stage: Stage<V>,
+    dense: Option<(Vec<V>, Vec<u8>)>,
+    stats: Stats,
+    error: Option<IsmError>,
+}
+
+impl<V: Value> fmt::Debug for Workspace<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workspace").field("extents", &self.extents).field("config", &self.config).finish()
+    }
+}
+
+impl<V: Value> Workspace<V> {
+    /// An empty workspace over `extents` (the result's dimensions in storage order). A dense
+    /// one is checked against the memory available first.
+    pub fn new(extents: &[usize], config: Config) -> Result<Box<Self>, IsmError> {
+        let mut space: u64 = 1;
+        for &e in extents {
+            space = space.checked_mul(e as u64).filter(|&s| s < 1 << 63).ok_or_else(|| IsmError::KeySpace {
+                extents: extents.to_vec(),
+            })?;
+        }
+        let mut strides = vec![1u64; extents.len()];
+        for d in (0..extents.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * extents[d + 1] as u64;
+        }
+        let dense = if config.policy == Policy::Dense {
+            let bytes = Self::dense_bytes(extents).unwrap_or(u128::MAX);
+            if nm_format::memory::available().is_some_and(|a| bytes > a) || bytes > isize::MAX as u128 {
+                return Err(IsmError::OutOfMemory(format!(
+                    "a dense workspace over {extents:?} needs {:.1} GiB",
+                    bytes as f64 / (1u64 << 30) as f64
+                )));
+            }
+            let oom = |_| IsmError::OutOfMemory(format!("a dense workspace over {extents:?}"));
+            let (mut vals, mut mark) = (Vec::new(), Vec::new());
+            vals.try_reserve_exact(space as usize).map_err(oom)?;
+            mark.try_reserve_exact(space as usize).map_err(oom)?;
+            vals.resize(space as usize, V::ZERO);
+            mark.resize(space as usize, 0u8);
+            Some((vals, mark))
+        } else {
+            None
+        };
+        let capacity = match config.policy {
+            Policy::Map => 1,
+            _ => config.capacity.max(1),
+        };
+        let acc = Run { keys: vec![0; capacity], vals: vec![V::ZERO; capacity] };
+        let state = MergeState {
+            all: Run::default(),
+            spare: Run::default(),
+            sorted: Run::default(),
+            unique: Run::default(),
+            scratch: Scratch::default(),
+            config,
+            stride: strides.first().copied().unwrap_or(1),
+            extent: extents.first().copied().unwrap_or(1),
+            peak: 0,
+        };
+        let stage = if config.pipelined && !matches!(config.policy, Policy::Dense | Policy::Vector | Policy::Map) {
+            let (to_merger, inbox) = channel::<(Run<V>, usize)>();
+            let (give_back, back) = channel::<Run<V>>();
+            // The second accumulation array starts out on the way back.
+            let _ = give_back.send(Run { keys: vec![0; capacity], vals: vec![V::ZERO; capacity] });
+            let mut state = state;
+            let merger = std::thread::Builder::new()
+                .name("nm-ism-merge".into())
+                .spawn(move || {
+                    for (run, n) in inbox {
+                        state.absorb(&run, n)?;
+                        // The inserting side may be gone (finished or dropped): nothing to do.
+                        let _ = give_back.send(run);
+                    }
+                    Ok(state)
+                })
+                .map_err(|e| IsmError::Internal(format!("starting the merging thread: {e}")))?;
+            Stage::Pipelined { to_merger: Some(to_merger), back, merger: Some(merger) }
+        } else {
+            Stage::Inline(Box::new(state))
+        };
+        let mut ws = Box::new(Workspace {
+            slot: Slot {
+                keys: std::ptr::null_mut(),
+                vals: std::ptr::null_mut(),
+                len: 0,
+                cap: 0,
+                dense: std::ptr::null_mut(),
+                mark: std::ptr::null_mut(),
+                flush: slot_flush::<V>,
+                finish: None,
+                owner: std::ptr::null_mut(),
+                host: std::ptr::null_mut(),
+            },
+            extents: extents.to_vec(),
+            strides,
+            space,
+            config,
+            acc,
+            stage,
+            dense,
+            stats: Stats::default(),
+            error: None,
+        });
+        ws.slot.owner = (&mut *ws as *mut Workspace<V>).cast();
+        ws.sync_slot();
+        Ok(ws)
+    }
+
+    /// Bytes a dense workspace over `extents` needs (`None` past `u128`).
+    pub fn dense_bytes(extents: &[usize]) -> Option<u128> {
+        extents.iter().try_fold((std::mem::size_of::<V>() + 1) as u128, |b, &e| b.checked_mul(e as u128))
+    }
+
+    fn sync_slot(&mut self) {
+        self.slot.keys = self.acc.keys.as_mut_ptr();
+        self.slot.vals = self.acc.vals.as_mut_ptr().cast();
+        self.slot.cap = self.acc.keys.len() as i64;
+        if let Some((vals, mark)) = &mut self.dense {
+            self.slot.dense = vals.as_mut_ptr().cast();
+            self.slot.mark = mark.as_mut_ptr();
+        }
+    }
+
+    /// The extents.
+    pub fn extents(&self) -> &[usize] {
+        &self.extents
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    /// The key of `coords` (in storage order).
+    pub fn key(&self, coords: &[usize]) -> Result<u64, IsmError> {
+        if coords.len() != self.extents.len() || coords.iter().zip(&self.extents).any(|(c, e)| c >= e) {
+            return Err(IsmError::OutOfRange { coords: coords.to_vec(), extents: self.extents.clone() });
+        }
+        Ok(coords.iter().zip(&self.strides).map(|(&c, &s)| c as u64 * s).sum())
+    }
+
+    /// The strides that make a key: `key = Σ coords[d] · strides[d]`.
+    pub fn strides(&self) -> &[u64] {
+        &self.strides
+    }
+
+    /// Adds `v` at `coords` (duplicates add up).
+    pub fn insert(&mut self, coords: &[usize], v: V) -> Result<(), IsmError> {
+        let key = self.key(coords)?;
+        self.insert_key(key, v)
+    }
+
+    /// Adds `v` at `key` — what generated code does inline.
+    pub fn insert_key(&mut self, key: u64, v: V) -> Result<(), IsmError> {
+        if key >= self.space {
+            return Err(IsmError::OutOfRange { coords: vec![key as usize], extents: self.extents.clone() });
+        }
+        self.stats.inserted += 1;
+        if let Some((vals, mark)) = &mut self.dense {
+            vals[key as usize] += v;
+            mark[key as usize] = 1;
+            return Ok(());
+        }
+        if self.slot.len == self.slot.cap {
+            self.flush()?;
+        }
+        let n = self.slot.len as usize;
+        self.acc.keys[n] = key;
+        self.acc.vals[n] = v;
+        self.slot.len += 1;
+        Ok(())
+    }
+
+    /// Sorts and merges the accumulation array (`vector`: grows it instead).
+    pub fn flush(&mut self) -> Result<(), IsmError> {
+        let n = self.slot.len as usize;
+        if self.config.policy == Policy::Vector {
+            if n == self.acc.keys.len() {
+                let target = grown(n);
+                let oom = |_| IsmError::OutOfMemory(format!("growing a vector workspace to {target} components"));
+                self.acc.keys.try_reserve_exact(target - n).map_err(oom)?;
+                self.acc.vals.try_reserve_exact(target - n).map_err(oom)?;
+                self.acc.keys.resize(target, 0);
+                self.acc.vals.resize(target, V::ZERO);
+                self.sync_slot();
+            }
+            return Ok(());
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        self.stats.flushes += 1;
+        match &mut self.stage {
+            Stage::Inline(state) => state.absorb(&self.acc, n)?,
+            Stage::Pipelined { to_merger, back, .. } => {
+                let lost = || IsmError::Internal("the merging thread stopped".into());
+                let empty = back.recv().map_err(|_| lost())?;
+                let full = std::mem::replace(&mut self.acc, empty);
+                to_merger.as_ref().ok_or_else(lost)?.send((full, n)).map_err(|_| lost())?;
+                self.sync_slot();
+            }
+        }
+        self.slot.len = 0;
+        Ok(())
+    }
+
+    /// Every component inserted, sorted by key with duplicates combined; the workspace is
+    /// empty afterwards and can be used again.
+    pub fn finish(&mut self) -> Result<Components<V>, IsmError> {
+        let acc_bytes = self.acc.bytes();
+        if let Some((vals, mark)) = &mut self.dense {
+            let mut run = Run::default();
+            for (k, m) in mark.iter_mut().enumerate() {
+                if *m != 0 {
+                    run.keys.push(k as u64);
+                    run.vals.push(vals[k]);
+                    vals[k] = V::ZERO;
+                    *m = 0;
+                }
+            }
+            let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
+            self.stats.peak_bytes = self.stats.peak_bytes.max(dense_bytes + run.bytes());
+            return Ok(self.components(run));
+        }
+        if self.config.policy == Policy::Vector {
+            // The one sort of the `vector` extreme.
+            let n = self.slot.len as usize;
+            let mut sorted = Run::default();
+            let mut scratch = Scratch::default();
+            sort_coord(&self.acc, n, &mut sorted, &mut scratch);
+            self.stats.flushes += 1;
+            self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes + sorted.bytes() + scratch.bytes());
+            self.slot.len = 0;
+            return Ok(self.components(sorted));
+        }
+        self.flush()?;
+        let all = match &mut self.stage {
+            Stage::Inline(state) => {
+                self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + acc_bytes);
+                state.peak = 0;
+                std::mem::take(&mut state.all)
+            }
+            Stage::Pipelined { to_merger, merger, .. } => {
+                let lost = || IsmError::Internal("the merging thread stopped".into());
+                drop(to_merger.take());
+                let state = merger.take().ok_or_else(lost)?.join().map_err(|_| lost())??;
+                self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + 2 * acc_bytes);
+                // A fresh merging thread for the next use, with the state's memory.
+                let config = self.config;
+                let mut next = *Self::new(&self.extents, config)?;
+                let all = state.all;
+                std::mem::swap(&mut self.stage, &mut next.stage);
+                all
+            }
+        };
+        Ok(self.components(all))
+    }
+
+    fn components(&mut self, run: Run<V>) -> Components<V> {
+        self.stats.unique = run.len() as u64;
+        Components { extents: self.extents.clone(), keys: run.keys, vals: run.vals }
+    }
+
+    /// What the workspace did so far.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// The C-ABI view for generated code; valid while the workspace lives and is not moved
+    /// out of its box.
+    pub fn slot(&mut self) -> *mut Slot {
+        &mut self.slot
+    }
+
+    /// Records why a call from generated code failed.
+    pub(crate) fn fail(&mut self, e: IsmError) {
+        self.error = Some(e);
+    }
+
+    /// Why the last call from generated code failed.
+    pub fn take_error(&mut self) -> Option<IsmError> {
+        self.error.take()
+    }
+}
+
+impl<V: Value> Drop for Workspace<V> {
+    fn drop(&mut self) {
+        if let Stage::Pipelined { to_merger, merger, .. } = &mut self.stage {
+            drop(to_merger.take());
+            if let Some(m) = merger.take() {
+                let _ = m.join();
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Every policy against an independent reference (a `BTreeMap` summing duplicates), on random
+//! component streams with duplicates in random order; compression into formats against
+//! nm-format's own builder.
+
+use std::collections::BTreeMap;
+
+use nm_format::{Format, LevelKind, Tensor};
+use nm_ism::{Config, Policy, Workspace};
+use proptest::prelude::*;
+
+const POLICIES: [Policy; 7] = [
+    Policy::Dense,
+    Policy::Bucket,
+    Policy::Hash(None),
+    Policy::Hash(Some(4)),
+    Policy::Coord,
+    Policy::Map,
+    Policy::Vector,
+];
+
+fn configs() -> Vec<Config> {
+    let mut out = Vec::new();
+    for policy in POLICIES {
+        for (capacity, pipelined, double_buffered) in [(3, false, true), (7, true, true), (1 << 16, false, false)] {
+            out.push(Config { capacity, pipelined, double_buffered, ..Config::new(policy) });
+        }
+    }
+    out
+}
+
+/// Integer-valued components, so every order of summation gives the same floats.
+fn stream() -> impl Strategy<Value = (Vec<usize>, Vec<(Vec<usize>, i32)>)> {
+    prop::collection::vec(1usize..6, 1..4).prop_flat_map(|extents| {
+        let coords = extents.iter().map(|&e| 0..e).collect::<Vec<_>>();
+        let component = (coords, -3i32..4);
+        (Just(extents), prop::collection::vec(component, 0..120))
+    })
+}
+
+proptest! {
+    #[test]
+    fn every_policy_sums_what_a_map_sums((extents, components) in stream()) {
+        let mut want: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
+        for (c, v) in &components {
+            *want.entry(c.clone()).or_insert(0.0) += *v as f64;
+        }
+        for config in configs() {
+            let mut ws = Workspace::<f64>::new(&extents, config).unwrap();
+            for round in 0..2 {
+                for (c, v) in &components {
+                    ws.insert(c, *v as f64).unwrap();
+                }
+                let got = ws.finish().unwrap();
+                let got: BTreeMap<Vec<usize>, f64> =
+                    (0..got.len()).map(|i| (got.coords(i), got.values()[i])).collect();
+                prop_assert_eq!(&got, &want, "{:?}, round {}", config, round);
+                prop_assert!(got.keys().zip(got.keys().skip(1)).all(|(a, b)| a < b));
+            }
+        }
+    }
+}
+
+fn random_components(extents: &[usize], n: usize, seed: u64) -> Vec<(Vec<usize>, f64)> {
+    let mut x = seed;
+    let mut next = || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as usize
+    };
+    (0..n).map(|_| (extents.iter().map(|&e| next() % e).collect(), (next() % 7) as f64 - 3.0)).collect()
+}
+
+/// Compressing into a format's levels gives what nm-format builds from the same components.
+#[test]
+fn compression_matches_nm_formats_builder() {
+    let cases: [(&str, Vec<usize>); 9] = [
+        ("csr", vec![7, 9]),
+        ("dcsr", vec![7, 9]),
+        ("coo", vec![7, 9]),
+        ("csc", vec![7, 9]),
+        ("dense", vec![4, 5]),
+        ("csf", vec![4, 5, 6]),
+        ("s", vec![30]),
+        ("sd", vec![6, 4]),
+        ("dsd", vec![3, 4, 5]),
+    ];
+    for (name, shape) in cases {
+        let format = Format::parse(name, shape.len()).unwrap();
+        let extents = format.level_sizes(&shape);
+        for policy in POLICIES {
+            let mut ws = Workspace::<f64>::new(&extents, Config::new(policy)).unwrap();
+            let components = random_components(&extents, 40, 11);
+            let mut list = nm_format::CoordinateList::new(shape.clone());
+            for (c, v) in &components {
+                ws.insert(c, *v).unwrap();
+                // Storage order back to dimensions.
+                let mut coords = vec![0; shape.len()];
+                for (l, level) in format.levels().iter().enumerate() {
+                    coords[level.expr.dim()] = c[l];
+                }
+                list.push(&coords, *v);
+            }
+            let done = ws.finish().unwrap();
+            let want = Tensor::from_coordinates(&list, &format, nm_format::Duplicates::Sum).unwrap();
+            let got = done.to_tensor(&shape, &format).unwrap();
+            assert_eq!(got.to_dense(), want.to_dense(), "{name}, {policy}");
+            // The level arrays: positions and coordinates as nm-format stores them.
+            let kinds: Vec<LevelKind> = format.levels().iter().map(|l| l.kind).collect();
+            let arrays = done.levels(&kinds).unwrap();
+            for (l, level) in want.levels().iter().enumerate() {
+                match level {
+                    nm_format::LevelStorage::Compressed { pos, crd } => {
+                        let p: Vec<i64> = pos.to_usize().iter().map(|&x| x as i64).collect();
+                        let c: Vec<i64> = crd.to_usize().iter().map(|&x| x as i64).collect();
+                        assert_eq!(arrays.pos[l].as_ref(), Some(&p), "{name} level {l} pos");
+                        assert_eq!(arrays.crd[l].as_ref(), Some(&c), "{name} level {l} crd");
+                    }
+                    nm_format::LevelStorage::Singleton { crd } => {
+                        let c: Vec<i64> = crd.to_usize().iter().map(|&x| x as i64).collect();
+                        assert_eq!(arrays.crd[l].as_ref(), Some(&c), "{name} level {l} crd");
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(arrays.vals, want.values(), "{name}, {policy}: values");
+        }
+    }
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let mut ws = Workspace::<f32>::new(&[3, 4], Config::new(Policy::Coord)).unwrap();
+    assert!(ws.insert(&[3, 0], 1.0).is_err());
+    assert!(ws.insert(&[0], 1.0).is_err());
+    assert!(Workspace::<f32>::new(&[1 << 40, 1 << 40], Config::new(Policy::Coord)).is_err());
+    let e = Workspace::<f64>::new(&[1 << 30, 1 << 30], Config::new(Policy::Dense)).unwrap_err();
+    assert!(e.to_string().contains("dense workspace"), "{e}");
+    assert!("hash(0)".parse::<Policy>().is_err());
+    assert!("heap".parse::<Policy>().unwrap_err().contains("unknown workspace policy"));
+    assert_eq!("hash(64)".parse::<Policy>(), Ok(Policy::Hash(Some(64))));
+    let kinds = [LevelKind::Structured { n: 2, m: 4 }, LevelKind::Dense];
+    let mut ws = Workspace::<f64>::new(&[2, 3], Config::new(Policy::Bucket)).unwrap();
+    assert!(ws.finish().unwrap().levels(&kinds).is_err());
+}
+
+/// The generated-code path: appending through the slot and flushing through its pointer.
+#[test]
+fn the_slot_appends_and_flushes_like_insert() {
+    for policy in POLICIES {
+        let mut ws = Workspace::<f64>::new(&[10, 10], Config { capacity: 5, ..Config::new(policy) }).unwrap();
+        let slot = ws.slot();
+        for k in 0..100u64 {
+            let key = (k * 37) % 100;
+            // SAFETY: `slot` is the live workspace's slot; nothing else touches it meanwhile.
+            unsafe {
+                let s = &mut *slot;
+                if !s.dense.is_null() {
+                    *(s.dense as *mut f64).add(key as usize) += 1.0;
+                    *s.mark.add(key as usize) = 1;
+                    continue;
+                }
+                if s.len == s.cap {
+                    assert_eq!((s.flush)(slot), 0);
+                }
+                let s = &mut *slot;
+                *s.keys.add(s.len as usize) = key;
+                *(s.vals as *mut f64).add(s.len as usize) = 1.0;
+                s.len += 1;
+            }
+        }
+        let done = ws.finish().unwrap();
+        assert_eq!(done.keys(), (0..100).collect::<Vec<u64>>(), "{policy}");
+        assert!(done.values().iter().all(|&v| v == 1.0));
+    }
+}
