@@ -6,7 +6,8 @@
 # matrix in one run, with the peers' operands (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c)
 # % 23)/22; Aᵀ materialised before timing; X, Y as in bench_peers.py) so checksums compare.
 # At THREADS=2 the peers' harness runs GraphBLAS only (the others are sequential).
-# usage: KERNEL=spmv|spmm64|spgemm_AAt|sddmm64 [THREADS=1|2] [REPS=50] bench/kernels_vs_peers.sh
+# usage: KERNEL=spmv|spmm64|spgemm_AA|spgemm_AAt|outer_AA|outer_AAt|sddmm64 [THREADS=1|2] [REPS=50]
+#        [WS=bucket|hash|coord|...] bench/kernels_vs_peers.sh
 #        (needs the peers' venv; see bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,18 +41,28 @@ with open('$TMP/B.mtx','w') as o:
         for j in range(n): o.write('%r\n' % (1 + ((7*j + 3*c) % 23)/22))
 "
     out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
-  spgemm_AAt)
+  spgemm_AA|spgemm_AAt|outer_AA|outer_AAt)
     # Aᵀ materialised as CSR before timing, as the peers do; rows sorted in the result.
     # Skipped above 5e8 multiplies, as bench_peers.py's --flops-limit does.
+    # A·A needs a square matrix. outer_* run the outer-product loop order (k, i, j: A in CSC,
+    # B in CSR, scattering into a sparse workspace, -workspace=$WS) against the peers'
+    # row-wise products of the same matrices.
+    case "$KERNEL" in *AAt) second=At ;; *) second=A ;; esac
     flops=$("$PY" -c "
 import fast_matrix_market as fmm, scipy.sparse as sp, numpy as np
 A = sp.csr_matrix(fmm.mmread('$f'), dtype=np.float64); A.sum_duplicates()
-flops = float((np.bincount(A.indices, minlength=A.shape[1]).astype(float) ** 2).sum())
-if flops <= 5e8: fmm.mmwrite('$TMP/At.mtx', A.T.tocoo())
+if '$second' == 'A' and A.shape[0] != A.shape[1]: print(-1); raise SystemExit
+B = A.T.tocsr() if '$second' == 'At' else A
+flops = float((np.bincount(A.indices, minlength=A.shape[1]).astype(float) * np.diff(B.indptr)).sum())
+if flops <= 5e8: fmm.mmwrite('$TMP/B.mtx', B.tocoo())
 print(int(flops))
 ")
+    if [ "$flops" -lt 0 ]; then echo "$name: skipped, not square" >&2; continue; fi
     if [ "$flops" -gt 500000000 ]; then echo "$name: skipped, $flops multiplies" >&2; continue; fi
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/At.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
+    case "$KERNEL" in
+    spgemm_*) out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
+    outer_*) out=$(./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csc -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, i, j)" -workspace=${WS:-bucket} -time=$REPS -c) ;;
+    esac ;;
   sddmm64)
     "$PY" -c "
 for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
@@ -66,7 +77,8 @@ for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')
   sum=$(echo "$out" | sed -n 's/.*checksum \(.*\)/\1/p')
   echo "$KERNEL,$name,nmsparse,$secs,$sum" >> "$OUT"
-  "$PY" ../shared/peers/bench_peers.py "$f" --threads $THREADS --kernels "$KERNEL" --peers scipy,graphblas,mlir --out "$TMP/p.csv" > /dev/null 2>&1 || true
+  PEER_KERNEL=${KERNEL/outer_/spgemm_}
+  "$PY" ../shared/peers/bench_peers.py "$f" --threads $THREADS --kernels "$PEER_KERNEL" --peers scipy,graphblas,mlir --out "$TMP/p.csv" > /dev/null 2>&1 || true
   "$PY" -c "
 import csv
 for r in csv.DictReader(open('$TMP/p.csv')):

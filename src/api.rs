@@ -11,7 +11,7 @@ use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::interpret;
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, Lowered, arguments, lower_with, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, Lowered, arguments, lower_options, result_tensor};
 
 /// Everything that can go wrong from expression to result, with the stage's own message.
 #[derive(Debug, thiserror::Error)]
@@ -74,12 +74,13 @@ pub struct Program {
     decls: Declarations,
     shapes: HashMap<String, (Vec<usize>, Option<Format>)>,
     schedule: Option<String>,
+    options: LowerOptions,
 }
 
 impl Program {
     /// Parses `expr` (taco's index notation).
     pub fn new(expr: &str) -> Result<Program, Error> {
-        Ok(Program { stmt: parse(expr)?, decls: Declarations::new(), shapes: HashMap::new(), schedule: None })
+        Ok(Program { stmt: parse(expr)?, decls: Declarations::new(), shapes: HashMap::new(), schedule: None, options: LowerOptions::default() })
     }
 
     /// Declares tensor `name` with `shape` stored in `format` (`"dense"`, `"csr"`, `"ds:1,0"`,
@@ -103,6 +104,13 @@ impl Program {
     /// Sets the schedule (`"reorder(k, j); parallelize(i, cpu_thread, no_races)"`).
     pub fn schedule(mut self, schedule: &str) -> Program {
         self.schedule = Some(schedule.to_string());
+        self
+    }
+
+    /// The workspace of a statement that scatters into a sparse result (see [`crate::ism`]);
+    /// by default the analysis picks one.
+    pub fn workspace(mut self, config: crate::ism::Config) -> Program {
+        self.options.workspace = Some(config);
         self
     }
 
@@ -141,7 +149,7 @@ impl Program {
                 b: self.stmt.tensor_name(route.b).to_string(),
             },
             None => Engine::Generated {
-                narrow: Box::new(Specialization::new::<T>(&cin, &types, backend, IndexWidths::default())?),
+                narrow: Box::new(Specialization::new::<T>(&cin, &types, backend, IndexWidths::default(), &self.options)?),
                 wide: Mutex::new(Vec::new()),
             },
         };
@@ -151,6 +159,7 @@ impl Program {
             cin,
             types,
             backend,
+            options: self.options.clone(),
             engine,
             result_shape: shape,
             result_format: format,
@@ -186,8 +195,9 @@ impl Specialization {
         types: &Types,
         backend: Backend,
         widths: IndexWidths,
+        options: &LowerOptions,
     ) -> Result<Specialization, Error> {
-        let lowered = lower_with(cin, types, T::ELEM, &widths)?;
+        let lowered = lower_options(cin, types, T::ELEM, &widths, options)?;
         let compiled = match backend {
             Backend::Jit => Some(CKernel::compile(&lowered.function, &CCompiler::from_env()?)?),
             Backend::Interp => None,
@@ -204,6 +214,7 @@ pub struct Kernel<T> {
     cin: ConcreteNotation,
     types: Types,
     backend: Backend,
+    options: LowerOptions,
     engine: Engine,
     result_shape: Vec<usize>,
     result_format: Option<Format>,
@@ -310,7 +321,7 @@ impl<T: Scalar> Kernel<T> {
         if let Some(s) = wide.iter().find(|s| s.widths == widths) {
             return Ok(s.clone());
         }
-        let s = Arc::new(Specialization::new::<T>(&self.cin, &self.types, self.backend, widths)?);
+        let s = Arc::new(Specialization::new::<T>(&self.cin, &self.types, self.backend, widths, &self.options)?);
         wide.push(s.clone());
         Ok(s)
     }

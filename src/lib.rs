@@ -39,5 +39,6 @@ pub use api::{Backend, Error, Kernel, Program, Scalar};
 
 pub use nm_format as format;
 pub use nm_ir as ir;
+pub use nm_ism as ism;
 pub use nm_lower as lower;
 pub use nm_spmm as spmm;

@@ -116,11 +116,16 @@ struct RunCli {
     /// `--prune=B`.
     #[arg(long = "prune", value_name = "TENSOR")]
     prune: Vec<String>,
+    /// The workspace of a statement that scatters into a sparse result:
+    /// dense|bucket|hash|hash(L)|coord|map|vector (default: the analysis picks).
+    #[arg(long = "workspace", value_name = "POLICY")]
+    workspace: Option<String>,
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
-    const LONG: [&str; 15] = [
+    const LONG: [&str; 16] = [
+        "workspace",
         "time",
         "print-assembly",
         "print-nocolor",
@@ -197,6 +202,14 @@ fn run_expression(cli: RunCli) -> ExitCode {
         }
     };
     let _ = cli.print_nocolor;
+    let workspace = match cli.workspace.as_deref().map(str::parse::<nmsparse::ism::Policy>) {
+        None => None,
+        Some(Ok(policy)) => Some(nmsparse::ism::Config::new(policy)),
+        Some(Err(e)) => {
+            eprintln!("error: -workspace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let options = commands::RunOptions {
         expr: cli.expr,
         formats: cli.format,
@@ -218,6 +231,7 @@ fn run_expression(cli: RunCli) -> ExitCode {
         write_time: cli.write_time,
         value_type,
         prune: cli.prune,
+        workspace,
     };
     match commands::run(&options) {
         Ok(text) => {

@@ -243,6 +243,13 @@ pub struct Workspace<V: Value> {
     error: Option<IsmError>,
 }
 
+// SAFETY: the slot's pointers point into this workspace's own vectors (or its owner box), which
+// move with it; nothing else holds them outside a call that borrows the workspace mutably.
+unsafe impl<V: Value> Send for Workspace<V> {}
+// SAFETY: `&Workspace` methods only read plain fields; the raw pointers are used only through
+// `&mut` methods and by generated code running under a `&mut` borrow.
+unsafe impl<V: Value> Sync for Workspace<V> {}
+
 impl<V: Value> fmt::Debug for Workspace<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Workspace").field("extents", &self.extents).field("config", &self.config).finish()

@@ -20,8 +20,12 @@ pub struct Split {
 }
 
 /// The assembly and compute halves of `f`, or `None` when its result is dense (nothing to
-/// assemble).
+/// assemble) or collected in a sparse workspace (whose structure is only known once every
+/// value has been computed and combined).
 pub fn split(f: &Function) -> Option<Split> {
+    if f.arrays.iter().any(|(_, d)| matches!(d.role, Role::Workspace { .. })) {
+        return None;
+    }
     let structure: Vec<ArrayId> = f
         .arrays
         .iter()

@@ -46,6 +46,10 @@ pub fn emit(f: &Function) -> String {
         w,
         "typedef struct nms_array {{ void *data; int64_t len; void *owner; int (*grow)(struct nms_array *, int64_t); }} nms_array;\n"
     );
+    if f.arrays.iter().any(|(_, a)| matches!(a.role, Role::Workspace { .. })) {
+        w.push_str(nm_ism::C_DECLARATION);
+        w.push('\n');
+    }
     let mut sorted = Vec::new();
     sorted_types(&f.body, f, &mut sorted);
     for t in sorted {
@@ -56,6 +60,10 @@ pub fn emit(f: &Function) -> String {
         let k = nm_ir::id::Id::index(id);
         if let Role::Local { len } = a.role {
             let _ = writeln!(w, "  {} {}[{len}];", c_elem(a.elem), a.name);
+            continue;
+        }
+        if let Role::Workspace { .. } = a.role {
+            let _ = writeln!(w, "  nms_ism *{} = (nms_ism *)args[{k}].data;", a.name);
             continue;
         }
         let qual = if a.output { "" } else { "const " };
@@ -237,6 +245,28 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::Break => self.line(depth, "break;"),
+            Stmt::Insert { workspace, key, value } => {
+                let a = &self.f.arrays[*workspace];
+                let (w, t) = (&a.name, c_elem(a.elem));
+                let key = self.expr(key, ScalarType::Index);
+                let value = self.expr(value, a.elem.scalar());
+                let dense = matches!(&a.role, Role::Workspace { config, .. } if config.policy == nm_ism::Policy::Dense);
+                self.line(depth, "{");
+                self.line(depth + 1, &format!("int64_t key = {key};"));
+                if dense {
+                    self.line(depth + 1, &format!("(({t} *){w}->dense)[key] += {value};"));
+                    self.line(depth + 1, &format!("{w}->mark[key] = 1;"));
+                } else {
+                    self.line(depth + 1, &format!("if ({w}->len == {w}->cap && {w}->flush({w})) return 1;"));
+                    self.line(depth + 1, &format!("{w}->keys[{w}->len] = (uint64_t)key;"));
+                    self.line(depth + 1, &format!("(({t} *){w}->vals)[{w}->len++] = {value};"));
+                }
+                self.line(depth, "}");
+            }
+            Stmt::Finish { workspace } => {
+                let w = &self.f.arrays[*workspace].name;
+                self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
+            }
             Stmt::Prefetch { array, index } => {
                 let text = format!(
                     "__builtin_prefetch(&{}[{}], 0, 3);",
@@ -346,6 +376,22 @@ impl CKernel {
                 NmsArray { data: ptr, len: len as i64, owner, grow: grow_array }
             })
             .collect();
+        // Workspaces: `finish` compresses into the result's arrays, reached through `host`.
+        let mut hosts: Vec<Box<FinishHost>> = Vec::new();
+        for (id, _) in f.arrays.iter().filter(|(_, a)| matches!(a.role, Role::Workspace { .. })) {
+            let k = nm_ir::id::Id::index(id);
+            let ArrayData::Workspace(w) = &mut arrays[k] else { continue };
+            let targets = crate::ism::Targets::of(f, id)
+                .ok_or_else(|| RunError::OutOfMemory(f.name.clone(), "a workspace without result arrays".into()))?;
+            let mut host = Box::new(FinishHost { targets, workspace: w });
+            let slot = host.workspace_slot();
+            // SAFETY: `slot` is the live workspace's slot (boxed, not moved during the call).
+            unsafe {
+                (*slot).finish = Some(finish_workspace);
+                (*slot).host = (&mut *host as *mut FinishHost).cast();
+            }
+            hosts.push(host);
+        }
         // SAFETY: the generated function has exactly this signature (see `emit`).
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
         GROW_FAILURE.with(|g| g.take());
@@ -354,8 +400,15 @@ impl CKernel {
         // are only read; outputs are written within their length, which only `grow` extends
         // (positions come from the shapes the arrays were sized by, checked above).
         let status = unsafe { entry(descriptors.as_mut_ptr()) };
+        drop(hosts);
         if status != 0 {
-            let why = GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into());
+            let flushed = arrays.iter_mut().find_map(|a| match a {
+                ArrayData::Workspace(w) => w.take_error().map(|e| e.to_string()),
+                _ => None,
+            });
+            let why = flushed
+                .or_else(|| GROW_FAILURE.with(|g| g.take()))
+                .unwrap_or_else(|| "an allocation failed".into());
             return Err(RunError::OutOfMemory(f.name.clone(), why));
         }
         Ok(())
@@ -557,6 +610,54 @@ impl CKernel {
     }
 }
 
+/// What a workspace's `finish` needs: where the result goes, and the workspace.
+struct FinishHost {
+    targets: crate::ism::Targets,
+    workspace: *mut crate::ism::WorkspaceData,
+}
+
+impl FinishHost {
+    fn workspace_slot(&mut self) -> *mut nm_ism::Slot {
+        // SAFETY: `workspace` points into an argument `run` borrows mutably for the whole call.
+        unsafe { (*self.workspace).slot() }
+    }
+}
+
+/// `finish` of a workspace slot: compresses the workspace into the kernel's result arrays,
+/// replacing the vectors behind their descriptors; 1 (with the reason kept) on failure.
+unsafe extern "C" fn finish_workspace(slot: *mut nm_ism::Slot, args: *mut libc::c_void) -> libc::c_int {
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `run` set `host` to a `FinishHost` that outlives the call, and `args` is the
+        // descriptor array it passed to the kernel; the result arrays it names are distinct
+        // from the workspace's own argument and the kernel no longer reads them.
+        let (host, args) = unsafe { (&*((*slot).host as *const FinishHost), args.cast::<NmsArray>()) };
+        // SAFETY: as above.
+        let ws = unsafe { &mut *host.workspace };
+        ws.finish(&host.targets, |a, data| {
+            // SAFETY: `a` is one of the kernel's parameters, so `args` has its descriptor, whose
+            // owner is the argument's live `ArrayData`.
+            unsafe {
+                let d = &mut *args.add(nm_ir::id::Id::index(a));
+                *d.owner = data;
+                let (ptr, len) = raw_parts(&mut *d.owner);
+                d.data = ptr;
+                d.len = len as i64;
+            }
+        })
+    }));
+    match done {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            GROW_FAILURE.with(|g| g.set(Some(e.to_string())));
+            1
+        }
+        Err(_) => {
+            GROW_FAILURE.with(|g| g.set(Some("a workspace's finish panicked".into())));
+            1
+        }
+    }
+}
+
 /// `grow` of an array every range shares: never needed (shared outputs are sized first), so
 /// refused rather than racing.
 unsafe extern "C" fn refuse_grow(_: *mut NmsArray, _: i64) -> libc::c_int {
@@ -567,7 +668,7 @@ unsafe extern "C" fn refuse_grow(_: *mut NmsArray, _: i64) -> libc::c_int {
 /// `grow` of the kernel ABI: resizes the vector behind `a` to `n` elements (new ones zero) and
 /// updates the descriptor; 1 when memory runs out (reported, never an abort).
 unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
-    let grown = std::panic::catch_unwind(|| {
+    let grown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: the kernel passes back a descriptor `run` made, whose `owner` is a vector
         // `run` borrows mutably for the whole call; the kernel holds no other reference to it
         // beyond the `data` pointer it reloads after this call.
@@ -605,7 +706,7 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
         descriptor.data = ptr;
         descriptor.len = len as i64;
         true
-    });
+    }));
     match grown {
         Ok(true) => 0,
         _ => 1,
@@ -667,5 +768,7 @@ fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
         // `*mut` only to fit the descriptor: the kernel declares operands `const` and
         // `check_arguments` refuses a borrowed array where it writes.
         ArrayData::Borrowed(b) => (b.as_ptr().cast_mut(), b.len()),
+        // The slot, not an array: the kernel reads its fields (see `nm_ism::Slot`).
+        ArrayData::Workspace(w) => (w.slot().cast(), 0),
     }
 }

@@ -24,6 +24,8 @@ pub enum ArrayData<'a> {
     F64(Vec<f64>),
     /// An operand's array, read in place.
     Borrowed(Borrowed<'a>),
+    /// A sparse workspace (see [`crate::ism`]).
+    Workspace(crate::ism::WorkspaceData),
 }
 
 /// An operand's array as its tensor stores it.
@@ -85,7 +87,7 @@ macro_rules! owned {
             ArrayData::U64($v) => $body,
             ArrayData::F32($v) => $body,
             ArrayData::F64($v) => $body,
-            ArrayData::Borrowed(_) => $borrowed,
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => $borrowed,
         }
     };
 }
@@ -113,6 +115,7 @@ impl ArrayData<'_> {
             ArrayData::F32(_) | ArrayData::Borrowed(Borrowed::F32(_)) => ElemType::F32,
             ArrayData::F64(_) | ArrayData::Borrowed(Borrowed::F64(_)) => ElemType::F64,
             ArrayData::Borrowed(Borrowed::U32(_)) => ElemType::U32,
+            ArrayData::Workspace(w) => w.elem(),
         }
     }
 
@@ -145,6 +148,7 @@ impl ArrayData<'_> {
             ArrayData::Borrowed(Borrowed::U64(v)) => Scalar::Index(v[i] as i64),
             ArrayData::Borrowed(Borrowed::F32(v)) => Scalar::F32(v[i]),
             ArrayData::Borrowed(Borrowed::F64(v)) => Scalar::F64(v[i]),
+            ArrayData::Workspace(_) => unreachable!("a workspace is never indexed (it has no length)"),
         }
     }
 
@@ -156,7 +160,7 @@ impl ArrayData<'_> {
             ArrayData::U64(v) => v[i] = if accumulate { v[i] + s.index() as u64 } else { s.index() as u64 },
             ArrayData::F32(v) => v[i] = if accumulate { v[i] + s.f32() } else { s.f32() },
             ArrayData::F64(v) => v[i] = if accumulate { v[i] + s.f64() } else { s.f64() },
-            ArrayData::Borrowed(_) => return false,
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => return false,
         }
         true
     }
@@ -169,7 +173,7 @@ impl ArrayData<'_> {
             ArrayData::U64(v) => v[range].sort_unstable(),
             ArrayData::F32(v) => v[range].sort_unstable_by(f32::total_cmp),
             ArrayData::F64(v) => v[range].sort_unstable_by(f64::total_cmp),
-            ArrayData::Borrowed(_) => return false,
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => return false,
         }
         true
     }
@@ -195,7 +199,7 @@ impl ArrayData<'_> {
             ArrayData::U64(d) => join_as!(U64, d),
             ArrayData::F32(d) => join_as!(F32, d),
             ArrayData::F64(d) => join_as!(F64, d),
-            ArrayData::Borrowed(_) => unreachable!("joined arrays are writable"),
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => unreachable!("joined arrays are writable"),
         }
     }
 
@@ -356,6 +360,9 @@ pub enum InterpError {
     /// Integer division by zero.
     #[error("integer division by zero")]
     DivisionByZero,
+    /// A sparse workspace failed (out of memory, a key outside its extents).
+    #[error("workspace: {0}")]
+    Workspace(String),
 }
 
 enum Flow {
@@ -477,6 +484,25 @@ impl Machine<'_, '_> {
                 return self.block(branch);
             }
             Stmt::Break => return Ok(Flow::Break),
+            Stmt::Insert { workspace, key, value } => {
+                let (key, value) = (self.eval(key)?.index(), self.eval(value)?.f64());
+                let k = nm_ir::id::Id::index(*workspace);
+                let ArrayData::Workspace(w) = &mut self.arrays[k] else { return Err(self.read_only(*workspace)) };
+                w.insert_key(key, value).map_err(|e| InterpError::Workspace(e.to_string()))?;
+            }
+            Stmt::Finish { workspace } => {
+                let targets = crate::ism::Targets::of(self.f, *workspace)
+                    .ok_or_else(|| InterpError::Workspace("a workspace without result arrays".into()))?;
+                let k = nm_ir::id::Id::index(*workspace);
+                let ArrayData::Workspace(mut w) = std::mem::replace(&mut self.arrays[k], ArrayData::I64(Vec::new()))
+                else {
+                    return Err(self.read_only(*workspace));
+                };
+                let arrays = &mut *self.arrays;
+                let done = w.finish(&targets, |a, data| arrays[nm_ir::id::Id::index(a)] = data);
+                self.arrays[k] = ArrayData::Workspace(w);
+                done.map_err(|e| InterpError::Workspace(e.to_string()))?;
+            }
             // A hint: only checked, so that a wrong prefetch index fails the tests.
             Stmt::Prefetch { array, index } => {
                 let i = self.eval(index)?.index();

@@ -17,6 +17,7 @@ pub mod assemble;
 pub mod c;
 pub mod interp;
 pub mod ir;
+pub mod ism;
 pub mod jit;
 pub mod lower;
 pub mod prefetch;

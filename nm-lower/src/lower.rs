@@ -110,12 +110,105 @@ pub struct Lowered {
     /// Every tensor's name, shape and format, by id: what [`arguments`] checks operands
     /// against (a kernel trusts its arrays' lengths).
     pub tensors: Vec<(String, Vec<usize>, Format)>,
+    /// What the lowering decided that a user should hear about (a dense workspace that would
+    /// not fit, replaced by a sparse one).
+    pub notes: Vec<String>,
+}
+
+/// Choices the lowering takes from its user.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LowerOptions {
+    /// The workspace of a statement that scatters into a sparse result (`None`: the
+    /// analysis picks — a dense row workspace where one dimension is left, else
+    /// [`DEFAULT_POLICY`]).
+    pub workspace: Option<nm_ism::Config>,
+}
+
+/// The sparse workspace policy used unless one is asked for (see BENCHMARKS.md, "Sparse
+/// workspaces": the fastest on outer-product SpGEMM over the test matrices).
+pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Bucket;
+
+/// A result assembled through a sparse workspace: the workspace argument and, per result
+/// dimension, the stride of its coordinate in a key.
+#[derive(Clone, Debug)]
+struct IsmResult {
+    slot: ArrayId,
+    strides: Vec<i64>,
+}
+
+impl IsmResult {
+    /// Declares the result's level arrays and the workspace. Every level kind a workspace
+    /// compresses into is accepted (dense, compressed unique or not, singleton).
+    #[allow(clippy::too_many_arguments)]
+    fn declare(
+        f: &mut Function,
+        params: &mut Vec<TensorId>,
+        t: TensorId,
+        name: &str,
+        format: &Format,
+        shape: &[usize],
+        value: ElemType,
+        config: nm_ism::Config,
+        notes: &mut Vec<String>,
+    ) -> Result<IsmResult, LowerError> {
+        let levels = format.levels();
+        for level in levels {
+            if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
+                return unsupported(format!("blocked levels in the result `{name}`"));
+            }
+            if let LevelKind::Structured { .. } = level.kind {
+                return unsupported(format!("a structured N:M result `{name}` written out of order"));
+            }
+        }
+        let extents = format.level_sizes(shape);
+        if extents.iter().try_fold(1u64, |s, &e| s.checked_mul(e as u64).filter(|&s| s < 1 << 63)).is_none() {
+            return unsupported(format!(
+                "a sparse workspace for `{name}` {shape:?}: its coordinates do not fit one 64-bit key"
+            ));
+        }
+        let mut config = config;
+        if config.policy == nm_ism::Policy::Dense {
+            let bytes = extents.iter().fold((value.size() + 1) as u128, |b, &e| b.saturating_mul(e as u128));
+            if let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a / 2) {
+                const GIB: f64 = (1u64 << 30) as f64;
+                notes.push(format!(
+                    "a dense workspace for `{name}` would take {:.1} GiB of {:.1} GiB available: using a sparse `{DEFAULT_POLICY}` workspace",
+                    bytes as f64 / GIB,
+                    avail as f64 / GIB
+                ));
+                config = nm_ism::Config { policy: DEFAULT_POLICY, ..nm_ism::Config::new(DEFAULT_POLICY) };
+            }
+        }
+        for (l, level) in levels.iter().enumerate() {
+            if matches!(level.kind, LevelKind::Compressed(_)) {
+                f.array(&format!("{name}{l}_pos"), ElemType::I64, Role::Pos { tensor: name.into(), level: l }, true);
+                params.push(t);
+            }
+            if !matches!(level.kind, LevelKind::Dense) {
+                f.array(&format!("{name}{l}_crd"), ElemType::I64, Role::Crd { tensor: name.into(), level: l }, true);
+                params.push(t);
+            }
+        }
+        let kinds = levels.iter().map(|l| l.kind).collect();
+        let slot = f.array(&format!("{name}_ws"), value, Role::Workspace { extents: extents.clone(), kinds, config }, true);
+        params.push(t);
+        let mut strides = vec![0i64; shape.len()];
+        let mut stride = 1i64;
+        for (l, level) in levels.iter().enumerate().rev() {
+            strides[level.expr.dim()] = stride;
+            stride *= extents[l] as i64;
+        }
+        Ok(IsmResult { slot, strides })
+    }
 }
 
 impl Lowered {
     /// Whether the kernel assembles a sparse result (it writes a `pos` array).
     pub fn sparse_result(&self) -> bool {
-        self.function.arrays.iter().any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. }))
+        self.function
+            .arrays
+            .iter()
+            .any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. } | Role::Crd { .. } | Role::Workspace { .. }))
     }
 }
 
@@ -165,6 +258,8 @@ struct Lowerer<'a> {
     value: ElemType,
     /// The workspace of a result whose last level is written out of order.
     workspace: Option<RowWorkspace>,
+    /// The sparse workspace of a result the loops scatter into.
+    ism: Option<IsmResult>,
     /// Whether the outermost loop may become a row range (see [`Partition`]).
     partitionable: bool,
     /// The range parameter, once the outermost loop took it.
@@ -607,6 +702,17 @@ pub fn lower_with(
     value: ElemType,
     widths: &IndexWidths,
 ) -> Result<Lowered, LowerError> {
+    lower_options(cin, types, value, widths, &LowerOptions::default())
+}
+
+/// Lowers `cin` for operands whose index arrays have `widths`, with `options`.
+pub fn lower_options(
+    cin: &ConcreteNotation,
+    types: &Types,
+    value: ElemType,
+    widths: &IndexWidths,
+    options: &LowerOptions,
+) -> Result<Lowered, LowerError> {
     // The nest.
     let mut loops = Vec::new();
     let mut s = cin.root;
@@ -652,6 +758,8 @@ pub fn lower_with(
     let mut params = Vec::new();
     let result_name = cin.tensors[result].name.clone();
     let mut workspace = None;
+    let mut ism = None;
+    let mut notes = Vec::new();
     let assembly = match &result_format {
         None => None,
         Some(format) => {
@@ -668,19 +776,40 @@ pub fn lower_with(
                 })
                 .collect();
             let outer = order.len() - 1;
+            let shape = &types.tensors[result.index()].shape;
             // Loops in storage order, then reductions: appended after each reduction.
-            if !loop_vars.starts_with(&order) {
-                // The levels above the last in order, the last one anywhere below them: a row
-                // workspace. Anything else needs the general workspaces of the ISM issue.
-                let fits = loop_vars.len() > outer
-                    && loop_vars[..outer] == order[..outer]
-                    && loop_vars[outer..].contains(&order[outer])
-                    && producers.is_empty();
-                if !fits {
-                    return unsupported(format!(
-                        "a sparse result written out of its storage order above its last level (`{result_name}`: general workspaces arrive with the ISM issue)"
-                    ));
-                }
+            let appends = loop_vars.starts_with(&order);
+            // The levels above the last in order, the last one anywhere below them: a dense
+            // row workspace (Gustavson). Anything else scatters into a sparse workspace.
+            let row = !appends
+                && loop_vars.len() > outer
+                && loop_vars[..outer] == order[..outer]
+                && loop_vars[outer..].contains(&order[outer])
+                && producers.is_empty()
+                && options.workspace.is_none_or(|c| c.policy == nm_ism::Policy::Dense);
+            let appended = if appends || row {
+                let mut f2 = f.clone();
+                let mut p2 = params.clone();
+                Assembly::declare(&mut f2, &mut p2, result, &result_name, format, shape).ok()
+            } else {
+                None
+            };
+            if appended.is_none() {
+                let config = options.workspace.unwrap_or_else(|| nm_ism::Config::new(DEFAULT_POLICY));
+                ism = Some(IsmResult::declare(
+                    &mut f,
+                    &mut params,
+                    result,
+                    &result_name,
+                    format,
+                    shape,
+                    value,
+                    config,
+                    &mut notes,
+                )?);
+                None
+            } else {
+            if !appends {
                 let size = types.sizes[order[outer].index()];
                 let name = |suffix: &str| format!("{result_name}_w{suffix}");
                 workspace = Some(RowWorkspace {
@@ -696,16 +825,10 @@ pub fn lower_with(
                 });
                 params.extend([result; 4]);
             }
-            let mut assembly = Assembly::declare(
-                &mut f,
-                &mut params,
-                result,
-                &result_name,
-                format,
-                &types.tensors[result.index()].shape,
-            )?;
+            let mut assembly = Assembly::declare(&mut f, &mut params, result, &result_name, format, shape)?;
             assembly.vars = order;
             Some(assembly)
+            }
         }
     };
     let result_vals =
@@ -850,6 +973,7 @@ pub fn lower_with(
         accumulator: None,
         value,
         workspace,
+        ism,
         partitionable,
         bounds: None,
         row_buffer: None,
@@ -874,9 +998,12 @@ pub fn lower_with(
         body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / 16 + 1) });
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
-    if lw.assembly.is_none() && lw.bounds.is_none() {
+    if lw.assembly.is_none() && lw.bounds.is_none() && lw.ism.is_none() {
         let zero = lw.zero_result(&lhs, None);
         body.splice(0..0, zero);
+    }
+    if let Some(ism) = &lw.ism {
+        body.push(Stmt::Finish { workspace: ism.slot });
     }
     let partition = lw.bounds.map(|bounds| Partition {
         extent: types.sizes[outer.expect("an outer loop").index()],
@@ -901,7 +1028,7 @@ pub fn lower_with(
             (t.name.clone(), ty.shape.clone(), format)
         })
         .collect();
-    Ok(Lowered { function: lw.f, params, partition, tensors })
+    Ok(Lowered { function: lw.f, params, partition, tensors, notes })
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
@@ -999,7 +1126,7 @@ impl Lowerer<'_> {
             // With `where` producers (computed at the leaf, inside these loops) only a sparse
             // result needs it — appended once per reduction, not once per iteration (found by
             // the differential tests: `A(i) = B(i,k) + C(j,k)` into a sparse vector).
-            && (self.producers.is_empty() || self.assembly.is_some())
+            && (self.producers.is_empty() || self.assembly.is_some() || self.ism.is_some())
             && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()));
         if reduces {
             let scalar = self.value.scalar();
@@ -1015,10 +1142,7 @@ impl Lowerer<'_> {
                     let last = a.vars.last().copied().expect("a result level");
                     out.extend(a.append(self.bound[last.index()].expect("bound"), var(acc)));
                 }
-                None => {
-                    let index = self.result_index(lhs)?;
-                    out.push(Stmt::Store { array: self.result_vals, index, value: var(acc), accumulate: true });
-                }
+                None => out.extend(self.result_store(lhs, var(acc), true)?),
             }
             return Ok(out);
         }
@@ -1034,7 +1158,7 @@ impl Lowerer<'_> {
                 self.split_blocks.pop();
                 let body = body?;
                 // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
-                let parallel = parallel && self.assembly.is_none() && self.workspace.is_none();
+                let parallel = parallel && self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none();
                 return Ok(vec![Stmt::For { var: block, start: int(0), end: int(blocks as i64), body, parallel }]);
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
@@ -1728,9 +1852,28 @@ impl Lowerer<'_> {
             let value = self.expr(rhs)?;
             return Ok(a.append(v, value));
         }
-        let index = self.result_index(lhs)?;
         let value = self.expr(rhs)?;
-        Ok(vec![Stmt::Store { array: self.result_vals, index, value, accumulate: op == AssignOp::Accumulate }])
+        self.result_store(lhs, value, op == AssignOp::Accumulate)
+    }
+
+    /// Stores `value` into the result element `lhs` names: in place in a dense result, or
+    /// inserted into the sparse workspace (where duplicates add up, so `=` and `+=` agree: an
+    /// assignment reaches each element once).
+    fn result_store(&self, lhs: &Access, value: Expr, accumulate: bool) -> Result<Vec<Stmt>, LowerError> {
+        let Some(ism) = &self.ism else {
+            let index = self.result_index(lhs)?;
+            return Ok(vec![Stmt::Store { array: self.result_vals, index, value, accumulate }]);
+        };
+        let mut key = int(0);
+        for (d, t) in lhs.subscripts.iter().enumerate() {
+            let v = t.as_var().expect("the left-hand side is plain variables");
+            let lv = self.bound[v.index()].ok_or_else(|| {
+                LowerError::Unsupported(format!("result variable `{}` has no loop", self.cin.vars[v].name))
+            })?;
+            let term = if ism.strides[d] == 1 { var(lv) } else { bin(BinOp::Mul, var(lv), int(ism.strides[d])) };
+            key = if d == 0 { term } else { bin(BinOp::Add, key, term) };
+        }
+        Ok(vec![Stmt::Insert { workspace: ism.slot, key, value }])
     }
 
     /// The row-major position of the dense result element `lhs` names.
@@ -1848,7 +1991,7 @@ pub fn arguments<'a, T: KernelValue>(
     nm_format::memory::ensure_available(result_len as u128 * std::mem::size_of::<T>() as u128, || {
         format!("a dense result of {result_len} values")
     })?;
-    Ok(lowered
+    lowered
         .function
         .arrays
         .iter()
@@ -1856,7 +1999,7 @@ pub fn arguments<'a, T: KernelValue>(
         .map(|((_, decl), t)| {
             let tensor = tensors.get(t.index()).copied().flatten();
             let level = |l: usize| tensor.map(|x| &x.levels()[l]);
-            match (&decl.role, decl.output) {
+            Ok(match (&decl.role, decl.output) {
                 (Role::Values { .. }, true) => {
                     let mut zeros = T::wrap(vec![T::ZERO; result_len]);
                     zeros.advise_huge_pages();
@@ -1878,15 +2021,21 @@ pub fn arguments<'a, T: KernelValue>(
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Bounds, _) => ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64)]),
+                (Role::Workspace { extents, config, .. }, _) => {
+                    match crate::ism::WorkspaceData::new(decl.elem, extents, *config) {
+                        Ok(w) => ArrayData::Workspace(w),
+                        Err(e) => return Err(nm_format::TensorError::TooLarge { what: e.to_string() }),
+                    }
+                }
                 (Role::Local { len }, _) => {
                     let mut zeros = ArrayData::empty(decl.elem);
                     zeros.resize(*len);
                     zeros
                 }
                 _ => ArrayData::empty(decl.elem),
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Checks that tensor `name` has the declared `shape` (a scalar may come as `[1]`) and
@@ -1959,6 +2108,11 @@ pub fn result_tensor<T: KernelValue>(
             LevelKind::Dense => {
                 levels.push(LevelStorage::Dense { size: sizes[l] });
                 parents *= sizes[l];
+            }
+            LevelKind::Singleton(_) => {
+                let crd = find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)).map(ints).unwrap_or_default();
+                let crd: Vec<usize> = crd.into_iter().take(parents).collect();
+                levels.push(LevelStorage::Singleton { crd: Indices::from_usize(crd) });
             }
             _ => {
                 let pos = find(&|r| matches!(r, Role::Pos { level, .. } if *level == l)).map(ints).unwrap_or_default();

@@ -15,7 +15,7 @@ use nm_ir::notation::{Declarations, IndexNotation, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, arguments, lower_with, rearm, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, arguments, lower_options, rearm, result_tensor};
 
 use super::CommandError;
 
@@ -66,6 +66,8 @@ pub struct RunOptions {
     /// `--prune=T`: an input read into a structured N:M format is pruned to fit it (the
     /// dropped nonzeros are reported) instead of refused.
     pub prune: Vec<String>,
+    /// `-workspace=POLICY`: the workspace of a statement that scatters into a sparse result.
+    pub workspace: Option<nm_ism::Config>,
 }
 
 /// The value type kernels are compiled for.
@@ -267,7 +269,12 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let named: Vec<(&str, &Tensor<T>)> =
         stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
     let widths = IndexWidths::of(&named);
-    let lowered = lower_with(&cin, &types, T::ELEM, &widths).map_err(|e| CommandError(e.to_string()))?;
+    let options = LowerOptions { workspace: o.workspace };
+    let lowered =
+        lower_options(&cin, &types, T::ELEM, &widths, &options).map_err(|e| CommandError(e.to_string()))?;
+    for note in &lowered.notes {
+        eprintln!("note: {note}");
+    }
     // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
     let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
     if o.print_loops {

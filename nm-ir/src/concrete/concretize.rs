@@ -30,7 +30,17 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
         Ok(order) => order,
         Err(_) => match IterationGraph::build(stmt, types).concordant_order(&preferred, stmt) {
             Ok(order) => order,
-            Err(_) => return concretize(stmt),
+            // A sparse result whose order no loop order can follow along with the operands'
+            // (a transposition, a transposed product): walk the operands in their order and
+            // let the result scatter into a workspace.
+            Err(_) => {
+                let mut operands_only = types.clone();
+                operands_only.tensors[crate::id::Id::index(stmt.lhs.tensor)].format = None;
+                match IterationGraph::build(stmt, &operands_only).concordant_order(&preferred, stmt) {
+                    Ok(order) => order,
+                    Err(_) => return concretize(stmt),
+                }
+            }
         },
     };
     let mut c = ConcreteNotation {

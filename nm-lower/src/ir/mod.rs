@@ -121,6 +121,16 @@ pub enum Role {
     },
     /// `[first, end)` of the outermost loop: the caller runs row ranges on several threads.
     Bounds,
+    /// A sparse workspace (an [`nm_ism::Workspace`] behind an [`nm_ism::Slot`]) collecting the
+    /// components of a result the loops scatter into; finished into the result's arrays.
+    Workspace {
+        /// Extents of the result's levels, in storage order (the key space).
+        extents: Vec<usize>,
+        /// The result's level kinds.
+        kinds: Vec<nm_format::LevelKind>,
+        /// Policy and tuning.
+        config: nm_ism::Config,
+    },
 }
 
 /// One array parameter.
@@ -283,6 +293,22 @@ pub enum Stmt {
         /// may overwrite (no allocation per call).
         scratch: ArrayId,
     },
+    /// Adds `value` at `key` to a workspace — inline in C: an append to the accumulation
+    /// array (a flush through the slot when it is full), or `dense[key] += value`.
+    Insert {
+        /// The workspace argument.
+        workspace: ArrayId,
+        /// The component's key: its coordinates in storage order, linearized.
+        key: Expr,
+        /// The value.
+        value: Expr,
+    },
+    /// Sorts and merges what the workspace holds and compresses it into the result's arrays
+    /// (a runtime call).
+    Finish {
+        /// The workspace argument.
+        workspace: ArrayId,
+    },
     /// Asks the memory system for the cache line of `array[index]` ahead of its load: a hint
     /// that changes no result (`__builtin_prefetch`); `index` is always in bounds.
     Prefetch {
@@ -330,7 +356,11 @@ impl Stmt {
             Stmt::While { cond, .. } | Stmt::If { cond, .. } => visit(cond),
             Stmt::Resize { len, .. } => visit(len),
             Stmt::Prefetch { index, .. } => visit(index),
-            Stmt::Break => {}
+            Stmt::Insert { key, value, .. } => {
+                visit(key);
+                visit(value);
+            }
+            Stmt::Break | Stmt::Finish { .. } => {}
         }
     }
 }

@@ -115,6 +115,14 @@ impl Function {
                 }
             }
             Stmt::Break => writeln!(f, "{pad}break"),
+            Stmt::Insert { workspace, key, value } => {
+                write!(f, "{pad}insert {}[", self.arrays[*workspace].name)?;
+                self.write_expr(f, key)?;
+                write!(f, "] += ")?;
+                self.write_expr(f, value)?;
+                writeln!(f)
+            }
+            Stmt::Finish { workspace } => writeln!(f, "{pad}finish {}", self.arrays[*workspace].name),
             Stmt::Prefetch { array, index } => {
                 write!(f, "{pad}prefetch {}[", self.arrays[*array].name)?;
                 self.write_expr(f, index)?;

@@ -1,0 +1,152 @@
+//! Sparse workspaces in kernels: the argument that carries an [`nm_ism::Workspace`], and
+//! compressing a finished workspace into the kernel's result arrays — the one step both back
+//! ends share (the interpreter calls it directly, a C kernel through its slot's `finish`).
+
+use nm_format::LevelKind;
+use nm_ism::{Config, IsmError, Workspace};
+
+use crate::interp::ArrayData;
+use crate::ir::{ArrayId, ElemType, Function, Role};
+
+/// A workspace argument, of the kernel's value type.
+pub enum WorkspaceData {
+    /// Over `f32` values.
+    F32(Box<Workspace<f32>>),
+    /// Over `f64` values.
+    F64(Box<Workspace<f64>>),
+}
+
+impl WorkspaceData {
+    /// An empty workspace over `extents` for `elem` values.
+    pub fn new(elem: ElemType, extents: &[usize], config: Config) -> Result<Self, IsmError> {
+        Ok(match elem {
+            ElemType::F32 => WorkspaceData::F32(Workspace::new(extents, config)?),
+            _ => WorkspaceData::F64(Workspace::new(extents, config)?),
+        })
+    }
+
+    /// Its value type.
+    pub fn elem(&self) -> ElemType {
+        match self {
+            WorkspaceData::F32(_) => ElemType::F32,
+            WorkspaceData::F64(_) => ElemType::F64,
+        }
+    }
+
+    /// What it did in the last run.
+    pub fn stats(&self) -> nm_ism::Stats {
+        match self {
+            WorkspaceData::F32(w) => w.stats(),
+            WorkspaceData::F64(w) => w.stats(),
+        }
+    }
+
+    fn parts(&self) -> (&[usize], Config) {
+        match self {
+            WorkspaceData::F32(w) => (w.extents(), w.config()),
+            WorkspaceData::F64(w) => (w.extents(), w.config()),
+        }
+    }
+
+    pub(crate) fn slot(&mut self) -> *mut nm_ism::Slot {
+        match self {
+            WorkspaceData::F32(w) => w.slot(),
+            WorkspaceData::F64(w) => w.slot(),
+        }
+    }
+
+    /// Adds `v` at `key` (the interpreter's insert).
+    pub(crate) fn insert_key(&mut self, key: i64, v: f64) -> Result<(), IsmError> {
+        let key = u64::try_from(key).map_err(|_| IsmError::Internal(format!("negative workspace key {key}")))?;
+        match self {
+            WorkspaceData::F32(w) => w.insert_key(key, v as f32),
+            WorkspaceData::F64(w) => w.insert_key(key, v),
+        }
+    }
+
+    /// Why a call from generated code failed.
+    pub(crate) fn take_error(&mut self) -> Option<IsmError> {
+        match self {
+            WorkspaceData::F32(w) => w.take_error(),
+            WorkspaceData::F64(w) => w.take_error(),
+        }
+    }
+
+    /// Finishes the workspace and hands each result array to `put` (its parameter, its
+    /// contents).
+    pub(crate) fn finish(
+        &mut self,
+        targets: &Targets,
+        mut put: impl FnMut(ArrayId, ArrayData<'static>),
+    ) -> Result<(), IsmError> {
+        macro_rules! place {
+            ($w:expr, $wrap:path) => {{
+                let levels = $w.finish()?.levels(&targets.kinds)?;
+                for (l, pos) in levels.pos.into_iter().enumerate() {
+                    if let (Some(p), Some(a)) = (pos, targets.pos[l]) {
+                        put(a, ArrayData::I64(p));
+                    }
+                }
+                for (l, crd) in levels.crd.into_iter().enumerate() {
+                    if let (Some(c), Some(a)) = (crd, targets.crd[l]) {
+                        put(a, ArrayData::I64(c));
+                    }
+                }
+                put(targets.vals, $wrap(levels.vals));
+            }};
+        }
+        match self {
+            WorkspaceData::F32(w) => place!(w, ArrayData::F32),
+            WorkspaceData::F64(w) => place!(w, ArrayData::F64),
+        }
+        Ok(())
+    }
+}
+
+impl Clone for WorkspaceData {
+    /// An empty workspace like this one (its contents belong to one run).
+    fn clone(&self) -> Self {
+        let (extents, config) = self.parts();
+        WorkspaceData::new(self.elem(), extents, config).expect("a workspace like one that exists")
+    }
+}
+
+impl PartialEq for WorkspaceData {
+    fn eq(&self, other: &Self) -> bool {
+        self.elem() == other.elem() && self.parts() == other.parts()
+    }
+}
+
+impl std::fmt::Debug for WorkspaceData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (extents, config) = self.parts();
+        write!(f, "Workspace({:?}, {extents:?}, {})", self.elem(), config.policy)
+    }
+}
+
+/// Where a finished workspace goes: the result's `pos`/`crd` per level and its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Targets {
+    pub(crate) kinds: Vec<LevelKind>,
+    pub(crate) pos: Vec<Option<ArrayId>>,
+    pub(crate) crd: Vec<Option<ArrayId>>,
+    pub(crate) vals: ArrayId,
+}
+
+impl Targets {
+    /// The result arrays of `f` (its outputs with a tensor role), for workspace `w`.
+    pub fn of(f: &Function, w: ArrayId) -> Option<Targets> {
+        let Role::Workspace { kinds, .. } = &f.arrays[w].role else { return None };
+        let n = kinds.len();
+        let (mut pos, mut crd, mut vals) = (vec![None; n], vec![None; n], None);
+        for (id, a) in f.arrays.iter() {
+            match (&a.role, a.output) {
+                (Role::Pos { level, .. }, true) if *level < n => pos[*level] = Some(id),
+                (Role::Crd { level, .. }, true) if *level < n => crd[*level] = Some(id),
+                (Role::Values { .. }, true) => vals = Some(id),
+                _ => {}
+            }
+        }
+        Some(Targets { kinds: kinds.clone(), pos, crd, vals: vals? })
+    }
+}
