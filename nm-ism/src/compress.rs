@@ -7,7 +7,7 @@ use crate::IsmError;
 /// A finished workspace's components: keys sorted ascending and unique, with their values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Components<V> {
-    pub(crate) extents: Vec<usize>,
+    pub(crate) layout: crate::KeyLayout,
     pub(crate) keys: Vec<u64>,
     pub(crate) vals: Vec<V>,
 }
@@ -47,50 +47,63 @@ impl<V: Value> Components<V> {
 
     /// The coordinates (storage order) of component `i`.
     pub fn coords(&self, i: usize) -> Vec<usize> {
-        let mut out = vec![0; self.extents.len()];
-        self.decode(self.keys[i], &mut out);
+        let mut out = vec![0; self.layout.extents().len()];
+        self.layout.decode(self.keys[i], &mut out);
         out
-    }
-
-    fn decode(&self, mut key: u64, out: &mut [usize]) {
-        for d in (0..self.extents.len()).rev() {
-            let e = self.extents[d] as u64;
-            out[d] = (key % e) as usize;
-            key /= e;
-        }
     }
 
     /// The level arrays of a format whose levels are `kinds`, one per workspace dimension in
     /// order: dense levels anywhere, compressed (unique or not, as COO's first level) and
     /// singleton levels.
     pub fn levels(&self, kinds: &[LevelKind]) -> Result<LevelArrays<V>, IsmError> {
-        let order = self.extents.len();
+        let mut out = LevelArrays { pos: Vec::new(), crd: Vec::new(), vals: Vec::new() };
+        self.levels_into(kinds, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Components::levels`] into `out`, reusing the memory of its arrays (a kernel run again
+    /// refills last run's vectors instead of page-faulting fresh ones).
+    pub fn levels_into(&self, kinds: &[LevelKind], out: &mut LevelArrays<V>) -> Result<(), IsmError> {
+        let order = self.layout.extents().len();
         if kinds.len() != order {
             return Err(IsmError::Level(format!("{} levels for {order} workspace dimensions", kinds.len())));
         }
         if let Some(k) = kinds.iter().find(|k| matches!(k, LevelKind::Structured { .. })) {
             return Err(IsmError::Level(k.to_string()));
         }
-        let mut pos: Vec<Option<Vec<i64>>> =
-            kinds.iter().map(|k| matches!(k, LevelKind::Compressed(_)).then(|| vec![0])).collect();
-        let mut crd: Vec<Option<Vec<i64>>> =
-            kinds.iter().map(|k| (!matches!(k, LevelKind::Dense)).then(Vec::new)).collect();
-        let mut vals: Vec<V> = Vec::new();
+        let LevelArrays { pos, crd, vals } = out;
+        pos.resize(order, None);
+        crd.resize(order, None);
+        for l in 0..order {
+            let reuse = |a: &mut Option<Vec<i64>>, wanted: bool| {
+                if wanted {
+                    a.get_or_insert_with(Vec::new).clear();
+                } else {
+                    *a = None;
+                }
+            };
+            reuse(&mut pos[l], matches!(kinds[l], LevelKind::Compressed(_)));
+            reuse(&mut crd[l], !matches!(kinds[l], LevelKind::Dense));
+            if let Some(p) = &mut pos[l] {
+                p.push(0);
+            }
+        }
+        vals.clear();
         // Positions at each level of the previous component, and its coordinates.
         let mut p = vec![0usize; order];
-        let mut prev: Option<Vec<usize>> = None;
+        let mut prev = vec![0usize; order];
         let mut c = vec![0usize; order];
         for (i, &key) in self.keys.iter().enumerate() {
-            self.decode(key, &mut c);
+            self.layout.decode(key, &mut c);
             // A new entry at level l: its parent is new, its coordinate differs, or the level
             // keeps duplicates (COO's first level gets one entry per component).
-            let mut new_parent = prev.is_none();
+            let mut new_parent = i == 0;
             let mut parent = 0usize;
             for l in 0..order {
-                let differs = prev.as_ref().is_none_or(|q| q[l] != c[l]);
+                let differs = i == 0 || prev[l] != c[l];
                 match kinds[l] {
                     LevelKind::Dense => {
-                        p[l] = parent * self.extents[l] + c[l];
+                        p[l] = parent * self.layout.extents()[l] + c[l];
                         new_parent |= differs;
                     }
                     LevelKind::Compressed(props) => {
@@ -122,14 +135,14 @@ impl<V: Value> Components<V> {
                 vals.resize(parent + 1, V::ZERO);
             }
             vals[parent] += self.vals[i];
-            prev = Some(c.clone());
+            std::mem::swap(&mut prev, &mut c);
         }
         // Every parent position gets its `pos` entry; values cover every position of the last
         // level (dense levels below the last compressed one hold explicit zeros).
         let mut positions = 1usize;
         for l in 0..order {
             match kinds[l] {
-                LevelKind::Dense => positions *= self.extents[l],
+                LevelKind::Dense => positions *= self.layout.extents()[l],
                 LevelKind::Compressed(_) => {
                     let pos_l = pos[l].as_mut().expect("compressed");
                     pos_l.resize(positions + 1, 0);
@@ -143,7 +156,7 @@ impl<V: Value> Components<V> {
             }
         }
         vals.resize(positions, V::ZERO);
-        Ok(LevelArrays { pos, crd, vals })
+        Ok(())
     }
 
     /// The components as a tensor of `shape` in `format` (any format nm-format holds, mode
@@ -161,10 +174,10 @@ impl<V: Value> Components<V> {
             seen
         };
         let mut list = nm_format::CoordinateList::new(shape.to_vec());
-        let mut c = vec![0usize; self.extents.len()];
+        let mut c = vec![0usize; self.layout.extents().len()];
         let mut coords = vec![0usize; shape.len()];
         for (i, &key) in self.keys.iter().enumerate() {
-            self.decode(key, &mut c);
+            self.layout.decode(key, &mut c);
             for (level_dim, &d) in dims.iter().enumerate() {
                 coords[d] = c[level_dim];
             }

@@ -16,9 +16,11 @@
 
 mod compress;
 mod ffi;
+mod key;
 mod sort;
 mod workspace;
 
 pub use compress::{Components, LevelArrays};
 pub use ffi::{C_DECLARATION, Slot, slot_flush};
+pub use key::KeyLayout;
 pub use workspace::{Config, IsmError, Policy, Stats, Workspace};

@@ -130,73 +130,140 @@ pub(crate) fn sort_coord<V: Value>(acc: &Run<V>, n: usize, out: &mut Run<V>, scr
     scratch.ids = ids;
 }
 
-/// `bucket`: a counting sort of the ids by first coordinate (`key / stride`, below `extent`),
-/// the buckets found through a flag (count) array and listed as they are touched; each bucket
-/// then sorted by key when the workspace has more dimensions, duplicates combined on gathering.
+/// What the `bucket` policy keeps between flushes: components scattered into bucket order, and
+/// a dense row (values with epoch stamps, so it is never cleared) over the rest of the key.
+#[derive(Debug, Default)]
+pub(crate) struct Buckets<V> {
+    rest: Vec<u64>,
+    vals: Vec<V>,
+    row: Vec<V>,
+    stamp: Vec<u32>,
+    epoch: u32,
+    cols: Vec<u64>,
+    pairs: Vec<(u64, V)>,
+}
+
+impl<V> Buckets<V> {
+    pub fn bytes(&self) -> usize {
+        let v = std::mem::size_of::<V>();
+        self.rest.capacity() * 8
+            + (self.vals.capacity() + self.row.capacity()) * v
+            + self.stamp.capacity() * 4
+            + self.cols.capacity() * 8
+            + self.pairs.capacity() * (8 + v)
+    }
+}
+
+/// Rows longer than this are sorted instead of accumulated in a dense row.
+const DENSE_ROW: u64 = 1 << 22;
+
+/// `bucket`: a counting sort of the components by first coordinate (the buckets found through
+/// a count array over its extent, listed as they are first touched), the components themselves
+/// scattered into bucket order; then each bucket combined in a dense row over the rest of the
+/// key (Gustavson's accumulator: stamped, never cleared; its touched columns sorted, or the
+/// stamps scanned when they are many) — or sorted, when rows are too long for a dense row.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sort_bucket<V: Value>(
     acc: &Run<V>,
     n: usize,
     stride: u64,
+    packed: bool,
     extent: usize,
     out: &mut Run<V>,
     scratch: &mut Scratch,
+    b: &mut Buckets<V>,
 ) {
+    let shift = stride.trailing_zeros();
+    let split = |k: u64| if packed { (k >> shift, k & (stride - 1)) } else { (k / stride, k % stride) };
     if scratch.count.len() < extent {
         scratch.count.resize(extent, 0);
     }
     scratch.touched.clear();
     for &k in &acc.keys[..n] {
-        let b = (k / stride) as usize;
-        if scratch.count[b] == 0 {
-            scratch.touched.push(b as u64);
+        let bucket = split(k).0 as usize;
+        if scratch.count[bucket] == 0 {
+            scratch.touched.push(bucket as u64);
         }
-        scratch.count[b] += 1;
+        scratch.count[bucket] += 1;
     }
     let mut touched = std::mem::take(&mut scratch.touched);
-    let top = bits(extent as u64);
-    radix_sort(&mut touched, &mut scratch.tmp, 0, top);
+    radix_sort(&mut touched, &mut scratch.tmp, 0, bits(extent as u64));
     // Bucket starts, in coordinate order; `count` becomes each bucket's next free slot.
     let mut start = 0u32;
-    for &b in &touched {
-        let c = scratch.count[b as usize];
-        scratch.count[b as usize] = start;
+    for &t in &touched {
+        let c = scratch.count[t as usize];
+        scratch.count[t as usize] = start;
         start += c;
     }
-    let mut ids = std::mem::take(&mut scratch.ids);
-    ids.clear();
-    ids.resize(n, 0);
-    for (i, &k) in acc.keys[..n].iter().enumerate() {
-        let b = (k / stride) as usize;
-        ids[scratch.count[b] as usize] = i as u32;
-        scratch.count[b] += 1;
+    b.rest.resize(n, 0);
+    b.vals.resize(n, V::ZERO);
+    for i in 0..n {
+        let (bucket, rest) = split(acc.keys[i]);
+        let p = scratch.count[bucket as usize] as usize;
+        b.rest[p] = rest;
+        b.vals[p] = acc.vals[i];
+        scratch.count[bucket as usize] += 1;
     }
     out.clear();
+    let dense_row = stride <= DENSE_ROW;
+    if dense_row && b.row.len() < stride as usize {
+        b.row.resize(stride as usize, V::ZERO);
+        b.stamp.clear();
+        b.stamp.resize(stride as usize, 0);
+        b.epoch = 0;
+    }
     let mut from = 0usize;
-    for &b in &touched {
-        let end = scratch.count[b as usize] as usize;
-        scratch.count[b as usize] = 0;
-        let bucket = &mut ids[from..end];
-        if stride > 1 && bucket.len() > 1 {
-            if bucket.len() <= 16 {
-                for x in 1..bucket.len() {
-                    let id = bucket[x];
-                    let mut y = x;
-                    while y > 0 && acc.keys[bucket[y - 1] as usize] > acc.keys[id as usize] {
-                        bucket[y] = bucket[y - 1];
-                        y -= 1;
+    for &t in &touched {
+        let end = scratch.count[t as usize] as usize;
+        scratch.count[t as usize] = 0;
+        let base = t * stride;
+        if stride == 1 {
+            let sum = b.vals[from..end].iter().fold(V::ZERO, |s, &v| s + v);
+            out.keys.push(base);
+            out.vals.push(sum);
+        } else if dense_row {
+            if b.epoch == u32::MAX {
+                b.stamp.iter_mut().for_each(|s| *s = 0);
+                b.epoch = 0;
+            }
+            b.epoch += 1;
+            let epoch = b.epoch;
+            b.cols.clear();
+            for p in from..end {
+                let c = b.rest[p] as usize;
+                if b.stamp[c] != epoch {
+                    b.stamp[c] = epoch;
+                    b.row[c] = b.vals[p];
+                    b.cols.push(c as u64);
+                } else {
+                    b.row[c] += b.vals[p];
+                }
+            }
+            if b.cols.len() * 16 > stride as usize {
+                // Many columns: scanning the stamps beats sorting them.
+                for c in 0..stride as usize {
+                    if b.stamp[c] == epoch {
+                        out.keys.push(base + c as u64);
+                        out.vals.push(b.row[c]);
                     }
-                    bucket[y] = id;
                 }
             } else {
-                bucket.sort_unstable_by_key(|&i| acc.keys[i as usize]);
+                b.cols.sort_unstable();
+                for &c in &b.cols {
+                    out.keys.push(base + c);
+                    out.vals.push(b.row[c as usize]);
+                }
             }
-        }
-        for &i in bucket.iter() {
-            out.push_combining(acc.keys[i as usize], acc.vals[i as usize]);
+        } else {
+            b.pairs.clear();
+            b.pairs.extend(b.rest[from..end].iter().copied().zip(b.vals[from..end].iter().copied()));
+            b.pairs.sort_unstable_by_key(|&(r, _)| r);
+            for &(r, v) in &b.pairs {
+                out.push_combining(base + r, v);
+            }
         }
         from = end;
     }
-    scratch.ids = ids;
     scratch.touched = touched;
 }
 

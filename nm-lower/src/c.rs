@@ -638,10 +638,11 @@ unsafe extern "C" fn finish_workspace(slot: *mut nm_ism::Slot, args: *mut libc::
             // owner is the argument's live `ArrayData`.
             unsafe {
                 let d = &mut *args.add(nm_ir::id::Id::index(a));
-                *d.owner = data;
+                let old = std::mem::replace(&mut *d.owner, data);
                 let (ptr, len) = raw_parts(&mut *d.owner);
                 d.data = ptr;
                 d.len = len as i64;
+                old
             }
         })
     }));

@@ -223,6 +223,19 @@ impl ArrayData<'_> {
         }
     }
 
+    /// The array's own vector, if it has one (a borrowed array or a workspace gives an empty
+    /// one of its type).
+    pub(crate) fn into_owned(self) -> ArrayData<'static> {
+        match self {
+            ArrayData::I32(v) => ArrayData::I32(v),
+            ArrayData::I64(v) => ArrayData::I64(v),
+            ArrayData::U64(v) => ArrayData::U64(v),
+            ArrayData::F32(v) => ArrayData::F32(v),
+            ArrayData::F64(v) => ArrayData::F64(v),
+            other => ArrayData::empty(other.elem()),
+        }
+    }
+
     /// Empties a writable array, keeping its memory (a borrowed one is left as it is).
     pub fn clear(&mut self) {
         owned!(self, v => v.clear(), borrowed => ())
@@ -499,7 +512,9 @@ impl Machine<'_, '_> {
                     return Err(self.read_only(*workspace));
                 };
                 let arrays = &mut *self.arrays;
-                let done = w.finish(&targets, |a, data| arrays[nm_ir::id::Id::index(a)] = data);
+                let done = w.finish(&targets, |a, data| {
+                    std::mem::replace(&mut arrays[nm_ir::id::Id::index(a)], data).into_owned()
+                });
                 self.arrays[k] = ArrayData::Workspace(w);
                 done.map_err(|e| InterpError::Workspace(e.to_string()))?;
             }

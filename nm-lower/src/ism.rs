@@ -72,32 +72,49 @@ impl WorkspaceData {
         }
     }
 
-    /// Finishes the workspace and hands each result array to `put` (its parameter, its
-    /// contents).
+    /// Finishes the workspace into the result arrays: `exchange(array, contents)` puts
+    /// `contents` in the kernel's parameter `array` and returns what was there (whose memory
+    /// the next result reuses).
     pub(crate) fn finish(
         &mut self,
         targets: &Targets,
-        mut put: impl FnMut(ArrayId, ArrayData<'static>),
+        mut exchange: impl FnMut(ArrayId, ArrayData<'static>) -> ArrayData<'static>,
     ) -> Result<(), IsmError> {
+        let mut take_ints = |a: Option<ArrayId>| {
+            a.map(|a| match exchange(a, ArrayData::I64(Vec::new())) {
+                ArrayData::I64(v) => v,
+                _ => Vec::new(),
+            })
+        };
+        let pos: Vec<Option<Vec<i64>>> = targets.pos.iter().map(|&a| take_ints(a)).collect();
+        let crd: Vec<Option<Vec<i64>>> = targets.crd.iter().map(|&a| take_ints(a)).collect();
         macro_rules! place {
-            ($w:expr, $wrap:path) => {{
-                let levels = $w.finish()?.levels(&targets.kinds)?;
-                for (l, pos) in levels.pos.into_iter().enumerate() {
-                    if let (Some(p), Some(a)) = (pos, targets.pos[l]) {
-                        put(a, ArrayData::I64(p));
+            ($w:expr, $variant:ident) => {{
+                let vals = match exchange(targets.vals, ArrayData::I64(Vec::new())) {
+                    ArrayData::$variant(v) => v,
+                    _ => Vec::new(),
+                };
+                let mut levels = nm_ism::LevelArrays { pos, crd, vals };
+                let done = $w.finish()?;
+                let placed = done.levels_into(&targets.kinds, &mut levels);
+                $w.recycle(done);
+                placed?;
+                for (l, p) in levels.pos.into_iter().enumerate() {
+                    if let (Some(p), Some(a)) = (p, targets.pos[l]) {
+                        exchange(a, ArrayData::I64(p));
                     }
                 }
-                for (l, crd) in levels.crd.into_iter().enumerate() {
-                    if let (Some(c), Some(a)) = (crd, targets.crd[l]) {
-                        put(a, ArrayData::I64(c));
+                for (l, c) in levels.crd.into_iter().enumerate() {
+                    if let (Some(c), Some(a)) = (c, targets.crd[l]) {
+                        exchange(a, ArrayData::I64(c));
                     }
                 }
-                put(targets.vals, $wrap(levels.vals));
+                exchange(targets.vals, ArrayData::$variant(levels.vals));
             }};
         }
         match self {
-            WorkspaceData::F32(w) => place!(w, ArrayData::F32),
-            WorkspaceData::F64(w) => place!(w, ArrayData::F64),
+            WorkspaceData::F32(w) => place!(w, F32),
+            WorkspaceData::F64(w) => place!(w, F64),
         }
         Ok(())
     }

@@ -161,11 +161,6 @@ impl IsmResult {
             }
         }
         let extents = format.level_sizes(shape);
-        if extents.iter().try_fold(1u64, |s, &e| s.checked_mul(e as u64).filter(|&s| s < 1 << 63)).is_none() {
-            return unsupported(format!(
-                "a sparse workspace for `{name}` {shape:?}: its coordinates do not fit one 64-bit key"
-            ));
-        }
         let mut config = config;
         if config.policy == nm_ism::Policy::Dense {
             let bytes = extents.iter().fold((value.size() + 1) as u128, |b, &e| b.saturating_mul(e as u128));
@@ -189,14 +184,14 @@ impl IsmResult {
                 params.push(t);
             }
         }
+        let layout = nm_ism::KeyLayout::new(&extents, config.policy)
+            .or_else(|e| unsupported(format!("a sparse workspace for `{name}` {shape:?}: {e}")))?;
         let kinds = levels.iter().map(|l| l.kind).collect();
         let slot = f.array(&format!("{name}_ws"), value, Role::Workspace { extents: extents.clone(), kinds, config }, true);
         params.push(t);
         let mut strides = vec![0i64; shape.len()];
-        let mut stride = 1i64;
-        for (l, level) in levels.iter().enumerate().rev() {
-            strides[level.expr.dim()] = stride;
-            stride *= extents[l] as i64;
+        for (l, level) in levels.iter().enumerate() {
+            strides[level.expr.dim()] = layout.strides()[l] as i64;
         }
         Ok(IsmResult { slot, strides })
     }

@@ -1,0 +1,87 @@
+//! How coordinates become one 64-bit key.
+
+use crate::{IsmError, Policy};
+
+/// The map from coordinates (storage order) to keys: `key = Σ coords[d] · strides[d]`.
+///
+/// Sparse policies pack each coordinate into its own bit field (`strides` are powers of two),
+/// so that splitting a key into its first coordinate and the rest is a shift and a mask, and
+/// a radix sort skips the bits no key uses. A dense workspace indexes an array by key, so its
+/// keys are the compact row-major positions (mixed radix: no unused key between rows).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLayout {
+    extents: Vec<usize>,
+    strides: Vec<u64>,
+    /// Per dimension: the range of its field (a power of two when packed).
+    radices: Vec<u64>,
+    packed: bool,
+    /// One past the largest key.
+    space: u64,
+}
+
+impl KeyLayout {
+    /// The layout `policy` uses over `extents`; an error when keys would need more than 63
+    /// bits.
+    pub fn new(extents: &[usize], policy: Policy) -> Result<KeyLayout, IsmError> {
+        let packed = policy != Policy::Dense;
+        let too_big = || IsmError::KeySpace { extents: extents.to_vec() };
+        let radices: Vec<u64> = extents
+            .iter()
+            .map(|&e| if packed { (e.max(1) as u64).next_power_of_two() } else { e as u64 })
+            .collect();
+        let mut strides = vec![1u64; extents.len()];
+        let mut space: u64 = 1;
+        for d in (0..extents.len()).rev() {
+            strides[d] = space;
+            space = space.checked_mul(radices[d]).filter(|&s| s <= 1 << 63).ok_or_else(too_big)?;
+        }
+        Ok(KeyLayout { extents: extents.to_vec(), strides, radices, packed, space })
+    }
+
+    /// The extents.
+    pub fn extents(&self) -> &[usize] {
+        &self.extents
+    }
+
+    /// The stride of each coordinate in a key.
+    pub fn strides(&self) -> &[u64] {
+        &self.strides
+    }
+
+    /// One past the largest key.
+    pub fn space(&self) -> u64 {
+        self.space
+    }
+
+    /// The stride of the first coordinate (1 for a one-dimensional key), and whether keys are
+    /// bit-packed.
+    pub(crate) fn first(&self) -> (u64, bool) {
+        (self.strides.first().copied().unwrap_or(1), self.packed)
+    }
+
+    /// The key of `coords`, or an error when one is outside its extent.
+    pub fn key(&self, coords: &[usize]) -> Result<u64, IsmError> {
+        if coords.len() != self.extents.len() || coords.iter().zip(&self.extents).any(|(c, e)| c >= e) {
+            return Err(IsmError::OutOfRange { coords: coords.to_vec(), extents: self.extents.clone() });
+        }
+        Ok(coords.iter().zip(&self.strides).map(|(&c, &s)| c as u64 * s).sum())
+    }
+
+    /// Whether `key` is one some coordinates within the extents make.
+    pub fn contains(&self, key: u64) -> bool {
+        key < self.space
+            && (0..self.extents.len()).all(|d| ((key / self.strides[d]) % self.radices[d]) < self.extents[d] as u64)
+    }
+
+    /// The coordinates of `key`.
+    #[inline]
+    pub fn decode(&self, key: u64, out: &mut [usize]) {
+        for d in 0..self.extents.len() {
+            out[d] = if self.packed {
+                ((key >> self.strides[d].trailing_zeros()) & (self.radices[d] - 1)) as usize
+            } else {
+                ((key / self.strides[d]) % self.radices[d]) as usize
+            };
+        }
+    }
+}
