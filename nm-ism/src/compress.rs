@@ -89,6 +89,35 @@ impl<V: Value> Components<V> {
             }
         }
         vals.clear();
+        // Dense levels, then one compressed unique level (CSR and its like): positions are the
+        // keys' leading coordinates, coordinates their last field.
+        let last = order.saturating_sub(1);
+        if order >= 1
+            && kinds[..last].iter().all(|k| *k == LevelKind::Dense)
+            && matches!(kinds[last], LevelKind::Compressed(p) if p.unique)
+        {
+            let rows: usize = self.layout.extents()[..last].iter().product();
+            let (stride, radix) = self.layout.last_field();
+            let pos_l = pos[last].as_mut().expect("compressed");
+            let crd_l = crd[last].as_mut().expect("compressed");
+            pos_l.resize(rows + 1, 0);
+            crd_l.reserve(self.keys.len());
+            let mut c = vec![0usize; order];
+            for &key in &self.keys {
+                self.layout.decode(key, &mut c);
+                let mut row = 0usize;
+                for d in 0..last {
+                    row = row * self.layout.extents()[d] + c[d];
+                }
+                pos_l[row + 1] += 1;
+                crd_l.push(((key / stride) % radix) as i64);
+            }
+            for x in 1..pos_l.len() {
+                pos_l[x] += pos_l[x - 1];
+            }
+            vals.extend_from_slice(&self.vals);
+            return Ok(());
+        }
         // Positions at each level of the previous component, and its coordinates.
         let mut p = vec![0usize; order];
         let mut prev = vec![0usize; order];

@@ -29,8 +29,15 @@ pub struct Slot {
     pub dense: *mut c_void,
     /// A dense workspace's flags: 1 where a component was written.
     pub mark: *mut u8,
-    /// Sorts and merges the full accumulation array.
+    /// A `bucket` workspace's buckets, one per first coordinate (null for other policies):
+    /// a component goes to bucket `key >> shift`, and `len` counts components in all buckets.
+    pub buckets: *mut crate::BucketHead,
+    /// The shift from a key to its bucket.
+    pub shift: i64,
+    /// Sorts and merges the full accumulation array (or combines the buckets).
     pub flush: unsafe extern "C" fn(*mut Slot) -> c_int,
+    /// Doubles the capacity of bucket `b` (a `bucket` workspace's).
+    pub grow: unsafe extern "C" fn(*mut Slot, i64) -> c_int,
     /// Compresses the workspace into the kernel's result (set by the host that runs the kernel).
     pub finish: Option<unsafe extern "C" fn(*mut Slot, *mut c_void) -> c_int>,
     /// The [`Workspace`] this slot belongs to.
@@ -40,8 +47,30 @@ pub struct Slot {
 }
 
 /// The declaration of [`Slot`] for generated C (kept next to the Rust layout it must match).
-pub const C_DECLARATION: &str = "typedef struct nms_ism { uint64_t *keys; void *vals; int64_t len, cap; void *dense; \
-uint8_t *mark; int (*flush)(struct nms_ism *); int (*finish)(struct nms_ism *, void *); void *owner; void *host; } nms_ism;\n";
+pub const C_DECLARATION: &str = "typedef struct nms_bucket { uint64_t *keys; void *vals; int64_t len, cap; } nms_bucket;\n\
+typedef struct nms_ism { uint64_t *keys; void *vals; int64_t len, cap; void *dense; uint8_t *mark; nms_bucket *buckets; \
+int64_t shift; int (*flush)(struct nms_ism *); int (*grow)(struct nms_ism *, int64_t); \
+int (*finish)(struct nms_ism *, void *); void *owner; void *host; } nms_ism;\n";
+
+/// `grow` of a slot whose owner is a `Workspace<V>`.
+///
+/// # Safety
+/// As [`slot_flush`].
+pub unsafe extern "C" fn slot_grow<V: Value>(slot: *mut Slot, bucket: i64) -> c_int {
+    // SAFETY: as in `slot_flush`.
+    let ws = unsafe { &mut *((*slot).owner as *mut Workspace<V>) };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ws.grow_bucket(bucket))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            ws.fail(e);
+            1
+        }
+        Err(_) => {
+            ws.fail(crate::IsmError::Internal("the workspace's grow panicked".into()));
+            1
+        }
+    }
+}
 
 /// `flush` of a slot whose owner is a `Workspace<V>`.
 ///

@@ -73,6 +73,11 @@ impl KeyLayout {
             && (0..self.extents.len()).all(|d| ((key / self.strides[d]) % self.radices[d]) < self.extents[d] as u64)
     }
 
+    /// The stride and range of the last coordinate's field.
+    pub(crate) fn last_field(&self) -> (u64, u64) {
+        (self.strides.last().copied().unwrap_or(1), self.radices.last().copied().unwrap_or(1))
+    }
+
     /// The coordinates of `key`.
     #[inline]
     pub fn decode(&self, key: u64, out: &mut [usize]) {

@@ -14,13 +14,15 @@
 //! generated code computes a key with a few multiply-adds. Generated kernels append to the
 //! accumulation array inline through the C-ABI [`Slot`] and call its `flush` when it is full.
 
+mod bucket;
 mod compress;
 mod ffi;
 mod key;
 mod sort;
 mod workspace;
 
+pub use bucket::BucketHead;
 pub use compress::{Components, LevelArrays};
-pub use ffi::{C_DECLARATION, Slot, slot_flush};
+pub use ffi::{C_DECLARATION, Slot, slot_flush, slot_grow};
 pub use key::KeyLayout;
 pub use workspace::{Config, IsmError, Policy, Stats, Workspace};

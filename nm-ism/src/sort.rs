@@ -130,15 +130,13 @@ pub(crate) fn sort_coord<V: Value>(acc: &Run<V>, n: usize, out: &mut Run<V>, scr
     scratch.ids = ids;
 }
 
-/// What the `bucket` policy keeps between flushes: components scattered into bucket order, and
-/// a dense row (values with epoch stamps, so it is never cleared) over the rest of the key.
+/// What combining a bucket needs: a dense row over the rest of the key with a bitmap of the
+/// columns touched (cleared as it is read), the touched columns, and pairs for rows too long
+/// for a dense row.
 #[derive(Debug, Default)]
 pub(crate) struct Buckets<V> {
-    rest: Vec<u64>,
-    vals: Vec<V>,
     row: Vec<V>,
-    stamp: Vec<u32>,
-    epoch: u32,
+    bits: Vec<u64>,
     cols: Vec<u64>,
     pairs: Vec<(u64, V)>,
 }
@@ -146,125 +144,81 @@ pub(crate) struct Buckets<V> {
 impl<V> Buckets<V> {
     pub fn bytes(&self) -> usize {
         let v = std::mem::size_of::<V>();
-        self.rest.capacity() * 8
-            + (self.vals.capacity() + self.row.capacity()) * v
-            + self.stamp.capacity() * 4
-            + self.cols.capacity() * 8
-            + self.pairs.capacity() * (8 + v)
+        self.row.capacity() * v + self.bits.capacity() * 8 + self.cols.capacity() * 8 + self.pairs.capacity() * (8 + v)
     }
 }
 
 /// Rows longer than this are sorted instead of accumulated in a dense row.
 const DENSE_ROW: u64 = 1 << 22;
 
-/// `bucket`: a counting sort of the components by first coordinate (the buckets found through
-/// a count array over its extent, listed as they are first touched), the components themselves
-/// scattered into bucket order; then each bucket combined in a dense row over the rest of the
-/// key (Gustavson's accumulator: stamped, never cleared; its touched columns sorted, or the
-/// stamps scanned when they are many) — or sorted, when rows are too long for a dense row.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sort_bucket<V: Value>(
-    acc: &Run<V>,
-    n: usize,
+/// Appends one bucket — components whose keys lie in `base..base + stride` (one first
+/// coordinate), in any order — to `out`, sorted with duplicates combined: in a dense row over
+/// the rest of the key (Gustavson's accumulator) whose touched columns are read back in order
+/// from its bitmap when they are many (a word per 64 columns, between the first and last
+/// touched) or sorted when few; or sorted whole when rows are too long for a dense row.
+pub(crate) fn combine_bucket<V: Value>(
+    keys: &[u64],
+    vals: &[V],
+    base: u64,
     stride: u64,
-    packed: bool,
-    extent: usize,
     out: &mut Run<V>,
-    scratch: &mut Scratch,
     b: &mut Buckets<V>,
 ) {
-    let shift = stride.trailing_zeros();
-    let split = |k: u64| if packed { (k >> shift, k & (stride - 1)) } else { (k / stride, k % stride) };
-    if scratch.count.len() < extent {
-        scratch.count.resize(extent, 0);
+    if stride == 1 {
+        out.keys.push(base);
+        out.vals.push(vals.iter().fold(V::ZERO, |s, &v| s + v));
+        return;
     }
-    scratch.touched.clear();
-    for &k in &acc.keys[..n] {
-        let bucket = split(k).0 as usize;
-        if scratch.count[bucket] == 0 {
-            scratch.touched.push(bucket as u64);
+    if stride > DENSE_ROW {
+        b.pairs.clear();
+        b.pairs.extend(keys.iter().copied().zip(vals.iter().copied()));
+        b.pairs.sort_unstable_by_key(|&(k, _)| k);
+        for &(k, v) in &b.pairs {
+            out.push_combining(k, v);
         }
-        scratch.count[bucket] += 1;
+        return;
     }
-    let mut touched = std::mem::take(&mut scratch.touched);
-    radix_sort(&mut touched, &mut scratch.tmp, 0, bits(extent as u64));
-    // Bucket starts, in coordinate order; `count` becomes each bucket's next free slot.
-    let mut start = 0u32;
-    for &t in &touched {
-        let c = scratch.count[t as usize];
-        scratch.count[t as usize] = start;
-        start += c;
-    }
-    b.rest.resize(n, 0);
-    b.vals.resize(n, V::ZERO);
-    for i in 0..n {
-        let (bucket, rest) = split(acc.keys[i]);
-        let p = scratch.count[bucket as usize] as usize;
-        b.rest[p] = rest;
-        b.vals[p] = acc.vals[i];
-        scratch.count[bucket as usize] += 1;
-    }
-    out.clear();
-    let dense_row = stride <= DENSE_ROW;
-    if dense_row && b.row.len() < stride as usize {
+    if b.row.len() < stride as usize {
         b.row.resize(stride as usize, V::ZERO);
-        b.stamp.clear();
-        b.stamp.resize(stride as usize, 0);
-        b.epoch = 0;
+        b.bits.resize((stride as usize).div_ceil(64), 0);
     }
-    let mut from = 0usize;
-    for &t in &touched {
-        let end = scratch.count[t as usize] as usize;
-        scratch.count[t as usize] = 0;
-        let base = t * stride;
-        if stride == 1 {
-            let sum = b.vals[from..end].iter().fold(V::ZERO, |s, &v| s + v);
-            out.keys.push(base);
-            out.vals.push(sum);
-        } else if dense_row {
-            if b.epoch == u32::MAX {
-                b.stamp.iter_mut().for_each(|s| *s = 0);
-                b.epoch = 0;
-            }
-            b.epoch += 1;
-            let epoch = b.epoch;
-            b.cols.clear();
-            for p in from..end {
-                let c = b.rest[p] as usize;
-                if b.stamp[c] != epoch {
-                    b.stamp[c] = epoch;
-                    b.row[c] = b.vals[p];
-                    b.cols.push(c as u64);
-                } else {
-                    b.row[c] += b.vals[p];
-                }
-            }
-            if b.cols.len() * 16 > stride as usize {
-                // Many columns: scanning the stamps beats sorting them.
-                for c in 0..stride as usize {
-                    if b.stamp[c] == epoch {
-                        out.keys.push(base + c as u64);
-                        out.vals.push(b.row[c]);
-                    }
-                }
-            } else {
-                b.cols.sort_unstable();
-                for &c in &b.cols {
-                    out.keys.push(base + c);
-                    out.vals.push(b.row[c as usize]);
-                }
-            }
+    b.cols.clear();
+    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    for (&k, &v) in keys.iter().zip(vals) {
+        let c = (k - base) as usize;
+        let (w, bit) = (c / 64, 1u64 << (c % 64));
+        if b.bits[w] & bit == 0 {
+            b.bits[w] |= bit;
+            b.row[c] = v;
+            b.cols.push(c as u64);
+            lo = lo.min(w);
+            hi = hi.max(w);
         } else {
-            b.pairs.clear();
-            b.pairs.extend(b.rest[from..end].iter().copied().zip(b.vals[from..end].iter().copied()));
-            b.pairs.sort_unstable_by_key(|&(r, _)| r);
-            for &(r, v) in &b.pairs {
-                out.push_combining(base + r, v);
+            b.row[c] += v;
+        }
+    }
+    if b.cols.is_empty() {
+        return;
+    }
+    if (hi - lo + 1) <= 4 * b.cols.len() {
+        // Many columns for the span: the bitmap gives them in order.
+        for w in lo..=hi {
+            let mut word = std::mem::take(&mut b.bits[w]);
+            while word != 0 {
+                let c = w * 64 + word.trailing_zeros() as usize;
+                out.keys.push(base + c as u64);
+                out.vals.push(b.row[c]);
+                word &= word - 1;
             }
         }
-        from = end;
+    } else {
+        b.cols.sort_unstable();
+        for &c in &b.cols {
+            out.keys.push(base + c);
+            out.vals.push(b.row[c as usize]);
+            b.bits[c as usize / 64] = 0;
+        }
     }
-    scratch.touched = touched;
 }
 
 /// `hash`: duplicates combined first in a chained hash table of `buckets` buckets (a power of

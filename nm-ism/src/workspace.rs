@@ -9,9 +9,10 @@ use std::thread::JoinHandle;
 use nm_format::Value;
 
 use crate::Components;
-use crate::ffi::{Slot, slot_flush};
+use crate::bucket::BucketStore;
+use crate::ffi::{Slot, slot_flush, slot_grow};
 use crate::key::KeyLayout;
-use crate::sort::{Buckets, Run, Scratch, insert_sorted, merge, sort_bucket, sort_coord, sort_hash};
+use crate::sort::{Run, Scratch, insert_sorted, merge, sort_coord, sort_hash};
 
 /// How a workspace collects components.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -159,10 +160,7 @@ struct MergeState<V> {
     pool: Vec<Run<V>>,
     unique: Run<V>,
     scratch: Scratch,
-    buckets: Buckets<V>,
     config: Config,
-    /// Stride of the first coordinate, whether keys are bit-packed, and its extent.
-    first: (u64, bool, usize),
     peak: usize,
 }
 
@@ -171,7 +169,6 @@ impl<V: Value> MergeState<V> {
         self.runs.iter().chain(&self.pool).map(Run::bytes).sum::<usize>()
             + self.unique.bytes()
             + self.scratch.bytes()
-            + self.buckets.bytes()
     }
 
     /// An empty run to write into: a kept one when double-buffered, else a fresh one.
@@ -220,13 +217,14 @@ impl<V: Value> MergeState<V> {
         }
         let mut sorted = self.buffer();
         match self.config.policy {
-            Policy::Bucket => {
-                let (stride, packed, extent) = self.first;
-                sort_bucket(acc, n, stride, packed, extent, &mut sorted, &mut self.scratch, &mut self.buckets)
-            }
             Policy::Hash(l) => sort_hash(acc, n, l, &mut sorted, &mut self.unique, &mut self.scratch),
             _ => sort_coord(acc, n, &mut sorted, &mut self.scratch),
         }
+        self.push(sorted)
+    }
+
+    /// Adds a sorted run of unique keys and merges runs.
+    fn push(&mut self, sorted: Run<V>) -> Result<(), IsmError> {
         self.runs.push(sorted);
         self.peak = self.peak.max(self.bytes());
         self.collapse(false)
@@ -267,11 +265,19 @@ pub(crate) fn grown(cap: usize) -> usize {
     }
 }
 
+/// Work for the merging thread.
+enum Job<V> {
+    /// An accumulation array with `n` components to sort, merge and give back.
+    Sort(Run<V>, usize),
+    /// A sorted run of unique keys (combined buckets) to merge.
+    Merge(Run<V>),
+}
+
 enum Stage<V> {
     Inline(Box<MergeState<V>>),
     /// A merging thread owns the state; full accumulation arrays go to it and come back empty.
     Pipelined {
-        to_merger: Option<Sender<(Run<V>, usize)>>,
+        to_merger: Option<Sender<Job<V>>>,
         /// Emptied accumulation arrays.
         back: Receiver<Run<V>>,
         merger: Option<JoinHandle<Result<MergeState<V>, IsmError>>>,
@@ -286,6 +292,7 @@ pub struct Workspace<V: Value> {
     acc: Run<V>,
     stage: Stage<V>,
     dense: Option<(Vec<V>, Vec<u8>)>,
+    buckets: Option<BucketStore<V>>,
     stats: Stats,
     error: Option<IsmError>,
 }
@@ -329,6 +336,8 @@ impl<V: Value> Workspace<V> {
         };
         let capacity = match config.policy {
             Policy::Map => 1,
+            // Components go straight to their buckets.
+            Policy::Bucket => 0,
             _ => config.capacity.clamp(1, Config::START),
         };
         let acc = Run { keys: vec![0; capacity], vals: vec![V::ZERO; capacity] };
@@ -337,16 +346,17 @@ impl<V: Value> Workspace<V> {
             pool: Vec::new(),
             unique: Run::default(),
             scratch: Scratch::default(),
-            buckets: Buckets::default(),
             config,
-            first: {
-                let (stride, packed) = layout.first();
-                (stride, packed, extents.first().copied().unwrap_or(1))
-            },
             peak: 0,
         };
+        let buckets = if config.policy == Policy::Bucket {
+            let (stride, _) = layout.first();
+            Some(BucketStore::new(extents.first().copied().unwrap_or(1), stride)?)
+        } else {
+            None
+        };
         let stage = if config.pipelined && !matches!(config.policy, Policy::Dense | Policy::Vector | Policy::Map) {
-            let (to_merger, inbox) = channel::<(Run<V>, usize)>();
+            let (to_merger, inbox) = channel::<Job<V>>();
             let (give_back, back) = channel::<Run<V>>();
             // The second accumulation array starts out on the way back.
             let _ = give_back.send(Run { keys: vec![0; capacity], vals: vec![V::ZERO; capacity] });
@@ -354,10 +364,15 @@ impl<V: Value> Workspace<V> {
             let merger = std::thread::Builder::new()
                 .name("nm-ism-merge".into())
                 .spawn(move || {
-                    for (run, n) in inbox {
-                        state.absorb(&run, n)?;
-                        // The inserting side may be gone (finished or dropped): nothing to do.
-                        let _ = give_back.send(run);
+                    for job in inbox {
+                        match job {
+                            Job::Sort(run, n) => {
+                                state.absorb(&run, n)?;
+                                // The inserting side may be gone (finished or dropped).
+                                let _ = give_back.send(run);
+                            }
+                            Job::Merge(run) => state.push(run)?,
+                        }
                     }
                     Ok(state)
                 })
@@ -374,7 +389,10 @@ impl<V: Value> Workspace<V> {
                 cap: 0,
                 dense: std::ptr::null_mut(),
                 mark: std::ptr::null_mut(),
+                buckets: std::ptr::null_mut(),
+                shift: 0,
                 flush: slot_flush::<V>,
+                grow: slot_grow::<V>,
                 finish: None,
                 owner: std::ptr::null_mut(),
                 host: std::ptr::null_mut(),
@@ -384,6 +402,7 @@ impl<V: Value> Workspace<V> {
             acc,
             stage,
             dense,
+            buckets,
             stats: Stats::default(),
             error: None,
         });
@@ -405,6 +424,21 @@ impl<V: Value> Workspace<V> {
             self.slot.dense = vals.as_mut_ptr().cast();
             self.slot.mark = mark.as_mut_ptr();
         }
+        if let Some(b) = &mut self.buckets {
+            self.slot.buckets = b.heads.as_mut_ptr();
+            self.slot.shift = b.stride.trailing_zeros() as i64;
+            // Components buffered in all buckets before they are combined into a run.
+            self.slot.cap = self.config.capacity.max(1) as i64;
+        }
+    }
+
+    /// Doubles a bucket's capacity (generated code calls it through the slot).
+    pub(crate) fn grow_bucket(&mut self, b: i64) -> Result<(), IsmError> {
+        let store = self.buckets.as_mut().ok_or_else(|| IsmError::Internal("grow on a workspace without buckets".into()))?;
+        let b = usize::try_from(b).ok().filter(|&b| b < store.heads.len()).ok_or_else(|| {
+            IsmError::Internal(format!("bucket {b} outside the workspace's {} buckets", store.heads.len()))
+        })?;
+        store.grow(b)
     }
 
     /// The extents.
@@ -446,6 +480,14 @@ impl<V: Value> Workspace<V> {
             mark[key as usize] = 1;
             return Ok(());
         }
+        if let Some(b) = &mut self.buckets {
+            b.push(key, v)?;
+            self.slot.len += 1;
+            if self.slot.len >= self.slot.cap {
+                self.flush()?;
+            }
+            return Ok(());
+        }
         if self.slot.len == self.slot.cap {
             self.flush()?;
         }
@@ -475,13 +517,30 @@ impl<V: Value> Workspace<V> {
             return Ok(());
         }
         self.stats.flushes += 1;
+        if let Some(b) = &mut self.buckets {
+            match &mut self.stage {
+                Stage::Inline(state) => {
+                    let mut run = state.buffer();
+                    b.drain(&mut run);
+                    state.push(run)?;
+                }
+                Stage::Pipelined { to_merger, .. } => {
+                    let mut run = Run::default();
+                    b.drain(&mut run);
+                    let lost = || IsmError::Internal("the merging thread stopped".into());
+                    to_merger.as_ref().ok_or_else(lost)?.send(Job::Merge(run)).map_err(|_| lost())?;
+                }
+            }
+            self.slot.len = 0;
+            return Ok(());
+        }
         match &mut self.stage {
             Stage::Inline(state) => state.absorb(&self.acc, n)?,
             Stage::Pipelined { to_merger, back, .. } => {
                 let lost = || IsmError::Internal("the merging thread stopped".into());
                 let empty = back.recv().map_err(|_| lost())?;
                 let full = std::mem::replace(&mut self.acc, empty);
-                to_merger.as_ref().ok_or_else(lost)?.send((full, n)).map_err(|_| lost())?;
+                to_merger.as_ref().ok_or_else(lost)?.send(Job::Sort(full, n)).map_err(|_| lost())?;
             }
         }
         self.slot.len = 0;
@@ -501,7 +560,7 @@ impl<V: Value> Workspace<V> {
     /// Every component inserted, sorted by key with duplicates combined; the workspace is
     /// empty afterwards and can be used again.
     pub fn finish(&mut self) -> Result<Components<V>, IsmError> {
-        let acc_bytes = self.acc.bytes();
+        let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
         if let Some((vals, mark)) = &mut self.dense {
             let mut run = Run::default();
             for (k, m) in mark.iter_mut().enumerate() {

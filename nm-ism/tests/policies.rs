@@ -148,14 +148,32 @@ fn the_slot_appends_and_flushes_like_insert() {
     for policy in POLICIES {
         let mut ws = Workspace::<f64>::new(&[10, 10], Config { capacity: 5, ..Config::new(policy) }).unwrap();
         let slot = ws.slot();
-        for k in 0..100u64 {
-            let key = (k * 37) % 100;
+        let layout = ws.layout().clone();
+        for k in 0..100usize {
+            let x = (k * 37) % 100;
+            let key = layout.key(&[x / 10, x % 10]).unwrap();
             // SAFETY: `slot` is the live workspace's slot; nothing else touches it meanwhile.
             unsafe {
                 let s = &mut *slot;
                 if !s.dense.is_null() {
                     *(s.dense as *mut f64).add(key as usize) += 1.0;
                     *s.mark.add(key as usize) = 1;
+                    continue;
+                }
+                if !s.buckets.is_null() {
+                    let b = (key >> s.shift) as i64;
+                    let head = &mut *s.buckets.add(b as usize);
+                    if head.len == head.cap {
+                        assert_eq!((s.grow)(slot, b), 0);
+                    }
+                    let head = &mut *(*slot).buckets.add(b as usize);
+                    *head.keys.add(head.len as usize) = key;
+                    *(head.vals as *mut f64).add(head.len as usize) = 1.0;
+                    head.len += 1;
+                    (*slot).len += 1;
+                    if (*slot).len == (*slot).cap {
+                        assert_eq!(((*slot).flush)(slot), 0);
+                    }
                     continue;
                 }
                 if s.len == s.cap {
@@ -168,7 +186,9 @@ fn the_slot_appends_and_flushes_like_insert() {
             }
         }
         let done = ws.finish().unwrap();
-        assert_eq!(done.keys(), (0..100).collect::<Vec<u64>>(), "{policy}");
+        let coords: Vec<Vec<usize>> = (0..done.len()).map(|i| done.coords(i)).collect();
+        let want: Vec<Vec<usize>> = (0..100).map(|x| vec![x / 10, x % 10]).collect();
+        assert_eq!(coords, want, "{policy}");
         assert!(done.values().iter().all(|&v| v == 1.0));
     }
 }

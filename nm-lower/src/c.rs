@@ -250,10 +250,21 @@ impl Emitter<'_> {
                 let (w, t) = (&a.name, c_elem(a.elem));
                 let key = self.expr(key, ScalarType::Index);
                 let value = self.expr(value, a.elem.scalar());
-                let dense = matches!(&a.role, Role::Workspace { config, .. } if config.policy == nm_ism::Policy::Dense);
+                let policy = match &a.role {
+                    Role::Workspace { config, .. } => Some(config.policy),
+                    _ => None,
+                };
                 self.line(depth, "{");
                 self.line(depth + 1, &format!("int64_t key = {key};"));
-                if dense {
+                if policy == Some(nm_ism::Policy::Bucket) {
+                    // Straight into the bucket of the key's first coordinate.
+                    self.line(depth + 1, &format!("int64_t row = key >> {w}->shift;"));
+                    self.line(depth + 1, &format!("nms_bucket *b = &{w}->buckets[row];"));
+                    self.line(depth + 1, &format!("if (b->len == b->cap && {w}->grow({w}, row)) return 1;"));
+                    self.line(depth + 1, "b->keys[b->len] = (uint64_t)key;");
+                    self.line(depth + 1, &format!("(({t} *)b->vals)[b->len++] = {value};"));
+                    self.line(depth + 1, &format!("if (++{w}->len == {w}->cap && {w}->flush({w})) return 1;"));
+                } else if policy == Some(nm_ism::Policy::Dense) {
                     self.line(depth + 1, &format!("(({t} *){w}->dense)[key] += {value};"));
                     self.line(depth + 1, &format!("{w}->mark[key] = 1;"));
                 } else {

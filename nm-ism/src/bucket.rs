@@ -1,0 +1,109 @@
+//! The `bucket` policy's store: one growable array per first coordinate, which generated code
+//! appends to inline (the scatter happens at insert time, so a flush only combines each
+//! bucket in a dense row and emits the buckets in order — no counting or scattering pass).
+
+use std::ffi::c_void;
+
+use nm_format::Value;
+
+use crate::IsmError;
+use crate::sort::{Buckets, Run, combine_bucket};
+
+/// One bucket as generated code sees it: append `keys[len]`, `vals[len]` while `len < cap`,
+/// else call the slot's `grow` for this bucket first.
+#[repr(C)]
+#[derive(Debug)]
+pub struct BucketHead {
+    /// The bucket's keys.
+    pub keys: *mut u64,
+    /// Its values (`f32` or `f64`).
+    pub vals: *mut c_void,
+    /// Components in it.
+    pub len: i64,
+    /// Its capacity.
+    pub cap: i64,
+}
+
+/// Every bucket: heads for generated code, the vectors behind them.
+pub(crate) struct BucketStore<V> {
+    pub heads: Vec<BucketHead>,
+    store: Vec<(Vec<u64>, Vec<V>)>,
+    /// Keys per bucket (a power of two: keys are bit-packed).
+    pub stride: u64,
+    combine: Buckets<V>,
+}
+
+impl<V: Value> BucketStore<V> {
+    pub fn new(extent: usize, stride: u64) -> Result<Self, IsmError> {
+        let oom = |_| IsmError::OutOfMemory(format!("{extent} workspace buckets"));
+        let mut heads = Vec::new();
+        heads.try_reserve_exact(extent).map_err(oom)?;
+        heads.extend((0..extent).map(|_| BucketHead {
+            keys: std::ptr::null_mut(),
+            vals: std::ptr::null_mut(),
+            len: 0,
+            cap: 0,
+        }));
+        let mut store = Vec::new();
+        store.try_reserve_exact(extent).map_err(oom)?;
+        store.resize_with(extent, Default::default);
+        Ok(BucketStore { heads, store, stride, combine: Buckets::default() })
+    }
+
+    /// The bucket of `key`.
+    #[inline]
+    pub fn bucket(&self, key: u64) -> usize {
+        (key >> self.stride.trailing_zeros()) as usize
+    }
+
+    /// Doubles bucket `b`'s capacity.
+    pub fn grow(&mut self, b: usize) -> Result<(), IsmError> {
+        let (keys, vals) = &mut self.store[b];
+        let cap = keys.len();
+        let target = (2 * cap).max(16);
+        let oom = |_| IsmError::OutOfMemory(format!("growing a workspace bucket to {target} components"));
+        keys.try_reserve_exact(target - cap).map_err(oom)?;
+        vals.try_reserve_exact(target - cap).map_err(oom)?;
+        keys.resize(target, 0);
+        vals.resize(target, V::ZERO);
+        let head = &mut self.heads[b];
+        head.keys = keys.as_mut_ptr();
+        head.vals = vals.as_mut_ptr().cast();
+        head.cap = target as i64;
+        Ok(())
+    }
+
+    /// Appends a component (the Rust-side insert).
+    pub fn push(&mut self, key: u64, v: V) -> Result<(), IsmError> {
+        let b = self.bucket(key);
+        if self.heads[b].len == self.heads[b].cap {
+            self.grow(b)?;
+        }
+        let n = self.heads[b].len as usize;
+        self.store[b].0[n] = key;
+        self.store[b].1[n] = v;
+        self.heads[b].len += 1;
+        Ok(())
+    }
+
+    /// Every bucket combined, in order, into `out` (sorted, unique); the buckets are emptied
+    /// (their memory kept).
+    pub fn drain(&mut self, out: &mut Run<V>) {
+        out.clear();
+        for (b, head) in self.heads.iter_mut().enumerate() {
+            let n = head.len as usize;
+            if n > 0 {
+                let (keys, vals) = &self.store[b];
+                combine_bucket(&keys[..n], &vals[..n], b as u64 * self.stride, self.stride, out, &mut self.combine);
+                head.len = 0;
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        let per = 8 + std::mem::size_of::<V>();
+        self.heads.capacity() * std::mem::size_of::<BucketHead>()
+            + self.store.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
+            + self.combine.bytes()
+    }
+}
