@@ -300,3 +300,65 @@ fn nm_spmm_from_the_command_line() {
     let o = nmsparse(&["C(i,j) = A(i,k) * B(k,j)", "-f=B:nm(2,8,32)", "-d=i:40", "-d=k:48", "-d=j:64", "-time=2"]);
     assert!(o.status.success() && stdout(&o).contains("packing B"), "{}{}", stdout(&o), stderr(&o));
 }
+
+#[test]
+fn workspaces_from_the_command_line() {
+    // Outer-product SpGEMM and the row-wise product on the same sample matrix agree, for every
+    // policy; the file written is the same.
+    let a = sample("power_law_500.mtx");
+    let rowwise = scratch("rowwise.mtx");
+    let o = nmsparse(&[
+        "A(i,j) = B(i,k) * C(k,j)",
+        "-f=A:csr",
+        "-f=B:csr",
+        "-f=C:csr",
+        &format!("-i=B:{a}"),
+        &format!("-i=C:{a}"),
+        &format!("-o=A:{}", rowwise.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want: Tensor<f64> = read_tensor(&rowwise, &Format::csr()).unwrap();
+    for policy in ["dense", "bucket", "hash", "hash(64)", "coord", "map", "vector"] {
+        let outer = scratch(&format!("outer-{policy}.mtx"));
+        let o = nmsparse(&[
+            "A(i,j) = B(i,k) * C(k,j)",
+            "-f=A:csr",
+            "-f=B:csc",
+            "-f=C:csr",
+            "-s=reorder(k,i,j)",
+            &format!("-workspace={policy}"),
+            &format!("-i=B:{a}"),
+            &format!("-i=C:{a}"),
+            &format!("-o=A:{}", outer.display()),
+            "-print-loops",
+        ]);
+        assert!(o.status.success(), "{policy}: {}", stderr(&o));
+        assert!(stdout(&o).contains("insert A_ws["), "{policy}: {}", stdout(&o));
+        let got: Tensor<f64> = read_tensor(&outer, &Format::csr()).unwrap();
+        assert_eq!(got.to_dense().unwrap(), want.to_dense().unwrap(), "{policy}");
+    }
+    // An unknown policy is an error naming the choices.
+    let o = nmsparse(&["A(j,i) = B(i,j)", "-f=A:csr", "-f=B:csr", "-workspace=heap", "-d=i:5", "-d=j:5"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown workspace policy `heap`"), "{}", stderr(&o));
+    // A dense workspace over 2·10⁶ × 2·10⁶ coordinates (36 TB) is replaced by a sparse one,
+    // with a note; the transposition still runs.
+    let b = scratch("tall.mtx");
+    std::fs::write(&b, "%%MatrixMarket matrix coordinate real general\n2000000 2000000 2\n1 7 2.5\n1999999 3 -1\n")
+        .unwrap();
+    let t = scratch("tall_t.mtx");
+    let o = nmsparse(&[
+        "A(j,i) = B(i,j)",
+        "-f=A:csr",
+        "-f=B:csr",
+        "-workspace=dense",
+        &format!("-i=B:{}", b.display()),
+        &format!("-o=A:{}", t.display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("note: a dense workspace for `A` would take"), "{}", stderr(&o));
+    let got: Tensor<f64> = read_tensor(&t, &Format::coo(2)).unwrap();
+    let list = got.to_coordinates();
+    assert_eq!(list.coords, vec![2, 1998998, 6, 0]);
+    assert_eq!(list.values, vec![-1.0, 2.5]);
+}

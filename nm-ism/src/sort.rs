@@ -164,14 +164,27 @@ pub(crate) fn combine_bucket<V: Value>(
     out: &mut Run<V>,
     b: &mut Buckets<V>,
 ) {
+    combine_slices(&[(keys, vals)], base, stride, out, b)
+}
+
+/// [`combine_bucket`] over several slices of one bucket (a row of several sorted runs).
+pub(crate) fn combine_slices<V: Value>(
+    slices: &[(&[u64], &[V])],
+    base: u64,
+    stride: u64,
+    out: &mut Run<V>,
+    b: &mut Buckets<V>,
+) {
     if stride == 1 {
         out.keys.push(base);
-        out.vals.push(vals.iter().fold(V::ZERO, |s, &v| s + v));
+        out.vals.push(slices.iter().flat_map(|(_, v)| v.iter()).fold(V::ZERO, |s, &v| s + v));
         return;
     }
     if stride > DENSE_ROW {
         b.pairs.clear();
-        b.pairs.extend(keys.iter().copied().zip(vals.iter().copied()));
+        for (keys, vals) in slices {
+            b.pairs.extend(keys.iter().copied().zip(vals.iter().copied()));
+        }
         b.pairs.sort_unstable_by_key(|&(k, _)| k);
         for &(k, v) in &b.pairs {
             out.push_combining(k, v);
@@ -184,17 +197,19 @@ pub(crate) fn combine_bucket<V: Value>(
     }
     b.cols.clear();
     let (mut lo, mut hi) = (usize::MAX, 0usize);
-    for (&k, &v) in keys.iter().zip(vals) {
-        let c = (k - base) as usize;
-        let (w, bit) = (c / 64, 1u64 << (c % 64));
-        if b.bits[w] & bit == 0 {
-            b.bits[w] |= bit;
-            b.row[c] = v;
-            b.cols.push(c as u64);
-            lo = lo.min(w);
-            hi = hi.max(w);
-        } else {
-            b.row[c] += v;
+    for (keys, vals) in slices {
+        for (&k, &v) in keys.iter().zip(*vals) {
+            let c = (k - base) as usize;
+            let (w, bit) = (c / 64, 1u64 << (c % 64));
+            if b.bits[w] & bit == 0 {
+                b.bits[w] |= bit;
+                b.row[c] = v;
+                b.cols.push(c as u64);
+                lo = lo.min(w);
+                hi = hi.max(w);
+            } else {
+                b.row[c] += v;
+            }
         }
     }
     if b.cols.is_empty() {
@@ -255,6 +270,33 @@ pub(crate) fn sort_hash<V: Value>(
     }
     let m = unique.len();
     sort_coord(unique, m, out, scratch);
+}
+
+/// Sorted runs of unique keys combined into `out` one bucket (first coordinate: keys
+/// `r·stride .. (r+1)·stride`) at a time — each run's slice of the bucket summed in a dense row
+/// — so that merging `k` runs costs one pass over them, not `log k` pairwise merges.
+pub(crate) fn combine_runs<V: Value>(runs: &[Run<V>], stride: u64, out: &mut Run<V>, b: &mut Buckets<V>) {
+    out.clear();
+    let shift = stride.trailing_zeros();
+    let mut at = vec![0usize; runs.len()];
+    let mut slices: Vec<(&[u64], &[V])> = Vec::with_capacity(runs.len());
+    loop {
+        // The next bucket any run has.
+        let Some(row) = runs.iter().zip(&at).filter_map(|(r, &p)| r.keys.get(p).map(|k| k >> shift)).min() else {
+            break;
+        };
+        slices.clear();
+        for (r, p) in runs.iter().zip(at.iter_mut()) {
+            let start = *p;
+            while *p < r.keys.len() && r.keys[*p] >> shift == row {
+                *p += 1;
+            }
+            if *p > start {
+                slices.push((&r.keys[start..*p], &r.vals[start..*p]));
+            }
+        }
+        combine_slices(&slices, row << shift, stride, out, b);
+    }
 }
 
 /// `a` and `b` (sorted, unique) merged into `out`, values of equal keys added.

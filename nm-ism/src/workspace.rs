@@ -12,7 +12,7 @@ use crate::Components;
 use crate::bucket::BucketStore;
 use crate::ffi::{Slot, slot_flush, slot_grow};
 use crate::key::KeyLayout;
-use crate::sort::{Run, Scratch, insert_sorted, merge, sort_coord, sort_hash};
+use crate::sort::{Buckets, Run, Scratch, combine_runs, insert_sorted, merge, sort_coord, sort_hash};
 
 /// How a workspace collects components.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -160,9 +160,16 @@ struct MergeState<V> {
     pool: Vec<Run<V>>,
     unique: Run<V>,
     scratch: Scratch,
+    /// The dense row runs are combined in.
+    rows: Buckets<V>,
+    /// Keys per first coordinate (bit-packed keys; 0 for a dense workspace's).
+    stride: u64,
     config: Config,
     peak: usize,
 }
+
+/// Runs kept before they are combined into one (a pass over all of them).
+const MAX_RUNS: usize = 8;
 
 impl<V: Value> MergeState<V> {
     fn bytes(&self) -> usize {
@@ -171,9 +178,26 @@ impl<V: Value> MergeState<V> {
             + self.scratch.bytes()
     }
 
-    /// An empty run to write into: a kept one when double-buffered, else a fresh one.
-    fn buffer(&mut self) -> Run<V> {
-        if self.config.double_buffered { self.pool.pop().unwrap_or_default() } else { Run::default() }
+    /// Whether runs are merged pairwise (rows too long for a dense row, or no rows at all).
+    fn pairwise(&self) -> bool {
+        self.stride == 0 || self.stride > 1 << 22
+    }
+
+    /// An empty run to write about `need` components into: when double-buffered, the smallest
+    /// kept one that holds them (else the largest), so that no merge reallocates — a
+    /// reallocated run costs page faults on fresh memory (a third of MIT8's outer-product time
+    /// went to clearing pages before this); else a fresh one.
+    fn buffer_for(&mut self, need: usize) -> Run<V> {
+        if !self.config.double_buffered || self.pool.is_empty() {
+            return Run::default();
+        }
+        let fits = (0..self.pool.len())
+            .filter(|&i| self.pool[i].keys.capacity() >= need)
+            .min_by_key(|&i| self.pool[i].keys.capacity());
+        let pick = fits.unwrap_or_else(|| {
+            (0..self.pool.len()).max_by_key(|&i| self.pool[i].keys.capacity()).expect("a kept run")
+        });
+        self.pool.swap_remove(pick)
     }
 
     fn give_back(&mut self, mut run: Run<V>) {
@@ -183,16 +207,32 @@ impl<V: Value> MergeState<V> {
         }
     }
 
-    /// Merges the top runs while the one below is at most twice the top's size (all of them
-    /// when `all`).
+    /// Combines the runs into one when there are [`MAX_RUNS`] of them (or whenever `all`), a
+    /// bucket at a time; when rows are too long for a dense row, merges the top runs pairwise
+    /// while the one below is at most twice the top's size.
     fn collapse(&mut self, all: bool) -> Result<(), IsmError> {
+        if self.runs.len() < 2 || (!all && self.runs.len() < MAX_RUNS && !self.pairwise()) {
+            return Ok(());
+        }
+        if !self.pairwise() {
+            let need: usize = self.runs.iter().map(Run::len).sum();
+            let mut into = self.buffer_for(need);
+            reserve(&mut into, need)?;
+            combine_runs(&self.runs, self.stride, &mut into, &mut self.rows);
+            self.peak = self.peak.max(self.bytes() + into.bytes());
+            for run in std::mem::take(&mut self.runs) {
+                self.give_back(run);
+            }
+            self.runs.push(into);
+            return Ok(());
+        }
         while self.runs.len() >= 2 {
             let n = self.runs.len();
             if !all && self.runs[n - 2].len() > 2 * self.runs[n - 1].len() {
                 break;
             }
             let (top, below) = (self.runs.pop().expect("two runs"), self.runs.pop().expect("two runs"));
-            let mut into = self.buffer();
+            let mut into = self.buffer_for(top.len() + below.len());
             reserve(&mut into, top.len() + below.len())?;
             merge(&below, &top, &mut into);
             self.runs.push(into);
@@ -215,7 +255,7 @@ impl<V: Value> MergeState<V> {
             self.peak = self.peak.max(self.bytes());
             return Ok(());
         }
-        let mut sorted = self.buffer();
+        let mut sorted = self.buffer_for(n);
         match self.config.policy {
             Policy::Hash(l) => sort_hash(acc, n, l, &mut sorted, &mut self.unique, &mut self.scratch),
             _ => sort_coord(acc, n, &mut sorted, &mut self.scratch),
@@ -346,6 +386,8 @@ impl<V: Value> Workspace<V> {
             pool: Vec::new(),
             unique: Run::default(),
             scratch: Scratch::default(),
+            rows: Buckets::default(),
+            stride: if config.policy == Policy::Dense { 0 } else { layout.first().0 },
             config,
             peak: 0,
         };
@@ -520,7 +562,8 @@ impl<V: Value> Workspace<V> {
         if let Some(b) = &mut self.buckets {
             match &mut self.stage {
                 Stage::Inline(state) => {
-                    let mut run = state.buffer();
+                    let mut run = state.buffer_for(n);
+                    reserve(&mut run, n)?;
                     b.drain(&mut run);
                     state.push(run)?;
                 }
