@@ -80,7 +80,13 @@ pub struct Program {
 impl Program {
     /// Parses `expr` (taco's index notation).
     pub fn new(expr: &str) -> Result<Program, Error> {
-        Ok(Program { stmt: parse(expr)?, decls: Declarations::new(), shapes: HashMap::new(), schedule: None, options: LowerOptions::default() })
+        Ok(Program {
+            stmt: parse(expr)?,
+            decls: Declarations::new(),
+            shapes: HashMap::new(),
+            schedule: None,
+            options: LowerOptions::default(),
+        })
     }
 
     /// Declares tensor `name` with `shape` stored in `format` (`"dense"`, `"csr"`, `"ds:1,0"`,
@@ -149,7 +155,13 @@ impl Program {
                 b: self.stmt.tensor_name(route.b).to_string(),
             },
             None => Engine::Generated {
-                narrow: Box::new(Specialization::new::<T>(&cin, &types, backend, IndexWidths::default(), &self.options)?),
+                narrow: Box::new(Specialization::new::<T>(
+                    &cin,
+                    &types,
+                    backend,
+                    IndexWidths::default(),
+                    &self.options,
+                )?),
                 wide: Mutex::new(Vec::new()),
             },
         };

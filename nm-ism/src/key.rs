@@ -25,10 +25,8 @@ impl KeyLayout {
     pub fn new(extents: &[usize], policy: Policy) -> Result<KeyLayout, IsmError> {
         let packed = policy != Policy::Dense;
         let too_big = || IsmError::KeySpace { extents: extents.to_vec() };
-        let radices: Vec<u64> = extents
-            .iter()
-            .map(|&e| if packed { (e.max(1) as u64).next_power_of_two() } else { e as u64 })
-            .collect();
+        let radices: Vec<u64> =
+            extents.iter().map(|&e| if packed { (e.max(1) as u64).next_power_of_two() } else { e as u64 }).collect();
         let mut strides = vec![1u64; extents.len()];
         let mut space: u64 = 1;
         for d in (0..extents.len()).rev() {

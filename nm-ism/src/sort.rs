@@ -80,7 +80,7 @@ fn radix_sort(a: &mut Vec<u64>, tmp: &mut Vec<u64>, lo: u32, hi: u32) {
             count[((x >> shift) & 255) as usize + 1] += 1;
         }
         // A digit every element shares moves nothing.
-        if count.iter().any(|&c| c == n) {
+        if count.contains(&n) {
             shift += 8;
             continue;
         }
@@ -280,11 +280,8 @@ pub(crate) fn combine_runs<V: Value>(runs: &[Run<V>], stride: u64, out: &mut Run
     let shift = stride.trailing_zeros();
     let mut at = vec![0usize; runs.len()];
     let mut slices: Vec<(&[u64], &[V])> = Vec::with_capacity(runs.len());
-    loop {
-        // The next bucket any run has.
-        let Some(row) = runs.iter().zip(&at).filter_map(|(r, &p)| r.keys.get(p).map(|k| k >> shift)).min() else {
-            break;
-        };
+    // The next bucket any run has.
+    while let Some(row) = runs.iter().zip(&at).filter_map(|(r, &p)| r.keys.get(p).map(|k| k >> shift)).min() {
         slices.clear();
         for (r, p) in runs.iter().zip(at.iter_mut()) {
             let start = *p;

@@ -173,9 +173,7 @@ const MAX_RUNS: usize = 8;
 
 impl<V: Value> MergeState<V> {
     fn bytes(&self) -> usize {
-        self.runs.iter().chain(&self.pool).map(Run::bytes).sum::<usize>()
-            + self.unique.bytes()
-            + self.scratch.bytes()
+        self.runs.iter().chain(&self.pool).map(Run::bytes).sum::<usize>() + self.unique.bytes() + self.scratch.bytes()
     }
 
     /// Whether runs are merged pairwise (rows too long for a dense row, or no rows at all).
@@ -194,9 +192,8 @@ impl<V: Value> MergeState<V> {
         let fits = (0..self.pool.len())
             .filter(|&i| self.pool[i].keys.capacity() >= need)
             .min_by_key(|&i| self.pool[i].keys.capacity());
-        let pick = fits.unwrap_or_else(|| {
-            (0..self.pool.len()).max_by_key(|&i| self.pool[i].keys.capacity()).expect("a kept run")
-        });
+        let pick = fits
+            .unwrap_or_else(|| (0..self.pool.len()).max_by_key(|&i| self.pool[i].keys.capacity()).expect("a kept run"));
         self.pool.swap_remove(pick)
     }
 
@@ -476,7 +473,8 @@ impl<V: Value> Workspace<V> {
 
     /// Doubles a bucket's capacity (generated code calls it through the slot).
     pub(crate) fn grow_bucket(&mut self, b: i64) -> Result<(), IsmError> {
-        let store = self.buckets.as_mut().ok_or_else(|| IsmError::Internal("grow on a workspace without buckets".into()))?;
+        let store =
+            self.buckets.as_mut().ok_or_else(|| IsmError::Internal("grow on a workspace without buckets".into()))?;
         let b = usize::try_from(b).ok().filter(|&b| b < store.heads.len()).ok_or_else(|| {
             IsmError::Internal(format!("bucket {b} outside the workspace's {} buckets", store.heads.len()))
         })?;

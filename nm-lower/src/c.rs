@@ -245,7 +245,7 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::Break => self.line(depth, "break;"),
-            Stmt::Insert { workspace, key, value } => {
+            Stmt::Insert { workspace, key, first, value } => {
                 let a = &self.f.arrays[*workspace];
                 let (w, t) = (&a.name, c_elem(a.elem));
                 let key = self.expr(key, ScalarType::Index);
@@ -258,7 +258,7 @@ impl Emitter<'_> {
                 self.line(depth + 1, &format!("int64_t key = {key};"));
                 if policy == Some(nm_ism::Policy::Bucket) {
                     // Straight into the bucket of the key's first coordinate.
-                    self.line(depth + 1, &format!("int64_t row = key >> {w}->shift;"));
+                    self.line(depth + 1, &format!("int64_t row = {};", self.expr(first, ScalarType::Index)));
                     self.line(depth + 1, &format!("nms_bucket *b = &{w}->buckets[row];"));
                     self.line(depth + 1, &format!("if (b->len == b->cap && {w}->grow({w}, row)) return 1;"));
                     self.line(depth + 1, "b->keys[b->len] = (uint64_t)key;");
@@ -417,9 +417,8 @@ impl CKernel {
                 ArrayData::Workspace(w) => w.take_error().map(|e| e.to_string()),
                 _ => None,
             });
-            let why = flushed
-                .or_else(|| GROW_FAILURE.with(|g| g.take()))
-                .unwrap_or_else(|| "an allocation failed".into());
+            let why =
+                flushed.or_else(|| GROW_FAILURE.with(|g| g.take())).unwrap_or_else(|| "an allocation failed".into());
             return Err(RunError::OutOfMemory(f.name.clone(), why));
         }
         Ok(())

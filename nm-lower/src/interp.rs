@@ -497,9 +497,16 @@ impl Machine<'_, '_> {
                 return self.block(branch);
             }
             Stmt::Break => return Ok(Flow::Break),
-            Stmt::Insert { workspace, key, value } => {
+            Stmt::Insert { workspace, key, first, value } => {
                 let (key, value) = (self.eval(key)?.index(), self.eval(value)?.f64());
+                // The first coordinate must be the key's (C takes the bucket from it).
+                let row = self.eval(first)?.index();
                 let k = nm_ir::id::Id::index(*workspace);
+                if let ArrayData::Workspace(w) = &self.arrays[k]
+                    && !w.first_coordinate_is(key, row)
+                {
+                    return Err(InterpError::Workspace(format!("key {key} does not start with coordinate {row}")));
+                }
                 let ArrayData::Workspace(w) = &mut self.arrays[k] else { return Err(self.read_only(*workspace)) };
                 w.insert_key(key, value).map_err(|e| InterpError::Workspace(e.to_string()))?;
             }

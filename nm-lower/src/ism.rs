@@ -64,6 +64,19 @@ impl WorkspaceData {
         }
     }
 
+    /// Whether `key`'s first coordinate is `first`.
+    pub(crate) fn first_coordinate_is(&self, key: i64, first: i64) -> bool {
+        let layout = match self {
+            WorkspaceData::F32(w) => w.layout(),
+            WorkspaceData::F64(w) => w.layout(),
+        };
+        let mut c = vec![0usize; layout.extents().len()];
+        key >= 0 && {
+            layout.decode(key as u64, &mut c);
+            c.first().map_or(first == 0, |&c0| c0 as i64 == first)
+        }
+    }
+
     /// Why a call from generated code failed.
     pub(crate) fn take_error(&mut self) -> Option<IsmError> {
         match self {

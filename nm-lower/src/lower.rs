@@ -134,6 +134,8 @@ pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Bucket;
 struct IsmResult {
     slot: ArrayId,
     strides: Vec<i64>,
+    /// The result dimension its first level holds.
+    first_dim: usize,
 }
 
 impl IsmResult {
@@ -187,13 +189,14 @@ impl IsmResult {
         let layout = nm_ism::KeyLayout::new(&extents, config.policy)
             .or_else(|e| unsupported(format!("a sparse workspace for `{name}` {shape:?}: {e}")))?;
         let kinds = levels.iter().map(|l| l.kind).collect();
-        let slot = f.array(&format!("{name}_ws"), value, Role::Workspace { extents: extents.clone(), kinds, config }, true);
+        let slot =
+            f.array(&format!("{name}_ws"), value, Role::Workspace { extents: extents.clone(), kinds, config }, true);
         params.push(t);
         let mut strides = vec![0i64; shape.len()];
         for (l, level) in levels.iter().enumerate() {
             strides[level.expr.dim()] = layout.strides()[l] as i64;
         }
-        Ok(IsmResult { slot, strides })
+        Ok(IsmResult { slot, strides, first_dim: levels.first().map_or(0, |l| l.expr.dim()) })
     }
 }
 
@@ -804,25 +807,25 @@ pub fn lower_options(
                 )?);
                 None
             } else {
-            if !appends {
-                let size = types.sizes[order[outer].index()];
-                let name = |suffix: &str| format!("{result_name}_w{suffix}");
-                workspace = Some(RowWorkspace {
-                    var: order[outer],
-                    size,
-                    outer,
-                    values: f.array(&name("vals"), value, Role::Scratch, true),
-                    mark: f.array(&name("mark"), ElemType::I32, Role::Scratch, true),
-                    list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
-                    sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
-                    count: f.var(&name("n"), ScalarType::Index),
-                    active: false,
-                });
-                params.extend([result; 4]);
-            }
-            let mut assembly = Assembly::declare(&mut f, &mut params, result, &result_name, format, shape)?;
-            assembly.vars = order;
-            Some(assembly)
+                if !appends {
+                    let size = types.sizes[order[outer].index()];
+                    let name = |suffix: &str| format!("{result_name}_w{suffix}");
+                    workspace = Some(RowWorkspace {
+                        var: order[outer],
+                        size,
+                        outer,
+                        values: f.array(&name("vals"), value, Role::Scratch, true),
+                        mark: f.array(&name("mark"), ElemType::I32, Role::Scratch, true),
+                        list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
+                        sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
+                        count: f.var(&name("n"), ScalarType::Index),
+                        active: false,
+                    });
+                    params.extend([result; 4]);
+                }
+                let mut assembly = Assembly::declare(&mut f, &mut params, result, &result_name, format, shape)?;
+                assembly.vars = order;
+                Some(assembly)
             }
         }
     };
@@ -1860,15 +1863,19 @@ impl Lowerer<'_> {
             return Ok(vec![Stmt::Store { array: self.result_vals, index, value, accumulate }]);
         };
         let mut key = int(0);
+        let mut first = int(0);
         for (d, t) in lhs.subscripts.iter().enumerate() {
             let v = t.as_var().expect("the left-hand side is plain variables");
             let lv = self.bound[v.index()].ok_or_else(|| {
                 LowerError::Unsupported(format!("result variable `{}` has no loop", self.cin.vars[v].name))
             })?;
+            if d == ism.first_dim {
+                first = var(lv);
+            }
             let term = if ism.strides[d] == 1 { var(lv) } else { bin(BinOp::Mul, var(lv), int(ism.strides[d])) };
             key = if d == 0 { term } else { bin(BinOp::Add, key, term) };
         }
-        Ok(vec![Stmt::Insert { workspace: ism.slot, key, value }])
+        Ok(vec![Stmt::Insert { workspace: ism.slot, key, first, value }])
     }
 
     /// The row-major position of the dense result element `lhs` names.

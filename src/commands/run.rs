@@ -270,8 +270,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
     let widths = IndexWidths::of(&named);
     let options = LowerOptions { workspace: o.workspace };
-    let lowered =
-        lower_options(&cin, &types, T::ELEM, &widths, &options).map_err(|e| CommandError(e.to_string()))?;
+    let lowered = lower_options(&cin, &types, T::ELEM, &widths, &options).map_err(|e| CommandError(e.to_string()))?;
     for note in &lowered.notes {
         eprintln!("note: {note}");
     }

@@ -300,6 +300,9 @@ pub enum Stmt {
         workspace: ArrayId,
         /// The component's key: its coordinates in storage order, linearized.
         key: Expr,
+        /// Its first coordinate (in storage order): a `bucket` workspace's bucket, spelled out
+        /// so that the C compiler sees it is invariant in the loops below it.
+        first: Expr,
         /// The value.
         value: Expr,
     },
@@ -356,8 +359,9 @@ impl Stmt {
             Stmt::While { cond, .. } | Stmt::If { cond, .. } => visit(cond),
             Stmt::Resize { len, .. } => visit(len),
             Stmt::Prefetch { index, .. } => visit(index),
-            Stmt::Insert { key, value, .. } => {
+            Stmt::Insert { key, first, value, .. } => {
                 visit(key);
+                visit(first);
                 visit(value);
             }
             Stmt::Break | Stmt::Finish { .. } => {}

@@ -115,7 +115,7 @@ impl Function {
                 }
             }
             Stmt::Break => writeln!(f, "{pad}break"),
-            Stmt::Insert { workspace, key, value } => {
+            Stmt::Insert { workspace, key, value, .. } => {
                 write!(f, "{pad}insert {}[", self.arrays[*workspace].name)?;
                 self.write_expr(f, key)?;
                 write!(f, "] += ")?;
