@@ -199,6 +199,9 @@ struct Specialization {
     widths: IndexWidths,
     lowered: Lowered,
     compiled: Option<CKernel>,
+    /// Sparse workspaces of the last run (by parameter), emptied by their `finish` and kept
+    /// with their memory: a fresh workspace grows its buckets and arrays anew each run.
+    kept: Mutex<Vec<(usize, nm_lower::interp::ArrayData<'static>)>>,
 }
 
 impl Specialization {
@@ -214,7 +217,7 @@ impl Specialization {
             Backend::Jit => Some(CKernel::compile(&lowered.function, &CCompiler::from_env()?)?),
             Backend::Interp => None,
         };
-        Ok(Specialization { widths, lowered, compiled })
+        Ok(Specialization { widths, lowered, compiled, kept: Mutex::new(Vec::new()) })
     }
 }
 
@@ -298,12 +301,27 @@ impl<T: Scalar> Kernel<T> {
         };
         let len: usize = self.result_shape.iter().product();
         let mut arrays = arguments(&kernel.lowered, &by_id, len)?;
+        if let Ok(mut kept) = kernel.kept.try_lock() {
+            for (k, w) in kept.drain(..) {
+                arrays[k] = w;
+            }
+        }
         match &kernel.compiled {
             Some(k) => match &kernel.lowered.partition {
                 Some(p) if self.threads > 1 => k.run_rows(&mut arrays, p, self.threads)?,
                 _ => k.run(&mut arrays)?,
             },
             None => interpret(&kernel.lowered.function, &mut arrays)?,
+        }
+        if let Ok(mut kept) = kernel.kept.try_lock() {
+            use nm_lower::interp::ArrayData;
+            for (k, a) in arrays.iter_mut().enumerate() {
+                if matches!(a, ArrayData::Workspace(_))
+                    && let ArrayData::Workspace(w) = std::mem::replace(a, ArrayData::I64(Vec::new()))
+                {
+                    kept.push((k, ArrayData::Workspace(w)));
+                }
+            }
         }
         let shape = if self.result_shape.is_empty() { vec![1] } else { self.result_shape.clone() };
         let format = self.result_format.clone().unwrap_or_else(|| Format::dense(shape.len()));
