@@ -160,3 +160,17 @@ fn ttm_and_ttm_i_into_sparse_tensors() {
         7,
     );
 }
+
+#[test]
+fn precompute_into_a_sparse_workspace_from_the_schedule() {
+    // Gustavson's order, with the row's products precomputed into a workspace of the named
+    // policy (without one, the dense row workspace).
+    for policy in ["", ", bucket", ", hash", ", hash(16)", ", coord", ", map", ", vector"] {
+        check(
+            "A(i,j) = B(i,k) * C(k,j)",
+            &format!("precompute(B(i,k) * C(k,j), j, jw, w{policy})"),
+            &[("A", &[17, 19], "csr", 1.0), ("B", &[17, 13], "csr", 0.2), ("C", &[13, 19], "csr", 0.2)],
+            8,
+        );
+    }
+}
