@@ -9,6 +9,9 @@
 //! compile.
 //!
 //! A third of the cases carry a random loop order (`reorder`); an illegal one counts as refused.
+//! Sparse results come in CSR, DCSR, CSC and COO (matrices) and sparse vectors; a third of the
+//! cases name a random sparse workspace policy (every policy, accumulation arrays of 1–9
+//! components, inline or pipelined), used wherever the loops scatter into a sparse result.
 //!
 //! The bounded run here is 300 cases from a fixed seed; `NMSPARSE_DIFF_CASES=N` and
 //! `NMSPARSE_DIFF_SEED=S` run more (`cargo test --release --test differential -- --nocapture`),
@@ -35,6 +38,8 @@ struct Case {
     densities: Vec<f64>,
     /// A random loop order (`reorder(...)`) or none.
     schedule: Option<String>,
+    /// A random workspace policy, or the analysis's choice.
+    workspace: Option<nmsparse::ism::Config>,
 }
 
 fn var_index(v: char) -> usize {
@@ -83,7 +88,7 @@ fn random_case(rng: &mut Pcg64) -> Case {
     }
     let result_format = match result_vars.len() {
         1 => ["dense", "s"][rng.random_range(0..2)],
-        _ => ["dense", "csr", "dcsr"][rng.random_range(0..3)],
+        _ => ["dense", "csr", "dcsr", "csc", "coo"][rng.random_range(0..5)],
     };
     let lhs = format!("A({})", result_vars.iter().map(char::to_string).collect::<Vec<_>>().join(","));
     tensors.insert(0, ("A".into(), result_vars, result_format.into()));
@@ -101,7 +106,21 @@ fn random_case(rng: &mut Pcg64) -> Case {
         }
         format!("reorder({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(", "))
     });
-    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule }
+    let workspace = rng.random_bool(0.3).then(|| {
+        use nmsparse::ism::{Config, Policy};
+        let policies = [
+            Policy::Dense,
+            Policy::Bucket,
+            Policy::Hash(None),
+            Policy::Hash(Some(2)),
+            Policy::Coord,
+            Policy::Map,
+            Policy::Vector,
+        ];
+        let policy = policies[rng.random_range(0..policies.len())];
+        Config { capacity: rng.random_range(1..=9), pipelined: rng.random_bool(0.3), ..Config::new(policy) }
+    });
+    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace }
 }
 
 /// Runs one case on both back ends: `Some(true)` when both agree with the reference,
@@ -129,6 +148,9 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         d.arrays[id.index()] = Some(t.to_dense().unwrap().into_iter().map(Into::into).collect());
         operands.push((name.clone(), t));
     }
+    if let Some(w) = case.workspace {
+        program = program.workspace(w);
+    }
     let expected = reference(&case.expr, &d);
     let args: Vec<(&str, &Tensor<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t)).collect();
     for backend in [Backend::Interp, Backend::Jit] {
@@ -153,8 +175,8 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         let got: Vec<f64> = got.to_dense().unwrap().into_iter().map(Into::into).collect();
         if got != expected {
             return Err(format!(
-                "{} [{:?}] with {:?}, sizes {:?}, densities {:?} on {backend:?}, {} threads:\n  got      {got:?}\n  expected {expected:?}",
-                case.expr, case.schedule, case.tensors, case.sizes, case.densities, case.threads
+                "{} [{:?}] [{:?}] with {:?}, sizes {:?}, densities {:?} on {backend:?}, {} threads:\n  got      {got:?}\n  expected {expected:?}",
+                case.expr, case.schedule, case.workspace, case.tensors, case.sizes, case.densities, case.threads
             ));
         }
     }
