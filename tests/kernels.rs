@@ -6,10 +6,10 @@
 
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::io::read_tensor;
-use nmsparse::format::{Duplicates, Format, Tensor};
+use nmsparse::format::{Format, Tensor};
 mod common;
 
-use common::{Dense, operand, reference};
+use common::{Dense, operand, reference, to_f32};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::parse;
 use nmsparse::{Backend, Program};
@@ -39,13 +39,6 @@ fn check(expr: &str, schedule: &str, decls: &[Decl<'_>], seed: u64) {
     run_all::<f64>(expr, schedule, decls, &operands, &expected);
     let as_f32: Vec<(String, Tensor<f32>)> = operands.iter().map(|(n, t)| (n.clone(), to_f32(t))).collect();
     run_all::<f32>(expr, schedule, decls, &as_f32, &expected);
-}
-
-fn to_f32(t: &Tensor<f64>) -> Tensor<f32> {
-    let mut list = t.to_coordinates();
-    let values = list.values.drain(..).map(|v| v as f32).collect();
-    let list = nmsparse::format::CoordinateList { shape: list.shape, coords: list.coords, values };
-    Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
 }
 
 fn run_all<T: nmsparse::Scalar + Into<f64>>(

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{Dense, operand, reference};
+use common::{Dense, operand, reference, to_f32};
 use nmsparse::format::generate::{Values, uniform};
-use nmsparse::format::{Duplicates, Format, Tensor};
+use nmsparse::format::{Format, Tensor};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::parse;
 use nmsparse::ism::{Config, Policy};
@@ -57,13 +57,6 @@ fn check(expr: &str, schedule: &str, decls: &[Decl<'_>], seed: u64) {
     for backend in [Backend::Interp, Backend::Jit] {
         assert_eq!(run::<f32>(expr, schedule, decls, &narrow, None, backend), expected, "{expr} f32 {backend:?}");
     }
-}
-
-fn to_f32(t: &Tensor<f64>) -> Tensor<f32> {
-    let mut list = t.to_coordinates();
-    let values = list.values.drain(..).map(|v| v as f32).collect();
-    let list = nmsparse::format::CoordinateList { shape: list.shape, coords: list.coords, values };
-    Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
 }
 
 fn run<T: nmsparse::Scalar + Into<f64>>(

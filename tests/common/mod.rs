@@ -82,3 +82,11 @@ pub fn operand<T: Value>(list: &CoordinateList<T>, format: &Format) -> Result<Te
         Tensor::from_coordinates(list, format, Duplicates::Reject)
     }
 }
+
+/// `t` with its values rounded to `f32` (small integers: exactly).
+pub fn to_f32(t: &Tensor<f64>) -> Tensor<f32> {
+    let mut list = t.to_coordinates();
+    let values = list.values.drain(..).map(|v| v as f32).collect();
+    let list = CoordinateList { shape: list.shape, coords: list.coords, values };
+    Tensor::from_coordinates(&list, t.format(), Duplicates::Reject).unwrap()
+}
