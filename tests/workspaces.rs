@@ -167,3 +167,22 @@ fn precompute_into_a_sparse_workspace_from_the_schedule() {
         );
     }
 }
+
+#[test]
+fn spgemm_over_the_positions_of_b_into_a_transposed_result() {
+    // The schedule: B's nonzeros walked in blocks of 4 positions (fuse, pos, split),
+    // each row of C scattered into the transposed result.
+    let schedule = "reorder(i,k,j); fuse(i,k,f); pos(f,fpos,B); split(fpos,f0,f1,4); reorder(f0,f1,j)";
+    let decls: [Decl<'_>; 3] =
+        [("A", &[19, 17], "csr", 1.0), ("B", &[17, 13], "csr", 0.25), ("C", &[13, 19], "csr", 0.2)];
+    check("A(j,i) = B(i,k) * C(k,j)", schedule, &decls, 9);
+    // Unsplit: one loop over every position.
+    check("A(j,i) = B(i,k) * C(k,j)", "reorder(i,k,j); fuse(i,k,f); pos(f,fpos,B)", &decls, 10);
+    // Into a dense result (SpMV over B's positions).
+    check(
+        "y(i) = B(i,k) * x(k)",
+        "fuse(i,k,f); pos(f,fpos,B); split(fpos,f0,f1,3)",
+        &[("y", &[17], "dense", 1.0), ("B", &[17, 13], "csr", 0.3), ("x", &[13], "dense", 1.0)],
+        11,
+    );
+}

@@ -297,6 +297,21 @@ struct RowWorkspace {
     active: bool,
 }
 
+/// The positions a `pos` loop walks (see [`Lowerer::position_space`]).
+#[derive(Clone, Debug)]
+struct PositionSpace {
+    /// The access whose positions they are.
+    access: usize,
+    /// The fused variables: the operand's row and column.
+    row: IndexVarId,
+    col: IndexVarId,
+    rows: usize,
+    pos: ArrayId,
+    crd: ArrayId,
+    /// How many: `pos[rows]`.
+    count: Expr,
+}
+
 /// A `where` producer: loops computing a scalar temporary.
 #[derive(Clone, Debug)]
 struct Producer {
@@ -747,8 +762,9 @@ pub fn lower_options(
         sized.sizes[new.index()] = sized.sizes[old.index()];
     }
     let types = &sized;
-    if cin.derivations.values().any(|d| !matches!(d, Derivation::Split { .. })) {
-        return unsupported("variables made by fuse, pos or bound");
+    // `fuse` is lowered under a `pos` over the fused pair (see `Lowerer::position_loop`).
+    if cin.derivations.values().any(|d| matches!(d, Derivation::Bound { .. })) {
+        return unsupported("variables made by bound");
     }
     // A consumer that only stores its scalar temporary (`A(i,l) = t` where `t` sums over j, k:
     // MTTKRP) is its producer's loops inside its own, summing into the result: the reduction
@@ -1161,7 +1177,13 @@ impl Lowerer<'_> {
         let mut split_inner = None;
         match self.cin.derivations.get(&v) {
             Some(&Derivation::Split { parent, outer: true, factor }) => {
-                let blocks = self.size(parent).div_ceil(factor as usize);
+                // Over positions, the number of blocks is known when the kernel runs.
+                let blocks = match self.position_space(parent) {
+                    Some(ps) => {
+                        bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64))
+                    }
+                    None => int(self.size(parent).div_ceil(factor as usize) as i64),
+                };
                 let block = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
                 self.split_blocks.push((parent, block));
                 let body = self.nest(rest, lhs, op, rhs);
@@ -1169,7 +1191,7 @@ impl Lowerer<'_> {
                 let body = body?;
                 // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
                 let parallel = parallel && self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none();
-                return Ok(vec![Stmt::For { var: block, start: int(0), end: int(blocks as i64), body, parallel }]);
+                return Ok(vec![Stmt::For { var: block, start: int(0), end: blocks, body, parallel }]);
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
                 let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
@@ -1182,7 +1204,22 @@ impl Lowerer<'_> {
                 split_inner = Some((inner, block, factor as i64));
                 v = parent;
             }
+            Some(Derivation::Fuse { .. }) => {
+                return unsupported(format!(
+                    "a loop over the fused variable `{}` (fuse is lowered under `pos`: iterate its positions)",
+                    self.cin.vars[v].name
+                ));
+            }
             _ => {}
+        }
+        if let Some(ps) = self.position_space(v) {
+            return self.position_loop(ps, split_inner, rest, lhs, op, rhs);
+        }
+        if matches!(self.cin.derivations.get(&v), Some(Derivation::Pos { .. })) {
+            return unsupported(format!(
+                "`pos` over `{}` other than the fused (dense, compressed) levels of a CSR-like operand",
+                self.cin.vars[v].name
+            ));
         }
         if split_inner.is_none()
             && let Some(k) = self.blocked_access(v, rhs)
@@ -1711,6 +1748,119 @@ impl Lowerer<'_> {
         let out = a.before(&mut self.f, l, loop_var);
         self.assembly = Some(a);
         out
+    }
+
+    /// What a `pos` variable iterates: `pos(f, fpos, T)` with `f = fuse(a, b)` and `T(a, b)`
+    /// a CSR-like operand (a dense level, then a compressed one): the positions `0..nnz` of its
+    /// compressed level, each naming a row `a` and a column `b`.
+    fn position_space(&self, v: IndexVarId) -> Option<PositionSpace> {
+        let Some(&Derivation::Pos { parent, tensor }) = self.cin.derivations.get(&v) else { return None };
+        let Some(&Derivation::Fuse { outer, inner }) = self.cin.derivations.get(&parent) else { return None };
+        let k = self.accesses.iter().position(|a| {
+            a.tensor == tensor
+                && a.subscripts.len() == 2
+                && a.subscripts[0].as_var() == Some(outer)
+                && a.subscripts[1].as_var() == Some(inner)
+        })?;
+        let op = self.operands[tensor.index()].as_ref()?;
+        let levels = op.format.levels();
+        let csr_like = levels.len() == 2
+            && levels[0].kind == LevelKind::Dense
+            && matches!(levels[1].kind, LevelKind::Compressed(p) if p.unique)
+            && levels[0].expr == nm_format::LevelExpr::Dim(0)
+            && levels[1].expr == nm_format::LevelExpr::Dim(1);
+        if !csr_like {
+            return None;
+        }
+        let (pos, crd) = (op.pos[1]?, op.crd[1]?);
+        let rows = self.size(outer);
+        Some(PositionSpace { access: k, row: outer, col: inner, rows, pos, crd, count: load(pos, int(rows as i64)) })
+    }
+
+    /// The loop over `ps`'s positions (one block of a split of them, when `split` names the
+    /// block loop): the row of the block's first position found by binary search in `pos`,
+    /// then advanced position by position; the column read from `crd`. Both variables and the
+    /// operand's two levels are resolved inside it.
+    fn position_loop(
+        &mut self,
+        ps: PositionSpace,
+        split: Option<(VarId, VarId, i64)>,
+        rest: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let name = |lw: &Self, v: IndexVarId| lw.cin.vars[v].name.clone();
+        let p = self.f.var(&format!("{}_p", self.cin.tensors[self.accesses[ps.access].tensor].name), ScalarType::Index);
+        let row = self.f.var(&name(self, ps.row), ScalarType::Index);
+        let col = self.f.var(&name(self, ps.col), ScalarType::Index);
+        let (lo, hi, mid) = (
+            self.f.var("search_lo", ScalarType::Index),
+            self.f.var("search_hi", ScalarType::Index),
+            self.f.var("search_mid", ScalarType::Index),
+        );
+        let (first, loop_var, start, end) = match split {
+            Some((inner, block, factor)) => (bin(BinOp::Mul, var(block), int(factor)), inner, int(0), int(factor)),
+            None => (int(0), p, int(0), ps.count.clone()),
+        };
+        // The row holding position `first`: the last row whose `pos` is at most `first`.
+        let mut out = vec![
+            Stmt::Decl(lo, int(0)),
+            Stmt::Decl(hi, int(ps.rows as i64)),
+            Stmt::While {
+                cond: bin(BinOp::Lt, var(lo), var(hi)),
+                body: vec![
+                    Stmt::Decl(mid, bin(BinOp::Div, bin(BinOp::Add, var(lo), var(hi)), int(2))),
+                    Stmt::If {
+                        cond: bin(BinOp::Le, load(ps.pos, bin(BinOp::Add, var(mid), int(1))), first.clone()),
+                        then: vec![Stmt::Assign(lo, bin(BinOp::Add, var(mid), int(1)))],
+                        otherwise: vec![Stmt::Assign(hi, var(mid))],
+                    },
+                ],
+            },
+            Stmt::Decl(row, var(lo)),
+        ];
+        let mut body = Vec::new();
+        if split.is_some() {
+            body.push(Stmt::Decl(p, bin(BinOp::Add, first, var(loop_var))));
+            body.push(Stmt::If {
+                cond: bin(BinOp::Le, ps.count.clone(), var(p)),
+                then: vec![Stmt::Break],
+                otherwise: vec![],
+            });
+        }
+        body.push(Stmt::While {
+            cond: bin(BinOp::Le, load(ps.pos, bin(BinOp::Add, var(row), int(1))), var(p)),
+            body: vec![Stmt::Assign(row, bin(BinOp::Add, var(row), int(1)))],
+        });
+        body.push(Stmt::Decl(col, load(ps.crd, var(p))));
+        let saved = (self.bound.clone(), self.positions.clone());
+        self.bound[ps.row.index()] = Some(row);
+        self.bound[ps.col.index()] = Some(col);
+        self.positions[ps.access][0] = Some(row);
+        self.positions[ps.access][1] = Some(p);
+        // Other operands' dense levels over the two variables are located here, in level
+        // order, as a loop over each would (`C(k, j)` with C in CSR: its row `k`).
+        for (v, at) in [(ps.row, row), (ps.col, col)] {
+            for k in self.reads(rhs) {
+                let a = &self.accesses[k];
+                let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().to_vec();
+                if k == ps.access || self.all_dense(k) {
+                    continue;
+                }
+                if let Some(l) = self.positions[k].iter().take(levels.len()).position(Option::is_none)
+                    && levels[l].kind == LevelKind::Dense
+                    && a.subscripts.get(levels[l].expr.dim()).and_then(|t| t.as_var()) == Some(v)
+                {
+                    self.locate(&mut body, &[(k, l)], at);
+                }
+            }
+        }
+        let inner = self.nest(rest, lhs, op, rhs);
+        (self.bound, self.positions) = saved;
+        body.extend(inner?);
+        out.push(Stmt::For { var: loop_var, start, end, body, parallel: false });
+        Ok(out)
     }
 
     /// The body of a row loop over a dense result's first coordinate (`C(i, ...)`, row `i` =
