@@ -318,7 +318,7 @@ fn workspaces_from_the_command_line() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let want: Tensor<f64> = read_tensor(&rowwise, "csr").unwrap();
-    for policy in ["dense", "bucket", "hash", "hash(64)", "coord", "map", "vector"] {
+    for policy in ["auto", "dense", "bucket", "hash", "hash(64)", "coord", "map", "vector"] {
         let outer = scratch(&format!("outer-{policy}.mtx"));
         let o = nmsparse(&[
             "A(i,j) = B(i,k) * C(k,j)",

@@ -110,6 +110,7 @@ fn random_case(rng: &mut Pcg64) -> Case {
         use nmsparse::ism::{Config, Policy};
         let policies = [
             Policy::Dense,
+            Policy::Auto,
             Policy::Bucket,
             Policy::Hash(None),
             Policy::Hash(Some(2)),

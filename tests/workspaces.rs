@@ -19,12 +19,16 @@ type Decl<'a> = (&'a str, &'a [usize], &'a str, f64);
 /// times, once inline and once on the merging thread.
 fn configs() -> Vec<Option<Config>> {
     let mut out = vec![None];
-    for policy in [Policy::Dense, Policy::Bucket, Policy::Hash(None), Policy::Coord, Policy::Map, Policy::Vector] {
+    for policy in
+        [Policy::Dense, Policy::Auto, Policy::Bucket, Policy::Hash(None), Policy::Coord, Policy::Map, Policy::Vector]
+    {
         out.push(Some(Config { capacity: 7, ..Config::new(policy) }));
     }
     for policy in [Policy::Bucket, Policy::Hash(Some(8)), Policy::Coord] {
         out.push(Some(Config { capacity: 5, pipelined: true, double_buffered: false, ..Config::new(policy) }));
     }
+    // `auto` with a flush late enough to see duplicates (it turns dense on dense-ish products).
+    out.push(Some(Config { capacity: 128, ..Config::new(Policy::Auto) }));
     out
 }
 
@@ -184,5 +188,17 @@ fn spgemm_over_the_positions_of_b_into_a_transposed_result() {
         "fuse(i,k,f); pos(f,fpos,B); split(fpos,f0,f1,3)",
         &[("y", &[17], "dense", 1.0), ("B", &[17, 13], "csr", 0.3), ("x", &[13], "dense", 1.0)],
         11,
+    );
+}
+
+#[test]
+fn auto_turns_dense_on_a_dense_ish_outer_product() {
+    // 20 products per result coordinate: the first flush (128 products on 25 coordinates)
+    // turns the `auto` workspace dense.
+    check(
+        "A(i,j) = B(i,k) * C(k,j)",
+        "reorder(k,i,j)",
+        &[("A", &[5, 5], "csr", 1.0), ("B", &[5, 20], "csc", 1.0), ("C", &[20, 5], "csr", 1.0)],
+        12,
     );
 }

@@ -23,6 +23,12 @@ pub enum Policy {
     /// Counting sort by the first coordinate (flag array over its extent), each bucket sorted
     /// by the rest; duplicates combined while gathering.
     Bucket,
+    /// `bucket`, switching to a dense array (over the first coordinate × the rest's field) at
+    /// its first flush when that flush combined at least [`Config::DENSE_AFTER`] components
+    /// per coordinate and the dense array fits in a quarter of the memory available: the
+    /// products-per-nonzero crossover measured in BENCHMARKS.md ("Sparse against dense
+    /// workspace"), decided on the data since the lowering cannot count products.
+    Auto,
     /// Duplicates combined in a hash table first (`2^⌈log2 n⌉` buckets for `n` components
     /// unless given), then only unique keys sorted.
     Hash(Option<usize>),
@@ -40,6 +46,7 @@ impl fmt::Display for Policy {
         match self {
             Policy::Dense => write!(f, "dense"),
             Policy::Bucket => write!(f, "bucket"),
+            Policy::Auto => write!(f, "auto"),
             Policy::Hash(None) => write!(f, "hash"),
             Policy::Hash(Some(l)) => write!(f, "hash({l})"),
             Policy::Coord => write!(f, "coord"),
@@ -56,6 +63,7 @@ impl FromStr for Policy {
         Ok(match s.trim() {
             "dense" => Policy::Dense,
             "bucket" => Policy::Bucket,
+            "auto" => Policy::Auto,
             "hash" => Policy::Hash(None),
             "coord" => Policy::Coord,
             "map" => Policy::Map,
@@ -67,7 +75,7 @@ impl FromStr for Policy {
                 },
                 None => {
                     return Err(format!(
-                        "unknown workspace policy `{other}` (expected dense, bucket, hash, hash(L), coord, map or vector)"
+                        "unknown workspace policy `{other}` (expected auto, dense, bucket, hash, hash(L), coord, map or vector)"
                     ));
                 }
             },
@@ -98,6 +106,8 @@ impl Config {
     pub const CAPACITY: usize = 1 << 22;
     /// The accumulation array's first size.
     pub const START: usize = 1 << 16;
+    /// Components per distinct coordinate above which `auto` turns dense.
+    pub const DENSE_AFTER: usize = 4;
 
     /// `policy` with the defaults: 64 Ki components, double-buffered, not pipelined.
     pub fn new(policy: Policy) -> Self {
@@ -330,6 +340,10 @@ pub struct Workspace<V: Value> {
     stage: Stage<V>,
     dense: Option<(Vec<V>, Vec<u8>)>,
     buckets: Option<BucketStore<V>>,
+    /// Whether `auto` has made its choice in this use.
+    decided: bool,
+    /// Whether inserts go to the dense arrays (always for `dense`; once turned, for `auto`).
+    dense_on: bool,
     stats: Stats,
     error: Option<IsmError>,
 }
@@ -374,7 +388,7 @@ impl<V: Value> Workspace<V> {
         let capacity = match config.policy {
             Policy::Map => 1,
             // Components go straight to their buckets.
-            Policy::Bucket => 0,
+            Policy::Bucket | Policy::Auto => 0,
             _ => config.capacity.clamp(1, Config::START),
         };
         let acc = Run { keys: vec![0; capacity], vals: vec![V::ZERO; capacity] };
@@ -388,13 +402,15 @@ impl<V: Value> Workspace<V> {
             config,
             peak: 0,
         };
-        let buckets = if config.policy == Policy::Bucket {
+        let buckets = if matches!(config.policy, Policy::Bucket | Policy::Auto) {
             let (stride, _) = layout.first();
             Some(BucketStore::new(extents.first().copied().unwrap_or(1), stride)?)
         } else {
             None
         };
-        let stage = if config.pipelined && !matches!(config.policy, Policy::Dense | Policy::Vector | Policy::Map) {
+        let stage = if config.pipelined
+            && !matches!(config.policy, Policy::Dense | Policy::Vector | Policy::Map | Policy::Auto)
+        {
             let (to_merger, inbox) = channel::<Job<V>>();
             let (give_back, back) = channel::<Run<V>>();
             // The second accumulation array starts out on the way back.
@@ -442,6 +458,8 @@ impl<V: Value> Workspace<V> {
             stage,
             dense,
             buckets,
+            decided: false,
+            dense_on: config.policy == Policy::Dense,
             stats: Stats::default(),
             error: None,
         });
@@ -459,7 +477,11 @@ impl<V: Value> Workspace<V> {
         self.slot.keys = self.acc.keys.as_mut_ptr();
         self.slot.vals = self.acc.vals.as_mut_ptr().cast();
         self.slot.cap = self.acc.keys.len() as i64;
-        if let Some((vals, mark)) = &mut self.dense {
+        self.slot.dense = std::ptr::null_mut();
+        self.slot.mark = std::ptr::null_mut();
+        if self.dense_on
+            && let Some((vals, mark)) = &mut self.dense
+        {
             self.slot.dense = vals.as_mut_ptr().cast();
             self.slot.mark = mark.as_mut_ptr();
         }
@@ -469,6 +491,40 @@ impl<V: Value> Workspace<V> {
             // Components buffered in all buckets before they are combined into a run.
             self.slot.cap = self.config.capacity.max(1) as i64;
         }
+    }
+
+    /// `auto` after a flush of `n` components: turns dense when they combined into few
+    /// coordinates and the dense array fits (see [`Policy::Auto`]).
+    fn consider_dense(&mut self, n: usize) -> Result<(), IsmError> {
+        if self.config.policy != Policy::Auto || self.decided {
+            return Ok(());
+        }
+        self.decided = true;
+        let Stage::Inline(state) = &self.stage else { return Ok(()) };
+        let unique: usize = state.runs.iter().map(Run::len).sum();
+        if n < Config::DENSE_AFTER * unique.max(1) {
+            return Ok(());
+        }
+        let (stride, _) = self.layout.first();
+        let len = (self.layout.extents().first().copied().unwrap_or(1) as u128) * stride as u128;
+        let bytes = len * (std::mem::size_of::<V>() + 1) as u128;
+        if nm_format::memory::available().is_none_or(|a| bytes > a / 4) || bytes > isize::MAX as u128 {
+            return Ok(());
+        }
+        if self.dense.is_none() {
+            let (mut vals, mut mark) = (Vec::new(), Vec::new());
+            // Not fitting after all is no error: the buckets go on.
+            if vals.try_reserve_exact(len as usize).is_err() || mark.try_reserve_exact(len as usize).is_err() {
+                return Ok(());
+            }
+            vals.resize(len as usize, V::ZERO);
+            mark.resize(len as usize, 0u8);
+            self.dense = Some((vals, mark));
+        }
+        // (Kept from an earlier use, zeroed by its finish: not paged in again.)
+        self.dense_on = true;
+        self.sync_slot();
+        Ok(())
     }
 
     /// Doubles a bucket's capacity (generated code calls it through the slot).
@@ -515,7 +571,9 @@ impl<V: Value> Workspace<V> {
             return Err(IsmError::OutOfRange { coords, extents: self.layout.extents().to_vec() });
         }
         self.stats.inserted += 1;
-        if let Some((vals, mark)) = &mut self.dense {
+        if self.dense_on
+            && let Some((vals, mark)) = &mut self.dense
+        {
             vals[key as usize] += v;
             mark[key as usize] = 1;
             return Ok(());
@@ -573,6 +631,7 @@ impl<V: Value> Workspace<V> {
                 }
             }
             self.slot.len = 0;
+            self.consider_dense(n)?;
             return Ok(());
         }
         match &mut self.stage {
@@ -602,7 +661,33 @@ impl<V: Value> Workspace<V> {
     /// empty afterwards and can be used again.
     pub fn finish(&mut self) -> Result<Components<V>, IsmError> {
         let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
-        if let Some((vals, mark)) = &mut self.dense {
+        if self.config.policy == Policy::Auto && self.dense_on {
+            // What the buckets still hold, then the dense array as one more run.
+            self.flush()?;
+            let (vals, mark) = self.dense.as_mut().expect("checked");
+            let mut run = Run::default();
+            for (k, m) in mark.iter_mut().enumerate() {
+                if *m != 0 {
+                    run.keys.push(k as u64);
+                    run.vals.push(vals[k]);
+                    vals[k] = V::ZERO;
+                    *m = 0;
+                }
+            }
+            let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
+            let Stage::Inline(state) = &mut self.stage else { unreachable!("auto runs inline") };
+            state.push(run)?;
+            self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + acc_bytes + dense_bytes);
+            state.peak = 0;
+            let all = state.all()?;
+            // The next use starts sparse again (the zeroed dense array is kept for it).
+            self.dense_on = false;
+            self.sync_slot();
+            return Ok(self.components(all));
+        }
+        if self.dense_on
+            && let Some((vals, mark)) = &mut self.dense
+        {
             let mut run = Run::default();
             for (k, m) in mark.iter_mut().enumerate() {
                 if *m != 0 {
@@ -659,6 +744,7 @@ impl<V: Value> Workspace<V> {
     }
 
     fn components(&mut self, run: Run<V>) -> Components<V> {
+        self.decided = false;
         self.stats.unique = run.len() as u64;
         Components { layout: self.layout.clone(), keys: run.keys, vals: run.vals }
     }

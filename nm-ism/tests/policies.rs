@@ -8,8 +8,9 @@ use nm_format::{Format, LevelKind, Tensor};
 use nm_ism::{Config, Policy, Workspace};
 use proptest::prelude::*;
 
-const POLICIES: [Policy; 7] = [
+const POLICIES: [Policy; 8] = [
     Policy::Dense,
+    Policy::Auto,
     Policy::Bucket,
     Policy::Hash(None),
     Policy::Hash(Some(4)),
@@ -191,4 +192,41 @@ fn the_slot_appends_and_flushes_like_insert() {
         assert_eq!(coords, want, "{policy}");
         assert!(done.values().iter().all(|&v| v == 1.0));
     }
+}
+
+/// `auto` turns dense after a first flush with many components per coordinate, keeps what
+/// its buckets had, and starts sparse again on its next use.
+#[test]
+fn auto_turns_dense_when_duplicates_are_many() {
+    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 8, ..Config::new(Policy::Auto) }).unwrap();
+    let mut want: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
+    let put = |ws: &mut Workspace<f64>, want: &mut BTreeMap<Vec<usize>, f64>, c: [usize; 2], v: f64| {
+        ws.insert(&c, v).unwrap();
+        *want.entry(c.to_vec()).or_insert(0.0) += v;
+    };
+    for round in 0..2 {
+        for n in 0..8 {
+            put(&mut ws, &mut want, [n % 2, 3], 1.0 + n as f64);
+        }
+        // The eighth insert flushed: 8 components on 2 coordinates.
+        // SAFETY: reading the live workspace's slot.
+        assert!(!unsafe { (*ws.slot()).dense }.is_null(), "round {round}: still sparse");
+        for n in 0..30 {
+            put(&mut ws, &mut want, [n % 4, (n * 7) % 5], n as f64 - 4.0);
+        }
+        let done = ws.finish().unwrap();
+        let got: BTreeMap<Vec<usize>, f64> = (0..done.len()).map(|i| (done.coords(i), done.values()[i])).collect();
+        assert_eq!(got, want, "round {round}");
+        want.clear();
+        // SAFETY: as above.
+        assert!(unsafe { (*ws.slot()).dense }.is_null(), "a finished auto workspace starts sparse");
+    }
+    // Few duplicates: it stays sparse.
+    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 8, ..Config::new(Policy::Auto) }).unwrap();
+    for n in 0..20 {
+        ws.insert(&[n % 4, n % 5], 1.0).unwrap();
+    }
+    // SAFETY: as above.
+    assert!(unsafe { (*ws.slot()).dense }.is_null());
+    assert_eq!(ws.finish().unwrap().len(), 20);
 }

@@ -256,14 +256,26 @@ impl Emitter<'_> {
                 };
                 self.line(depth, "{");
                 self.line(depth + 1, &format!("int64_t key = {key};"));
-                if policy == Some(nm_ism::Policy::Bucket) {
+                if policy == Some(nm_ism::Policy::Auto) {
+                    // Dense once the workspace has turned dense, else as `bucket`.
+                    self.line(depth + 1, &format!("if ({w}->dense) {{"));
+                    self.line(depth + 2, &format!("(({t} *){w}->dense)[key] += {value};"));
+                    self.line(depth + 2, &format!("{w}->mark[key] = 1;"));
+                    self.line(depth + 1, "} else {");
+                }
+                let d = depth + (policy == Some(nm_ism::Policy::Auto)) as usize;
+                if matches!(policy, Some(nm_ism::Policy::Bucket | nm_ism::Policy::Auto)) {
                     // Straight into the bucket of the key's first coordinate.
+                    let depth = d;
                     self.line(depth + 1, &format!("int64_t row = {};", self.expr(first, ScalarType::Index)));
                     self.line(depth + 1, &format!("nms_bucket *b = &{w}->buckets[row];"));
                     self.line(depth + 1, &format!("if (b->len == b->cap && {w}->grow({w}, row)) return 1;"));
                     self.line(depth + 1, "b->keys[b->len] = (uint64_t)key;");
                     self.line(depth + 1, &format!("(({t} *)b->vals)[b->len++] = {value};"));
                     self.line(depth + 1, &format!("if (++{w}->len == {w}->cap && {w}->flush({w})) return 1;"));
+                    if policy == Some(nm_ism::Policy::Auto) {
+                        self.line(depth, "}");
+                    }
                 } else if policy == Some(nm_ism::Policy::Dense) {
                     self.line(depth + 1, &format!("(({t} *){w}->dense)[key] += {value};"));
                     self.line(depth + 1, &format!("{w}->mark[key] = 1;"));

@@ -126,7 +126,7 @@ pub struct LowerOptions {
 
 /// The sparse workspace policy used unless one is asked for (see BENCHMARKS.md, "Sparse
 /// workspaces": the fastest on outer-product SpGEMM over the test matrices).
-pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Bucket;
+pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Auto;
 
 /// A result assembled through a sparse workspace: the workspace argument and, per result
 /// dimension, the stride of its coordinate in a key.

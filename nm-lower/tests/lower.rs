@@ -291,7 +291,17 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
     );
     assert!(e.contains("splitting `j`, which iterates a compressed level"), "{e}");
     let e = err("y(i) = A(i,j) * x(j)", "fuse(i, j, f)", ("y", &[4]), &[("A", &[4, 3], None, 1), ("x", &[3], None, 2)]);
-    assert_eq!(e, "cannot lower this statement yet: variables made by fuse, pos or bound");
+    assert_eq!(
+        e,
+        "cannot lower this statement yet: a loop over the fused variable `f` (fuse is lowered under `pos`: iterate its positions)"
+    );
+    let e = err(
+        "y(i) = A(i,j) * x(j)",
+        "bound(i, ib, 4, max_exact)",
+        ("y", &[4]),
+        &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
+    );
+    assert_eq!(e, "cannot lower this statement yet: variables made by bound");
     let e = err(
         "y(i) = b(i) - A(i,j) * x(j)",
         "",
