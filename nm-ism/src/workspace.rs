@@ -331,6 +331,20 @@ enum Stage<V> {
     },
 }
 
+/// The written entries of a dense workspace as a sorted run, the arrays zeroed behind.
+fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8]) -> Run<V> {
+    let mut run = Run::default();
+    for (k, m) in mark.iter_mut().enumerate() {
+        if *m != 0 {
+            run.keys.push(k as u64);
+            run.vals.push(vals[k]);
+            vals[k] = V::ZERO;
+            *m = 0;
+        }
+    }
+    run
+}
+
 /// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
 pub struct Workspace<V: Value> {
     slot: Slot,
@@ -665,15 +679,7 @@ impl<V: Value> Workspace<V> {
             // What the buckets still hold, then the dense array as one more run.
             self.flush()?;
             let (vals, mark) = self.dense.as_mut().expect("checked");
-            let mut run = Run::default();
-            for (k, m) in mark.iter_mut().enumerate() {
-                if *m != 0 {
-                    run.keys.push(k as u64);
-                    run.vals.push(vals[k]);
-                    vals[k] = V::ZERO;
-                    *m = 0;
-                }
-            }
+            let run = drain_dense(vals, mark);
             let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             let Stage::Inline(state) = &mut self.stage else { unreachable!("auto runs inline") };
             state.push(run)?;
@@ -688,15 +694,7 @@ impl<V: Value> Workspace<V> {
         if self.dense_on
             && let Some((vals, mark)) = &mut self.dense
         {
-            let mut run = Run::default();
-            for (k, m) in mark.iter_mut().enumerate() {
-                if *m != 0 {
-                    run.keys.push(k as u64);
-                    run.vals.push(vals[k]);
-                    vals[k] = V::ZERO;
-                    *m = 0;
-                }
-            }
+            let run = drain_dense(vals, mark);
             let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             self.stats.peak_bytes = self.stats.peak_bytes.max(dense_bytes + run.bytes());
             return Ok(self.components(run));
