@@ -33,8 +33,9 @@ pub use program::{
 pub use tensor::{
     nms_device, nms_dtype, nms_format, nms_format_free, nms_format_parse, nms_format_to_string, nms_nm_spmm,
     nms_tensor, nms_tensor_convert, nms_tensor_dtype, nms_tensor_format, nms_tensor_free, nms_tensor_from_coo,
-    nms_tensor_from_csr, nms_tensor_from_dense, nms_tensor_nnz, nms_tensor_order, nms_tensor_prune, nms_tensor_read,
-    nms_tensor_shape, nms_tensor_to_coo, nms_tensor_to_csr, nms_tensor_to_dense, nms_tensor_write,
+    nms_tensor_from_csr, nms_tensor_from_dense, nms_tensor_from_nm_parts, nms_tensor_nnz, nms_tensor_order,
+    nms_tensor_prune, nms_tensor_read, nms_tensor_shape, nms_tensor_to_coo, nms_tensor_to_csr, nms_tensor_to_dense,
+    nms_tensor_write,
 };
 
 /// The library's major version (semantic versioning: the ABI is stable within a major version).
