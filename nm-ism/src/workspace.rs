@@ -109,7 +109,8 @@ impl Config {
     /// Components per distinct coordinate above which `auto` turns dense.
     pub const DENSE_AFTER: usize = 4;
 
-    /// `policy` with the defaults: 64 Ki components, double-buffered, not pipelined.
+    /// `policy` with the defaults: [`Config::CAPACITY`] components, double-buffered, not
+    /// pipelined.
     pub fn new(policy: Policy) -> Self {
         let capacity = if policy == Policy::Map { 1 } else { Self::CAPACITY };
         Config { policy, capacity, pipelined: false, double_buffered: true }
