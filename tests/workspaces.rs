@@ -202,3 +202,16 @@ fn auto_turns_dense_on_a_dense_ish_outer_product() {
         12,
     );
 }
+
+#[test]
+fn a_vector_wise_nm_operand_into_a_sparse_result() {
+    // B in nm(N,M,L) is walked window by window, which writes C out of order: a workspace.
+    for (b, c) in [("nm(2,4,2)", "csr"), ("nm(1,4,3)", "dcsr"), ("nm(3,8,2)", "coo")] {
+        check(
+            "C(i,j) = A(i,k) * B(k,j)",
+            "",
+            &[("C", &[9, 6], c, 1.0), ("A", &[9, 12], "dense", 0.5), ("B", &[12, 6], b, 0.7)],
+            13,
+        );
+    }
+}

@@ -813,7 +813,14 @@ pub fn lower_options(
                 && loop_vars[outer..].contains(&order[outer])
                 && producers.is_empty()
                 && options.workspace.is_none_or(|c| c.policy == nm_ism::Policy::Dense);
-            let appended = if appends || row {
+            // A vector-wise N:M operand is iterated window by window (`blocked_nest`), which
+            // writes a sparse result out of order: through the sparse workspace.
+            let blocked_operand = types
+                .tensors
+                .iter()
+                .enumerate()
+                .any(|(t, ty)| t != result.index() && ty.format.as_ref().is_some_and(|f| f.nm_params().is_some()));
+            let appended = if (appends || row) && !blocked_operand {
                 let mut f2 = f.clone();
                 let mut p2 = params.clone();
                 Assembly::declare(&mut f2, &mut p2, result, &result_name, format, shape).ok()
@@ -1570,7 +1577,7 @@ impl Lowerer<'_> {
         let others_dense = self.reads(rhs).into_iter().all(|j| j == k || self.all_dense(j));
         if !others_dense || !is_factor(&self.exprs, rhs, &a) || self.assembly.is_some() {
             return unsupported(format!(
-                "`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands into a dense result"
+                "`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands"
             ));
         }
         let (rows, cols) = (o.shape[0], o.shape[1]);
