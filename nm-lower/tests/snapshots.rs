@@ -109,3 +109,20 @@ fn spmm_and_sddmm_prefetch_rows_ahead() {
         assert!(!f.to_string().contains("prefetch"), "{f}");
     }
 }
+
+/// Outer-product SpGEMM (`reorder(k, i, j)`, CSC × CSR → CSR): each product inserted into the
+/// sparse workspace (the bucket of its row, or the dense array once `auto` turned dense), one
+/// `finish` compressing it into the result.
+#[test]
+fn spgemm_outer_product_through_a_workspace() {
+    let f = lowered(
+        "C(i,j) = A(i,k) * B(k,j)",
+        "reorder(k, i, j)",
+        Declarations::new()
+            .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
+            .tensor("A", TensorType::sparse(&[1000, 800], Format::csc()))
+            .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
+    );
+    check("spgemm_outer.loops", &f.to_string());
+    check("spgemm_outer.c", &emit(&f));
+}

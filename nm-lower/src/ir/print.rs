@@ -171,7 +171,16 @@ impl fmt::Display for Function {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "kernel {}(", self.name)?;
         for (_, a) in self.arrays.iter() {
-            writeln!(f, "  {}{}: [{:?}] {:?},", if a.output { "out " } else { "" }, a.name, a.elem, a.role)?;
+            let out = if a.output { "out " } else { "" };
+            match &a.role {
+                // The workspace's policy and key space, not its whole configuration.
+                crate::ir::Role::Workspace { extents, config, .. } => writeln!(
+                    f,
+                    "  {out}{}: [{:?}] Workspace {{ policy: {}, extents: {extents:?} }},",
+                    a.name, a.elem, config.policy
+                )?,
+                role => writeln!(f, "  {out}{}: [{:?}] {role:?},", a.name, a.elem)?,
+            }
         }
         writeln!(f, ") {{")?;
         let mut body = String::new();
