@@ -61,6 +61,15 @@ enum Coordinates {
     /// A structured N:M level: position `p` is kept entry `(p - base) mod N` of block
     /// `(p - base) / N`, at offset `meta[p]` (⌈log2 M⌉ bits, packed in 64-bit words).
     Structured { meta: ArrayId, n: u32, m: u32, base: Expr },
+    /// A compound subscript resolved by this loop: the stored coordinate is
+    /// `offset + coef·v`, so `v = (raw - offset) / coef` (entries that give no such `v` are
+    /// skipped, see [`settle`]).
+    Mapped { raw: Box<Coordinates>, offset: Expr, coef: i64 },
+    /// A compound subscript with variables left after this loop: the loop visits the values of
+    /// `v`, from `next` on, whose window `[base + coef·v, base + coef·v + width]` holds an
+    /// entry. For the entry at `p` (the window's first) that is the larger of `next` and
+    /// `⌈(raw - base - width) / coef⌉`.
+    Window { raw: Box<Coordinates>, base: Expr, coef: i64, width: i64, next: VarId },
 }
 
 impl Coordinates {
@@ -94,8 +103,94 @@ impl Coordinates {
                 };
                 bin(BinOp::Add, bin(BinOp::Mul, block, int(*m as i64)), offset)
             }
+            Coordinates::Mapped { raw, offset, coef } => {
+                let shifted = bin(BinOp::Sub, raw.at(p), offset.clone());
+                if *coef == 1 { shifted } else { bin(BinOp::Div, shifted, int(*coef)) }
+            }
+            Coordinates::Window { raw, base, coef, width, next } => {
+                // Truncating division rounds up here: a numerator at or below zero gives a value
+                // at or below zero, which `next` (never negative) outweighs.
+                let over = bin(BinOp::Sub, raw.at(p), bin(BinOp::Add, base.clone(), int(*width)));
+                let first = bin(BinOp::Div, bin(BinOp::Add, over, int(coef - 1)), int(*coef));
+                bin(BinOp::Max, var(*next), first)
+            }
         }
     }
+}
+
+impl Coordinates {
+    /// The coordinate stored at position `p` (a segment is a run of equal ones; two stored
+    /// coordinates may map to one loop value, `(raw - offset) / coef` truncating).
+    fn stored(&self, p: Expr) -> Expr {
+        match self {
+            Coordinates::Mapped { raw, .. } | Coordinates::Window { raw, .. } => raw.stored(p),
+            _ => self.at(p),
+        }
+    }
+}
+
+/// Moves `p` to the first position in `[p, end)` whose coordinate is at least `target`
+/// (binary search; the level's coordinates are sorted).
+fn lower_bound(f: &mut Function, p: VarId, end: VarId, raw: &Coordinates, target: Expr) -> Vec<Stmt> {
+    let high = f.fresh_var("high", ScalarType::Index);
+    let mid = f.fresh_var("mid", ScalarType::Index);
+    vec![
+        Stmt::Decl(high, var(end)),
+        Stmt::While {
+            cond: bin(BinOp::Lt, var(p), var(high)),
+            body: vec![
+                Stmt::Decl(mid, bin(BinOp::Div, bin(BinOp::Add, var(p), var(high)), int(2))),
+                Stmt::If {
+                    cond: bin(BinOp::Lt, raw.at(var(mid)), target),
+                    then: vec![Stmt::Assign(p, bin(BinOp::Add, var(mid), int(1)))],
+                    otherwise: vec![Stmt::Assign(high, var(mid))],
+                },
+            ],
+        },
+    ]
+}
+
+/// Leaves a subsection iterator on an entry it visits, or ends it: a resolving one skips the
+/// entries between multiples of its coefficient; either one ends at the first entry past the
+/// loop's last value, `size - 1` (entries are sorted, so every later one is past it too).
+fn settle(p: VarId, end: VarId, crd: &Coordinates, size: i64) -> Vec<Stmt> {
+    let live = bin(BinOp::Lt, var(p), var(end));
+    let mut out = Vec::new();
+    if let Coordinates::Mapped { raw, offset, coef } = crd
+        && *coef != 1
+    {
+        let shifted = bin(BinOp::Sub, raw.at(var(p)), offset.clone());
+        out.push(Stmt::While {
+            cond: bin(
+                BinOp::And,
+                live.clone(),
+                bin(
+                    BinOp::And,
+                    bin(BinOp::Lt, shifted.clone(), int(coef * size)),
+                    bin(BinOp::Ne, bin(BinOp::Rem, shifted, int(*coef)), int(0)),
+                ),
+            ),
+            body: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
+        });
+    }
+    out.push(Stmt::If {
+        cond: bin(BinOp::And, live, bin(BinOp::Le, int(size), crd.at(var(p)))),
+        then: vec![Stmt::Assign(end, var(p))],
+        otherwise: vec![],
+    });
+    out
+}
+
+/// How the loop of `v` reaches a compressed level it iterates (see [`Coordinates`]).
+#[derive(Clone, Debug)]
+enum Subsection {
+    /// Its subscript is `v`.
+    Plain,
+    /// A compound subscript whose other variables are bound: `coef` is `v`'s coefficient,
+    /// `size` its extent.
+    Last { term: nm_ir::notation::IndexTerm, coef: i64, size: i64 },
+    /// A compound subscript with variables still unbound, whose values span `width`.
+    Window { term: nm_ir::notation::IndexTerm, coef: i64, width: i64, size: i64 },
 }
 
 /// The arrays of every tensor, in kernel parameter order: the result's values first, then each
@@ -269,6 +364,9 @@ struct Lowerer<'a> {
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
     segments: Vec<(usize, usize, VarId)>,
+    /// (access, level, first position, one past the last): the subsection of a compressed
+    /// level that the loops of a compound subscript's earlier variables narrowed it to.
+    windows: Vec<(usize, usize, VarId, VarId)>,
 }
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
@@ -883,9 +981,6 @@ pub fn lower_options(
     }
     let accesses = unique;
     for a in &accesses {
-        if a.subscripts.iter().any(|t| t.is_compound()) {
-            return unsupported("compound subscripts (sparse convolution)");
-        }
         let t = a.tensor;
         if t == result {
             return unsupported("the result read on the right-hand side");
@@ -1011,6 +1106,7 @@ pub fn lower_options(
         bounds: None,
         row_buffer: None,
         segments: Vec::new(),
+        windows: Vec::new(),
         split_blocks: Vec::new(),
     };
     for p in lw.producers.clone() {
@@ -1247,6 +1343,7 @@ impl Lowerer<'_> {
         // Which level of each access this variable reaches now.
         let mut sparse: Vec<(usize, usize)> = Vec::new();
         let mut dense: Vec<(usize, usize)> = Vec::new();
+        let mut subsections: Vec<Subsection> = Vec::new();
         for &k in &reads {
             let a = &self.accesses[k];
             let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
@@ -1258,8 +1355,51 @@ impl Lowerer<'_> {
                 continue;
             };
             let level = &op.format.levels()[l];
-            let dim_var = a.subscripts.get(level.expr.dim()).and_then(|t| t.as_var());
-            if dim_var == Some(v) {
+            let term = a.subscripts.get(level.expr.dim());
+            let dim_var = term.and_then(|t| t.as_var());
+            if let Some(t) = term.filter(|t| t.is_compound() && t.vars().any(|w| w == v)) {
+                // A compound subscript (sparse convolution): a dense level is located once its
+                // last variable is bound; a compressed one is iterated by subsections.
+                let last = t.vars().all(|w| w == v || self.bound[w.index()].is_some());
+                if level.kind == LevelKind::Dense {
+                    if last {
+                        dense.push((k, l));
+                    }
+                    continue;
+                }
+                let tname = &self.cin.tensors[a.tensor].name;
+                if !consumer_reads.contains(&k) {
+                    return unsupported(format!("a `where` producer reading `{tname}` through a compound subscript"));
+                }
+                if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
+                    return unsupported(format!(
+                        "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
+                        level.kind
+                    ));
+                }
+                if t.terms.iter().any(|&(c, _)| c < 0) {
+                    return unsupported(format!(
+                        "a negative coefficient in a compound subscript on `{tname}`'s compressed level {l}"
+                    ));
+                }
+                if split_inner.is_some() {
+                    return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));
+                }
+                sparse.push((k, l));
+                let coef = t.terms.iter().filter(|(_, w)| *w == v).map(|(c, _)| c).sum::<i64>();
+                let size = self.size(v) as i64;
+                subsections.push(if last {
+                    Subsection::Last { term: t.clone(), coef, size }
+                } else {
+                    let width = t
+                        .terms
+                        .iter()
+                        .filter(|(_, w)| *w != v && self.bound[w.index()].is_none())
+                        .map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0))
+                        .sum();
+                    Subsection::Window { term: t.clone(), coef, width, size }
+                });
+            } else if dim_var == Some(v) {
                 if level.kind == LevelKind::Dense {
                     dense.push((k, l))
                 } else if !consumer_reads.contains(&k) {
@@ -1268,9 +1408,15 @@ impl Lowerer<'_> {
                         self.cin.tensors[a.tensor].name
                     ));
                 } else {
-                    sparse.push((k, l))
+                    sparse.push((k, l));
+                    subsections.push(Subsection::Plain);
                 }
-            } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v)) {
+            } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v))
+                && !a.subscripts.iter().any(|t| t.is_compound())
+            {
+                // (With compound subscripts a later level may still be reached by a later loop,
+                // once its parent is: the loop runs over every coordinate, and the level is
+                // searched there — or the leaf reports the level it could not reach.)
                 return unsupported(format!(
                     "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
                     self.cin.tensors[a.tensor].name
@@ -1307,6 +1453,7 @@ impl Lowerer<'_> {
             o.format.levels()[l].kind.is_unique()
         });
         let alone = !dense_driven
+            && subsections.iter().all(|s| matches!(s, Subsection::Plain))
             && sparse.len() == 1
             && points.len() == 1
             && (unique || (!appends && self.producers.is_empty()));
@@ -1320,7 +1467,8 @@ impl Lowerer<'_> {
                     "co-iterating `{tname}`'s unordered level {l} with other operands or into a sparse result"
                 ));
             }
-            segmented[n] = !kind.is_unique() && !alone;
+            // A window is a range of entries, not one coordinate.
+            segmented[n] = !kind.is_unique() && !alone && !matches!(subsections[n], Subsection::Window { .. });
             if matches!(kind, LevelKind::Structured { .. }) && !alone {
                 let tname = &self.cin.tensors[self.accesses[k].tensor].name;
                 return unsupported(format!(
@@ -1333,6 +1481,7 @@ impl Lowerer<'_> {
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
+        let mut windows = Vec::new(); // a subsection iterator's (window end, level end)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
@@ -1344,9 +1493,14 @@ impl Lowerer<'_> {
                 None => Coordinates::Array(o.crd[l].expect("compressed or singleton")),
             };
             let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
-            let p = self.f.var(&format!("{tname}{l}_p{n}"), ScalarType::Index);
-            let end = self.f.var(&format!("{tname}{l}_end{n}"), ScalarType::Index);
-            let c = self.f.var(&format!("{tname}{l}_{name}{n}"), ScalarType::Index);
+            // Subsection iterators nest inside others of the same level: names of their own.
+            let plain = matches!(subsections[n], Subsection::Plain);
+            let mut new_var = |name: String| {
+                if plain { self.f.var(&name, ScalarType::Index) } else { self.f.fresh_var(&name, ScalarType::Index) }
+            };
+            let p = new_var(format!("{tname}{l}_p{n}"));
+            let end = new_var(format!("{tname}{l}_end{n}"));
+            let c = new_var(format!("{tname}{l}_{name}{n}"));
             // One past the parent's last position: the end of its segment when it has one.
             let parent_end = match self.segment(k, l) {
                 Some(end) => var(end),
@@ -1363,8 +1517,42 @@ impl Lowerer<'_> {
                 (None, None) => (parent.clone(), parent_end),
             };
             segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
+            // Inside the loop of an earlier variable of a compound subscript: its window.
+            let range = match self.windows.iter().rev().find(|w| w.0 == k && w.1 == l) {
+                Some(&(_, _, lo, hi)) => (var(lo), var(hi)),
+                None => range,
+            };
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
+            let crd = match &subsections[n] {
+                Subsection::Plain => crd,
+                Subsection::Last { term, coef, size } => {
+                    // The entries at `offset + coef·v`: from the first at or past `offset`.
+                    let offset = self.affine(term, Some(v));
+                    out.extend(lower_bound(&mut self.f, p, end, &crd, offset.clone()));
+                    let crd = Coordinates::Mapped { raw: Box::new(crd), offset, coef: *coef };
+                    out.extend(settle(p, end, &crd, *size));
+                    crd
+                }
+                Subsection::Window { term, coef, width, size } => {
+                    // Windows `[base + coef·v, base + coef·v + width]` for v = next, next + 1, ...
+                    let base = self.affine(term, Some(v));
+                    let next = self.f.fresh_var(&format!("{tname}{l}_next{n}"), ScalarType::Index);
+                    let hi = self.f.fresh_var(&format!("{tname}{l}_hi{n}"), ScalarType::Index);
+                    let limit = self.f.fresh_var(&format!("{tname}{l}_limit{n}"), ScalarType::Index);
+                    out.push(Stmt::Decl(next, int(0)));
+                    out.push(Stmt::Decl(limit, var(end)));
+                    out.extend(lower_bound(&mut self.f, p, end, &crd, base.clone()));
+                    out.push(Stmt::Decl(hi, var(p)));
+                    let crd = Coordinates::Window { raw: Box::new(crd), base, coef: *coef, width: *width, next };
+                    out.extend(settle(p, end, &crd, *size));
+                    windows.push(Some((hi, limit)));
+                    crd
+                }
+            };
+            if !matches!(subsections[n], Subsection::Window { .. }) {
+                windows.push(None);
+            }
             cursors.push((p, end, c, crd.clone()));
             ranges.push(range);
         }
@@ -1394,7 +1582,7 @@ impl Lowerer<'_> {
                         cond: bin(
                             BinOp::And,
                             bin(BinOp::Lt, var(seg), var(end)),
-                            bin(BinOp::Eq, crd.at(var(seg)), var(c)),
+                            bin(BinOp::Eq, crd.stored(var(seg)), crd.stored(var(p))),
                         ),
                         body: vec![Stmt::Assign(seg, bin(BinOp::Add, var(seg), int(1)))],
                     });
@@ -1408,7 +1596,7 @@ impl Lowerer<'_> {
                     .expect("a sparse iterator");
                 body.push(Stmt::Decl(loop_var, min));
             }
-            lw.locate(&mut body, &dense, loop_var);
+            lw.locate(&mut body, &dense);
             // Cases: the points whose sparse iterators are among this loop's, most specific first.
             let mut chain: Vec<(Expr, Vec<Stmt>)> = Vec::new();
             for (its, e) in points.clone() {
@@ -1416,19 +1604,40 @@ impl Lowerer<'_> {
                     continue;
                 }
                 let saved = (lw.positions.clone(), lw.bound.clone());
-                let segments = lw.segments.len();
+                let (segments, open_windows) = (lw.segments.len(), lw.windows.len());
+                let mut inner = Vec::new();
                 for &n in &its {
                     let (k, l) = sparse[n];
+                    if let (Some((hi, limit)), Coordinates::Window { raw, base, coef, width, .. }) =
+                        (windows[n], &cursors[n].3)
+                    {
+                        // The subsection at this `v`: its entries up to `base + coef·v + width`
+                        // (the window's start only moves forward, so neither does its end).
+                        let top = bin(BinOp::Add, base.clone(), int(*width));
+                        let top = bin(BinOp::Add, top, bin(BinOp::Mul, int(*coef), var(loop_var)));
+                        inner.push(Stmt::Assign(hi, bin(BinOp::Max, var(hi), var(cursors[n].0))));
+                        inner.push(Stmt::While {
+                            cond: bin(
+                                BinOp::And,
+                                bin(BinOp::Lt, var(hi), var(limit)),
+                                bin(BinOp::Le, raw.at(var(hi)), top),
+                            ),
+                            body: vec![Stmt::Assign(hi, bin(BinOp::Add, var(hi), int(1)))],
+                        });
+                        lw.windows.push((k, l, cursors[n].0, hi));
+                        continue;
+                    }
                     lw.positions[k][l] = Some(cursors[n].0);
                     if segmented[n] {
                         lw.segments.push((k, l, segment_ends[n]));
                     }
                 }
-                let mut inner = lw.result_before(v, loop_var);
+                inner.extend(lw.result_before(v, loop_var));
                 inner.extend(lw.nest(rest, lhs, op, e)?);
                 inner.extend(lw.result_after(v, loop_var));
                 (lw.positions, lw.bound) = saved;
                 lw.segments.truncate(segments);
+                lw.windows.truncate(open_windows);
                 chain.push((all(its.iter().map(|&n| at(n)).collect()), inner));
             }
             let mut cases: Vec<Stmt> = Vec::new();
@@ -1437,9 +1646,35 @@ impl Lowerer<'_> {
             }
             body.extend(cases);
             for &n in loop_its {
-                let p = cursors[n].0;
-                let next = if segmented[n] { var(segment_ends[n]) } else { bin(BinOp::Add, var(p), int(1)) };
-                body.push(Stmt::If { cond: at(n), then: vec![Stmt::Assign(p, next)], otherwise: vec![] });
+                let (p, end, _, crd) = cursors[n].clone();
+                let then = match &crd {
+                    // The next subsection starts past this `v`.
+                    Coordinates::Window { raw, base, coef, next, .. } => {
+                        let start = bin(BinOp::Add, base.clone(), bin(BinOp::Mul, int(*coef), var(*next)));
+                        let mut then = vec![
+                            Stmt::Assign(*next, bin(BinOp::Add, var(loop_var), int(1))),
+                            Stmt::While {
+                                cond: bin(
+                                    BinOp::And,
+                                    bin(BinOp::Lt, var(p), var(end)),
+                                    bin(BinOp::Lt, raw.at(var(p)), start),
+                                ),
+                                body: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
+                            },
+                        ];
+                        then.extend(settle(p, end, &crd, lw.size(v) as i64));
+                        then
+                    }
+                    _ => {
+                        let next = if segmented[n] { var(segment_ends[n]) } else { bin(BinOp::Add, var(p), int(1)) };
+                        let mut then = vec![Stmt::Assign(p, next)];
+                        if matches!(crd, Coordinates::Mapped { .. }) {
+                            then.extend(settle(p, end, &crd, lw.size(v) as i64));
+                        }
+                        then
+                    }
+                };
+                body.push(Stmt::If { cond: at(n), then, otherwise: vec![] });
             }
             Ok(body)
         };
@@ -1455,7 +1690,7 @@ impl Lowerer<'_> {
             let (start, stop) = ranges[0].clone();
             let mut body = vec![Stmt::Decl(loop_var, crd.at(var(p)))];
             let mut inner = Vec::new();
-            self.locate(&mut inner, &dense, loop_var);
+            self.locate(&mut inner, &dense);
             let saved = (self.positions.clone(), self.bound.clone());
             self.positions[k][l] = Some(p);
             inner.extend(self.result_before(v, loop_var));
@@ -1700,17 +1935,34 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
-    /// Locates every dense level in `list`: position = parent · size + coordinate.
-    fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(usize, usize)], coordinate: VarId) {
+    /// Locates every dense level in `list`: position = parent · size + coordinate, the
+    /// coordinate being the level's subscript (every variable of it bound).
+    fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(usize, usize)]) {
         for &(k, l) in list {
             let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
-            let size = op.shape[op.format.levels()[l].expr.dim()] as i64;
+            let dim = op.format.levels()[l].expr.dim();
+            let size = op.shape[dim] as i64;
+            let coordinate = self.affine(&self.accesses[k].subscripts[dim], None);
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
             let p =
                 self.f.var(&format!("{}{l}_p{k}", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
-            body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), var(coordinate))));
+            body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), coordinate)));
             self.positions[k][l] = Some(p);
         }
+    }
+
+    /// A subscript's value from the loop variables bound so far, leaving out `except` and any
+    /// variable not bound yet (a window's lowest coordinate).
+    fn affine(&self, term: &nm_ir::notation::IndexTerm, except: Option<IndexVarId>) -> Expr {
+        let mut e = int(term.constant);
+        let mut first = term.constant == 0;
+        for &(c, w) in &term.terms {
+            let Some(lv) = self.bound[w.index()].filter(|_| Some(w) != except) else { continue };
+            let t = if c == 1 { var(lv) } else { bin(BinOp::Mul, int(c), var(lv)) };
+            e = if first { t } else { bin(BinOp::Add, e, t) };
+            first = false;
+        }
+        e
     }
 
     /// Whether every level of access `k`'s tensor is dense.
@@ -1726,14 +1978,14 @@ impl Lowerer<'_> {
         let mut position = int(0);
         for level in op.format.levels() {
             let d = level.expr.dim();
-            let v = a.subscripts[d].as_var().expect("plain subscripts");
-            let lv = self.bound[v.index()].ok_or_else(|| {
-                LowerError::Unsupported(format!(
+            if let Some(v) = a.subscripts[d].vars().find(|v| self.bound[v.index()].is_none()) {
+                return unsupported(format!(
                     "`{}` is read outside the loop over `{}`",
                     self.cin.tensors[a.tensor].name, self.cin.vars[v].name
-                ))
-            })?;
-            position = bin(BinOp::Add, bin(BinOp::Mul, position, int(op.shape[d] as i64)), var(lv));
+                ));
+            }
+            let coordinate = self.affine(&a.subscripts[d], None);
+            position = bin(BinOp::Add, bin(BinOp::Mul, position, int(op.shape[d] as i64)), coordinate);
         }
         Ok(position)
     }
@@ -1848,7 +2100,7 @@ impl Lowerer<'_> {
         self.positions[ps.access][1] = Some(p);
         // Other operands' dense levels over the two variables are located here, in level
         // order, as a loop over each would (`C(k, j)` with C in CSR: its row `k`).
-        for (v, at) in [(ps.row, row), (ps.col, col)] {
+        for v in [ps.row, ps.col] {
             for k in self.reads(rhs) {
                 let a = &self.accesses[k];
                 let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().to_vec();
@@ -1859,7 +2111,7 @@ impl Lowerer<'_> {
                     && levels[l].kind == LevelKind::Dense
                     && a.subscripts.get(levels[l].expr.dim()).and_then(|t| t.as_var()) == Some(v)
                 {
-                    self.locate(&mut body, &[(k, l)], at);
+                    self.locate(&mut body, &[(k, l)]);
                 }
             }
         }
@@ -1978,7 +2230,77 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The assignment at the leaf of the loops. Levels whose subscripts the loops bound before
+    /// reaching them — a compound subscript's variables bound before its parent level was
+    /// resolved (`I(i+r, j+q)` in CSR under `reorder(i,j,q,r)`) — are located here: dense
+    /// ones directly, compressed ones by binary search for the coordinate, the assignment
+    /// running only where it is stored (so only for a factor of a product).
     fn assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
+        let saved = self.positions.clone();
+        let mut steps: Vec<(Vec<Stmt>, Option<Expr>)> = Vec::new();
+        for k in self.reads(rhs) {
+            if self.all_dense(k) {
+                continue;
+            }
+            let a = self.accesses[k].clone();
+            let o = self.operands[a.tensor.index()].clone().expect("decomposed");
+            let levels = o.format.levels();
+            while let Some(l) = self.positions[k][..levels.len()].iter().position(Option::is_none) {
+                let term = &a.subscripts[levels[l].expr.dim()];
+                if term.vars().any(|v| self.bound[v.index()].is_none()) {
+                    break;
+                }
+                let mut stmts = Vec::new();
+                if levels[l].kind == LevelKind::Dense {
+                    self.locate(&mut stmts, &[(k, l)]);
+                    steps.push((stmts, None));
+                    continue;
+                }
+                let tname = self.cin.tensors[a.tensor].name.clone();
+                let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
+                    && levels[l].kind.is_ordered();
+                if !searchable || !is_factor(&self.exprs, rhs, &a) {
+                    return unsupported(format!(
+                        "`{tname}`'s level {l} is reached after every variable of its subscript is bound (its parent level resolved later): searching it needs an ordered compressed level read as a factor of a product; reorder the loops"
+                    ));
+                }
+                let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
+                // One past the parent's last position: the end of its segment when it has one.
+                let parent_end = match self.segment(k, l) {
+                    Some(end) => var(end),
+                    None => bin(BinOp::Add, parent.clone(), int(1)),
+                };
+                let range = match o.pos[l] {
+                    Some(pos) => (load(pos, parent), load(pos, parent_end)),
+                    None => (parent, parent_end),
+                };
+                let p = self.f.fresh_var(&format!("{tname}{l}_found"), ScalarType::Index);
+                let end = self.f.fresh_var(&format!("{tname}{l}_last"), ScalarType::Index);
+                let crd = Coordinates::Array(o.crd[l].expect("compressed or singleton"));
+                let coordinate = self.affine(term, None);
+                stmts.push(Stmt::Decl(p, range.0));
+                stmts.push(Stmt::Decl(end, range.1));
+                stmts.extend(lower_bound(&mut self.f, p, end, &crd, coordinate.clone()));
+                let found =
+                    bin(BinOp::And, bin(BinOp::Lt, var(p), var(end)), bin(BinOp::Eq, crd.at(var(p)), coordinate));
+                self.positions[k][l] = Some(p);
+                steps.push((stmts, Some(found)));
+            }
+        }
+        let body = self.resolved_assignment(lhs, op, rhs);
+        self.positions = saved;
+        let mut body = body?;
+        for (mut stmts, found) in steps.into_iter().rev() {
+            match found {
+                Some(cond) => stmts.push(Stmt::If { cond, then: body, otherwise: vec![] }),
+                None => stmts.extend(body),
+            }
+            body = stmts;
+        }
+        Ok(body)
+    }
+
+    fn resolved_assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
         // Every access the expression reads must be fully resolved.
         for k in self.reads(rhs) {
             let a = &self.accesses[k];
@@ -2073,7 +2395,17 @@ impl Lowerer<'_> {
                 } else if a.subscripts.is_empty() {
                     int(0)
                 } else {
-                    var(self.positions[k][op.format.levels().len() - 1].expect("resolved"))
+                    let levels = op.format.levels().len();
+                    match self.positions[k][levels - 1] {
+                        Some(p) => var(p),
+                        None => {
+                            let l = self.positions[k].iter().position(Option::is_none).unwrap_or(levels - 1);
+                            return unsupported(format!(
+                                "this loop order binds the subscripts of `{}`'s level {l} before the loops reach it (its parent level is resolved later); reorder so the variables of each level's subscript come after those of the levels above it",
+                                self.cin.tensors[a.tensor].name
+                            ));
+                        }
+                    }
                 };
                 load(op.vals, position)
             }

@@ -146,7 +146,40 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             }
         }
     }
+    // A variable known only through a compound subscript of an input (`I(i+r)` read from a
+    // file, `r` known): the extent that keeps every access in range ("valid" convolution).
+    loop {
+        let mut found = None;
+        'search: for a in &accesses {
+            let Some(list) = loaded.get(stmt.tensor_name(a.tensor)) else { continue };
+            for (d, t) in a.subscripts.iter().enumerate() {
+                let unknown: Vec<_> = t.terms.iter().filter(|(_, v)| !sizes.contains_key(stmt.var_name(*v))).collect();
+                if let ([(c, v)], Some(&n)) = (unknown.as_slice(), list.shape.get(d))
+                    && *c > 0
+                {
+                    let (c, v) = (*c, *v);
+                    let mut top = n as i64 - 1 - t.constant;
+                    for &(c2, w) in &t.terms {
+                        if w != v {
+                            top -= c2.max(0) * (sizes[stmt.var_name(w)] as i64 - 1);
+                        }
+                    }
+                    found = Some((stmt.var_name(v).to_string(), (top / c + 1).max(0) as usize));
+                    break 'search;
+                }
+            }
+        }
+        match found {
+            Some((v, n)) => sizes.insert(v, n),
+            None => break,
+        };
+    }
     let size_of = |v: nm_ir::notation::IndexVarId| sizes.get(stmt.var_name(v)).copied().unwrap_or(1000);
+    // A generated operand read through compound subscripts is as large as they reach.
+    let extent = |t: &nm_ir::notation::IndexTerm| {
+        let top: i64 = t.terms.iter().map(|&(c, v)| c.max(0) * (size_of(v) as i64 - 1)).sum::<i64>() + t.constant;
+        (top + 1).max(0) as usize
+    };
     let mut decls = Declarations::new();
     let mut shapes: HashMap<String, Vec<usize>> = HashMap::new();
     let mut parsed_formats: HashMap<String, Format> = HashMap::new();
@@ -154,7 +187,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         let access = accesses.iter().find(|a| stmt.tensor_name(a.tensor) == t.name).expect("every tensor is accessed");
         let shape: Vec<usize> = match loaded.get(&t.name) {
             Some(list) => list.shape.clone(),
-            None => access.subscripts.iter().map(|s| s.as_var().map_or(1000, size_of)).collect(),
+            None => access.subscripts.iter().map(|s| s.as_var().map_or_else(|| extent(s), size_of)).collect(),
         };
         let ty = match formats.get(&t.name) {
             Some(text) if shape.is_empty() => {

@@ -22,7 +22,9 @@ fn eval(stmt: &IndexNotation, e: ExprId, env: &mut [usize], sizes: &[usize], d: 
             let (data, shape) = (d.arrays[a.tensor.index()].as_ref().expect("an operand"), &d.shapes[a.tensor.index()]);
             let mut at = 0;
             for (k, t) in a.subscripts.iter().enumerate() {
-                at = at * shape[k] + env[t.as_var().expect("plain subscripts").index()];
+                let c: i64 = t.terms.iter().map(|&(c, v)| c * env[v.index()] as i64).sum::<i64>() + t.constant;
+                assert!((0..shape[k] as i64).contains(&c), "the reference reads inside the tensor");
+                at = at * shape[k] + c as usize;
             }
             data[at]
         }
@@ -50,12 +52,24 @@ fn eval(stmt: &IndexNotation, e: ExprId, env: &mut [usize], sizes: &[usize], d: 
 
 /// The dense reference of `expr`: each result element by brute force.
 pub fn reference(expr: &str, d: &Dense) -> Vec<f64> {
+    reference_sized(expr, d, &[])
+}
+
+/// The dense reference with the sizes of variables that appear only in compound subscripts
+/// (`-d`); the others come from the shapes their plain subscripts index.
+pub fn reference_sized(expr: &str, d: &Dense, given: &[(&str, usize)]) -> Vec<f64> {
     let stmt = parse(expr).unwrap().with_reductions();
     let mut sizes = vec![0; stmt.vars.len()];
     for a in stmt.accesses(stmt.rhs).into_iter().chain([&stmt.lhs]) {
         for (k, t) in a.subscripts.iter().enumerate() {
-            sizes[t.as_var().unwrap().index()] = d.shapes[a.tensor.index()][k];
+            if let Some(v) = t.as_var() {
+                sizes[v.index()] = d.shapes[a.tensor.index()][k];
+            }
         }
+    }
+    for &(name, n) in given {
+        let v = stmt.vars.iter().find(|(_, v)| v.name == name).expect("a variable of the statement").0;
+        sizes[v.index()] = n;
     }
     let out_shape = &d.shapes[stmt.lhs.tensor.index()];
     let len: usize = out_shape.iter().product();

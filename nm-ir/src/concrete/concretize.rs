@@ -11,12 +11,12 @@ use crate::notation::{Access, AssignOp, BinaryOp, Expr, ExprId, IndexNotation, T
 /// order, ties broken by free variables in left-hand-side order, then summed ones by first
 /// appearance — accumulating into the result, so every operand is walked in its storage
 /// order (CSC SpMV loops over `j` first, SpGEMM over `i, k, j`). Anything else (a difference
-/// with a reduction in it, an explicit `sum`, compound subscripts) is [`concretize`]d; so is a
-/// product whose graph has a cycle (lowering then names the discordant operand).
+/// with a reduction in it, an explicit `sum`) is [`concretize`]d; so is a product whose graph
+/// has a cycle (lowering then names the discordant operand). A product with compound
+/// subscripts (a convolution) is one nest too: its subsections are iterated inside it.
 pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
     let product = is_product(stmt, stmt.rhs);
-    let compound = stmt.accesses(stmt.rhs).iter().any(|a| a.subscripts.iter().any(|t| t.is_compound()));
-    if !product || compound {
+    if !product {
         return concretize(stmt);
     }
     let reductions = stmt.reduction_vars();

@@ -419,6 +419,19 @@ impl Function {
     pub fn var(&mut self, name: &str, ty: ScalarType) -> VarId {
         self.vars.push(VarDecl { name: name.to_string(), ty })
     }
+
+    /// A new scalar variable with a name no other variable has (`name`, else `name_2`, ...):
+    /// for declarations that may be nested in one of the same name and read it (`p = p`).
+    pub fn fresh_var(&mut self, name: &str, ty: ScalarType) -> VarId {
+        let taken = |n: &str| self.vars.iter().any(|(_, d)| d.name == n);
+        let mut unique = name.to_string();
+        let mut k = 2;
+        while taken(&unique) {
+            unique = format!("{name}_{k}");
+            k += 1;
+        }
+        self.var(&unique, ty)
+    }
 }
 
 /// Shorthands for building expressions in lowering code and tests.

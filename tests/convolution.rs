@@ -1,0 +1,234 @@
+//! Issue 6's statements — compound affine subscripts on sparse levels (sparse convolution) —
+//! through the public API on both back ends, against the independent dense reference, which
+//! evaluates every subscript by brute force. Values are small integers, so every sum is exact
+//! whatever order the kernel adds in.
+
+mod common;
+
+use common::{Dense, operand, reference_sized, to_f32};
+use nmsparse::format::generate::{Values, uniform};
+use nmsparse::format::{Format, Tensor};
+use nmsparse::ir::id::Id;
+use nmsparse::ir::notation::parse;
+use nmsparse::{Backend, Program};
+
+/// (tensor, shape, format, density): the result's density is ignored.
+type Decl<'a> = (&'a str, &'a [usize], &'a str, f64);
+
+struct Case<'a> {
+    expr: &'a str,
+    decls: &'a [Decl<'a>],
+    /// Sizes of the variables that appear only in compound subscripts.
+    sizes: &'a [(&'a str, usize)],
+    seed: u64,
+}
+
+impl Case<'_> {
+    /// The operands and the expected result.
+    fn data(&self) -> (Vec<(String, Tensor<f64>)>, Vec<f64>) {
+        let stmt = parse(self.expr).unwrap();
+        let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
+        let mut operands = Vec::new();
+        for (k, &(name, shape, format, density)) in self.decls.iter().enumerate() {
+            let id = stmt.tensor_named(name).unwrap();
+            d.shapes[id.index()] = shape.to_vec();
+            if id == stmt.lhs.tensor {
+                continue;
+            }
+            let f = Format::parse(format, shape.len()).unwrap();
+            let list = uniform::<f64>(shape, density, Values::SmallIntegers(4), self.seed + k as u64);
+            let t = operand(&list, &f).unwrap();
+            d.arrays[id.index()] = Some(t.to_dense().unwrap());
+            operands.push((name.to_string(), t));
+        }
+        let expected = reference_sized(self.expr, &d, self.sizes);
+        assert!(expected.iter().any(|&v| v != 0.0), "{}: an all-zero result checks little", self.expr);
+        (operands, expected)
+    }
+
+    /// Both back ends (f64; f32 once with the default order) for every schedule given.
+    fn check(&self, schedules: &[&str]) {
+        let (operands, expected) = self.data();
+        for schedule in schedules {
+            for backend in [Backend::Interp, Backend::Jit] {
+                let got = self.run(schedule, &operands, backend);
+                assert_eq!(got, expected, "{} [{schedule}] {backend:?}", self.expr);
+            }
+        }
+        let narrow: Vec<(String, Tensor<f32>)> = operands.iter().map(|(n, t)| (n.clone(), to_f32(t))).collect();
+        for backend in [Backend::Interp, Backend::Jit] {
+            assert_eq!(self.run(schedules[0], &narrow, backend), expected, "{} f32 {backend:?}", self.expr);
+        }
+    }
+
+    fn run<T: nmsparse::Scalar + Into<f64>>(
+        &self,
+        schedule: &str,
+        operands: &[(String, Tensor<T>)],
+        backend: Backend,
+    ) -> Vec<f64> {
+        let mut p = Program::new(self.expr).unwrap();
+        for &(name, shape, format, _) in self.decls {
+            p = p.tensor(name, shape, format).unwrap();
+        }
+        for &(v, n) in self.sizes {
+            p = p.index_size(v, n);
+        }
+        if !schedule.is_empty() {
+            p = p.schedule(schedule);
+        }
+        let what = format!("{} [{schedule}] {backend:?}", self.expr);
+        let kernel = p.compile::<T>(backend).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let args: Vec<(&str, &Tensor<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let out = kernel.run(&args).unwrap_or_else(|e| panic!("{what}: {e}"));
+        out.to_dense().unwrap().into_iter().map(Into::into).collect()
+    }
+}
+
+/// Every order of `vars` as a `reorder` schedule.
+fn orders(vars: &[&str]) -> Vec<String> {
+    if vars.len() <= 1 {
+        return vec![vars.join(",")];
+    }
+    let mut out = Vec::new();
+    for (k, first) in vars.iter().enumerate() {
+        let mut rest = vars.to_vec();
+        rest.remove(k);
+        for tail in orders(&rest) {
+            out.push(format!("{first},{tail}"));
+        }
+    }
+    out
+}
+
+fn reorders(vars: &[&str]) -> Vec<String> {
+    orders(vars).into_iter().map(|o| format!("reorder({o})")).collect()
+}
+
+#[test]
+fn one_dimensional_convolution_of_a_sparse_vector_in_every_loop_order() {
+    for (format, density) in [("s", 0.3), ("s", 0.02), ("coo", 0.3), ("d", 0.3)] {
+        for out in ["d", "s"] {
+            let case = Case {
+                expr: "O(i) = I(i+r) * F(r)",
+                decls: &[("O", &[60], out, 1.0), ("I", &[62], format, density), ("F", &[3], "dense", 1.0)],
+                sizes: &[],
+                seed: 1,
+            };
+            let schedules = reorders(&["i", "r"]);
+            let mut all: Vec<&str> = vec![""];
+            all.extend(schedules.iter().map(String::as_str));
+            case.check(&all);
+        }
+    }
+}
+
+#[test]
+fn one_dimensional_convolution_with_a_sparse_filter() {
+    let case = Case {
+        expr: "O(i) = I(i+r) * F(r)",
+        decls: &[("O", &[40], "d", 1.0), ("I", &[44], "s", 0.4), ("F", &[5], "s", 0.6)],
+        sizes: &[],
+        seed: 2,
+    };
+    let schedules = reorders(&["i", "r"]);
+    case.check(&schedules.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[test]
+fn two_dimensional_convolution_in_every_loop_order() {
+    for (format, out) in [("csr", "dense"), ("dcsr", "dense"), ("coo", "dense"), ("csr", "csr"), ("dcsr", "dcsr")] {
+        let case = Case {
+            expr: "O(i,j) = I(i+r, j+q) * F(r,q)",
+            decls: &[("O", &[9, 11], out, 1.0), ("I", &[11, 13], format, 0.25), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 3,
+        };
+        let schedules = reorders(&["i", "j", "r", "q"]);
+        let mut all: Vec<&str> = vec![""];
+        all.extend(schedules.iter().map(String::as_str));
+        case.check(&all);
+    }
+}
+
+#[test]
+fn strided_two_dimensional_convolution() {
+    for format in ["csr", "dcsr", "coo"] {
+        let case = Case {
+            expr: "O(i,j) = I(2*i+r, 2*j+q) * F(r,q)",
+            decls: &[("O", &[5, 6], "dense", 1.0), ("I", &[11, 13], format, 0.3), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 4,
+        };
+        let schedules = reorders(&["i", "j", "r", "q"]);
+        let mut all: Vec<&str> = vec![""];
+        all.extend(schedules.iter().map(String::as_str));
+        case.check(&all);
+    }
+}
+
+#[test]
+fn three_dimensional_convolution_on_csf() {
+    let case = Case {
+        expr: "O(i,j,k) = I(i+r, j+q, k+p) * F(r,q,p)",
+        decls: &[("O", &[6, 5, 7], "dense", 1.0), ("I", &[8, 7, 9], "csf", 0.2), ("F", &[3, 3, 3], "dense", 1.0)],
+        sizes: &[],
+        seed: 5,
+    };
+    case.check(&["", "reorder(i,r,j,q,k,p)", "reorder(r,q,p,i,j,k)"]);
+}
+
+#[test]
+fn nhwc_convolution() {
+    for format in ["ddds", "dsss"] {
+        let case = Case {
+            expr: "O(n,h,w,f) = I(n,h+r,w+q,c) * F(r,q,c,f)",
+            decls: &[
+                ("O", &[2, 5, 6, 3], "dense", 1.0),
+                ("I", &[2, 7, 8, 4], format, 0.3),
+                ("F", &[3, 3, 4, 3], "dense", 1.0),
+            ],
+            sizes: &[],
+            seed: 6,
+        };
+        case.check(&["", "reorder(n,h,r,w,q,c,f)"]);
+    }
+}
+
+#[test]
+fn a_sum_with_a_sliding_operand() {
+    for (b, c, out) in [("s", "s", "dense"), ("s", "s", "csr"), ("d", "s", "dense"), ("s", "d", "dense")] {
+        let case = Case {
+            expr: "A(i,j) = B(i) + C(i+j)",
+            decls: &[("A", &[8, 6], out, 1.0), ("B", &[8], b, 0.4), ("C", &[13], c, 0.3)],
+            sizes: &[],
+            seed: 7,
+        };
+        case.check(&["", "reorder(j,i)"]);
+    }
+}
+
+#[test]
+fn a_constant_intercept() {
+    for (b, c) in [("s", "s"), ("s", "d"), ("d", "s"), ("coo", "s")] {
+        let case = Case {
+            expr: "A(i) = B(i+2) * C(i)",
+            decls: &[("A", &[30], "d", 1.0), ("B", &[32], b, 0.4), ("C", &[30], c, 0.5)],
+            sizes: &[],
+            seed: 8,
+        };
+        case.check(&[""]);
+    }
+}
+
+#[test]
+fn three_variables_in_one_subscript() {
+    let case = Case {
+        expr: "A(i) = B(i+j+k) * C(j) * D(k)",
+        decls: &[("A", &[20], "d", 1.0), ("B", &[26], "s", 0.3), ("C", &[4], "s", 0.7), ("D", &[3], "dense", 1.0)],
+        sizes: &[],
+        seed: 9,
+    };
+    let schedules = reorders(&["i", "j", "k"]);
+    case.check(&schedules.iter().map(String::as_str).collect::<Vec<_>>());
+}
