@@ -173,11 +173,14 @@ fn settle(p: VarId, end: VarId, crd: &Coordinates, size: i64) -> Vec<Stmt> {
             body: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
         });
     }
-    out.push(Stmt::If {
-        cond: bin(BinOp::And, live, bin(BinOp::Le, int(size), crd.at(var(p)))),
-        then: vec![Stmt::Assign(end, var(p))],
-        otherwise: vec![],
-    });
+    // (A resolving iterator's end is already its last entry before `offset + coef·size`.)
+    if matches!(crd, Coordinates::Window { .. }) {
+        out.push(Stmt::If {
+            cond: bin(BinOp::And, live, bin(BinOp::Le, int(size), crd.at(var(p)))),
+            then: vec![Stmt::Assign(end, var(p))],
+            otherwise: vec![],
+        });
+    }
     out
 }
 
@@ -364,8 +367,9 @@ struct Lowerer<'a> {
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
     segments: Vec<(usize, usize, VarId)>,
-    /// (access, level, first position, one past the last): the subsection of a compressed
-    /// level that the loops of a compound subscript's earlier variables narrowed it to.
+    /// (access, level, first position, end): the subsection of a compressed level that the
+    /// loops of a compound subscript's earlier variables narrowed it to — from its first
+    /// entry; where it ends, the searches of the loops inside find.
     windows: Vec<(usize, usize, VarId, VarId)>,
 }
 
@@ -1452,8 +1456,9 @@ impl Lowerer<'_> {
             let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
             o.format.levels()[l].kind.is_unique()
         });
+        // (A resolving subsection iterator with coefficient 1 visits every entry of its range.)
         let alone = !dense_driven
-            && subsections.iter().all(|s| matches!(s, Subsection::Plain))
+            && subsections.iter().all(|s| matches!(s, Subsection::Plain | Subsection::Last { coef: 1, .. }))
             && sparse.len() == 1
             && points.len() == 1
             && (unique || (!appends && self.producers.is_empty()));
@@ -1481,7 +1486,7 @@ impl Lowerer<'_> {
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
-        let mut windows = Vec::new(); // a subsection iterator's (window end, level end)
+        let mut windows = Vec::new(); // a subsection iterator's level end (its range's end)
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
@@ -1527,9 +1532,15 @@ impl Lowerer<'_> {
             let crd = match &subsections[n] {
                 Subsection::Plain => crd,
                 Subsection::Last { term, coef, size } => {
-                    // The entries at `offset + coef·v`: from the first at or past `offset`.
+                    // The entries at `offset + coef·v`, v < size: those from the first at or
+                    // past `offset` to the last before `offset + coef·size`.
                     let offset = self.affine(term, Some(v));
                     out.extend(lower_bound(&mut self.f, p, end, &crd, offset.clone()));
+                    let stop = self.f.fresh_var(&format!("{tname}{l}_stop{n}"), ScalarType::Index);
+                    out.push(Stmt::Decl(stop, var(p)));
+                    let past = bin(BinOp::Add, offset.clone(), int(coef * size));
+                    out.extend(lower_bound(&mut self.f, stop, end, &crd, past));
+                    out.push(Stmt::Assign(end, var(stop)));
                     let crd = Coordinates::Mapped { raw: Box::new(crd), offset, coef: *coef };
                     out.extend(settle(p, end, &crd, *size));
                     crd
@@ -1538,15 +1549,13 @@ impl Lowerer<'_> {
                     // Windows `[base + coef·v, base + coef·v + width]` for v = next, next + 1, ...
                     let base = self.affine(term, Some(v));
                     let next = self.f.fresh_var(&format!("{tname}{l}_next{n}"), ScalarType::Index);
-                    let hi = self.f.fresh_var(&format!("{tname}{l}_hi{n}"), ScalarType::Index);
                     let limit = self.f.fresh_var(&format!("{tname}{l}_limit{n}"), ScalarType::Index);
                     out.push(Stmt::Decl(next, int(0)));
                     out.push(Stmt::Decl(limit, var(end)));
                     out.extend(lower_bound(&mut self.f, p, end, &crd, base.clone()));
-                    out.push(Stmt::Decl(hi, var(p)));
                     let crd = Coordinates::Window { raw: Box::new(crd), base, coef: *coef, width: *width, next };
                     out.extend(settle(p, end, &crd, *size));
-                    windows.push(Some((hi, limit)));
+                    windows.push(Some(limit));
                     crd
                 }
             };
@@ -1608,23 +1617,11 @@ impl Lowerer<'_> {
                 let mut inner = Vec::new();
                 for &n in &its {
                     let (k, l) = sparse[n];
-                    if let (Some((hi, limit)), Coordinates::Window { raw, base, coef, width, .. }) =
-                        (windows[n], &cursors[n].3)
-                    {
-                        // The subsection at this `v`: its entries up to `base + coef·v + width`
-                        // (the window's start only moves forward, so neither does its end).
-                        let top = bin(BinOp::Add, base.clone(), int(*width));
-                        let top = bin(BinOp::Add, top, bin(BinOp::Mul, int(*coef), var(loop_var)));
-                        inner.push(Stmt::Assign(hi, bin(BinOp::Max, var(hi), var(cursors[n].0))));
-                        inner.push(Stmt::While {
-                            cond: bin(
-                                BinOp::And,
-                                bin(BinOp::Lt, var(hi), var(limit)),
-                                bin(BinOp::Le, raw.at(var(hi)), top),
-                            ),
-                            body: vec![Stmt::Assign(hi, bin(BinOp::Add, var(hi), int(1)))],
-                        });
-                        lw.windows.push((k, l, cursors[n].0, hi));
+                    if let Some(limit) = windows[n] {
+                        // The subsection at this `v` starts at the cursor; the inner loops'
+                        // searches find where it ends (no scan for it here: a 999-wide row
+                        // window would be walked once per filter row).
+                        lw.windows.push((k, l, cursors[n].0, limit));
                         continue;
                     }
                     lw.positions[k][l] = Some(cursors[n].0);
@@ -1685,9 +1682,18 @@ impl Lowerer<'_> {
         }
         if alone {
             // One iterator and nothing to merge: a plain loop over its positions.
-            let (p, _, _, crd) = cursors[0].clone();
+            let (mut p, end, _, crd) = cursors[0].clone();
             let (k, l) = sparse[0];
-            let (start, stop) = ranges[0].clone();
+            let (mut start, mut stop) = ranges[0].clone();
+            let mut setup = Vec::new();
+            if let Coordinates::Mapped { .. } = crd {
+                // The range the searches above narrowed.
+                setup = std::mem::take(&mut out);
+                (start, stop) = (var(p), var(end));
+                p = self
+                    .f
+                    .fresh_var(&format!("{}{l}_q", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
+            }
             let mut body = vec![Stmt::Decl(loop_var, crd.at(var(p)))];
             let mut inner = Vec::new();
             self.locate(&mut inner, &dense);
@@ -1709,7 +1715,8 @@ impl Lowerer<'_> {
                 }
                 _ => body.extend(inner),
             }
-            return Ok(vec![Stmt::For { var: p, start, end: stop, body, parallel }]);
+            setup.push(Stmt::For { var: p, start, end: stop, body, parallel });
+            return Ok(setup);
         }
         if dense_driven {
             let all_its: Vec<usize> = (0..sparse.len()).collect();

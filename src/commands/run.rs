@@ -70,6 +70,36 @@ pub struct RunOptions {
     pub workspace: Option<nm_ism::Config>,
 }
 
+impl RunOptions {
+    /// The options of a plain `nmsparse "<expr>"`: dense tensors, generated operands, one run
+    /// on one thread through generated C, f64.
+    pub fn new(expr: &str) -> RunOptions {
+        RunOptions {
+            expr: expr.to_string(),
+            formats: Vec::new(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            dims: Vec::new(),
+            schedule: None,
+            time: None,
+            backend: Backend::Jit,
+            print_concrete: false,
+            print_loops: false,
+            print_compute: false,
+            print_iteration_graph: false,
+            threads: 1,
+            write_source: None,
+            fused: false,
+            print_assembly: false,
+            generate: Vec::new(),
+            write_time: None,
+            value_type: ValueType::F64,
+            prune: Vec::new(),
+            workspace: None,
+        }
+    }
+}
+
 /// The value type kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueType {
@@ -87,9 +117,13 @@ fn fill(spec: Option<&str>, sparse: bool) -> Result<(f64, Values), CommandError>
         Some("r" | "u") => (1.0, Values::Uniform),
         Some("s") => (0.07, Values::Uniform),
         Some("h") => (0.005, Values::Uniform),
+        // A density of its own (small integers, so sums are exact): sweeps over sparsity.
+        Some(other) if other.parse::<f64>().is_ok_and(|d| d > 0.0 && d <= 1.0) => {
+            (other.parse().expect("checked"), Values::SmallIntegers(9))
+        }
         Some(other) => {
             return Err(CommandError(format!(
-                "-g=...:{other}: expected d (dense), r (dense random), s (sparse, 7%) or h (hypersparse, 0.5%)"
+                "-g=...:{other}: expected d (dense), r (dense random), s (sparse, 7%), h (hypersparse, 0.5%) or a density in (0, 1]"
             )));
         }
     })
