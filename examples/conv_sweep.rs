@@ -1,147 +1,117 @@
 //! Sparse against dense convolution over the input's sparsity (issue 6): 1-D (n = 999,999,
 //! k = 3), 2-D (999 × 999 image, 3 × 3 filter) and 3-D (99³ volume, 3³ filter), "valid"
-//! output, dense filter and output. The same statement is compiled twice through generated C:
-//! with the input in a sparse format (compressed levels iterated by non-empty subsections,
-//! under the default loop order and under the output-stationary one) and with every tensor
-//! dense (plain nested loops, which the C compiler vectorizes). Fastest of `REPS` runs (default
-//! 5), 1 thread. Prints a Markdown table and writes an SVG plot of time against sparsity.
+//! output, dense filter and output. Each is run as `nmsparse` runs it (`-g=I:DENSITY
+//! -time=REPS`: generated C, the fastest compute time, arrays reused between runs as taco
+//! times them): with the input in a sparse format (compressed levels iterated by non-empty
+//! subsections) under three loop orders — the default, output-stationary (result variables
+//! outermost) and filter outermost — and with every tensor dense (plain nested loops, which
+//! the C compiler vectorizes). 1 thread. Prints a Markdown table and writes an SVG plot of
+//! time against sparsity.
 //!
-//!     cargo run --release --example conv_sweep [-- OUT.svg]
+//!     cargo run --release --example conv_sweep [-- OUT.svg]     (REPS=N, default 10)
 
 use std::fmt::Write as _;
-use std::time::Instant;
 
-use nmsparse::format::generate::{Values, uniform};
-use nmsparse::format::{Duplicates, Format, Tensor};
-use nmsparse::{Backend, Program};
+use nmsparse::commands::{RunOptions, run};
 
 struct Problem {
     name: &'static str,
     expr: &'static str,
-    input: Vec<usize>,
-    filter: Vec<usize>,
+    /// `-d` sizes: the output's and the filter's.
+    dims: &'static [&'static str],
     /// The input's sparse format.
     format: &'static str,
     /// Loop orders to time the sparse input under ("" is the default).
-    schedules: [&'static str; 2],
+    schedules: [&'static str; 3],
 }
 
-impl Problem {
-    fn output(&self) -> Vec<usize> {
-        self.input.iter().zip(&self.filter).map(|(n, k)| n - k + 1).collect()
+/// `nmsparse EXPR -d=... -g=I:DENSITY [-f=I:FORMAT] [-s=SCHEDULE] -time=REPS`: the fastest
+/// compute time (ms) and the result's checksum.
+fn time(p: &Problem, format: Option<&str>, schedule: &str, density: f64, reps: usize) -> (f64, String) {
+    let mut o = RunOptions::new(p.expr);
+    o.dims = p.dims.iter().map(|d| d.to_string()).collect();
+    o.generate = vec![format!("I:{density}"), "F:d".to_string()];
+    if let Some(f) = format {
+        o.formats = vec![format!("I:{f}")];
     }
-}
-
-fn dense_format(order: usize) -> String {
-    "d".repeat(order)
-}
-
-/// Fastest of `reps` runs, in milliseconds, and the result's checksum.
-fn time(
-    p: &Problem,
-    format: &str,
-    schedule: &str,
-    input: &Tensor<f64>,
-    filter: &Tensor<f64>,
-    reps: usize,
-) -> (f64, f64) {
-    let mut program = Program::new(p.expr)
-        .unwrap()
-        .tensor("O", &p.output(), &dense_format(p.input.len()))
-        .unwrap()
-        .tensor("I", &p.input, format)
-        .unwrap()
-        .tensor("F", &p.filter, &dense_format(p.filter.len()))
-        .unwrap();
     if !schedule.is_empty() {
-        program = program.schedule(schedule);
+        o.schedule = Some(schedule.to_string());
     }
-    let kernel = program.compile::<f64>(Backend::Jit).expect("compiles");
-    let mut best = f64::INFINITY;
-    let mut sum = 0.0;
-    for _ in 0..reps {
-        let start = Instant::now();
-        let out = kernel.run(&[("I", input), ("F", filter)]).expect("runs");
-        best = best.min(start.elapsed().as_secs_f64());
-        sum = out.values().iter().sum();
-    }
-    (best * 1e3, sum)
+    o.time = Some(reps);
+    let text = run(&o).unwrap_or_else(|e| panic!("{} {format:?} {schedule}: {e}", p.expr));
+    let min = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("min:"))
+        .and_then(|t| t.trim().trim_end_matches("ms").trim().parse().ok())
+        .expect("a min: line");
+    let checksum = text.rsplit("checksum ").next().unwrap_or("").trim().to_string();
+    (min, checksum)
 }
 
 fn main() {
-    let reps: usize = std::env::var("REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let reps: usize = std::env::var("REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
     let svg_path = std::env::args().nth(1).unwrap_or_else(|| "conv_sweep.svg".to_string());
     let problems = [
         Problem {
             name: "1-D",
             expr: "O(i) = I(i+r) * F(r)",
-            input: vec![999_999],
-            filter: vec![3],
+            dims: &["i:999997", "r:3"],
             format: "s",
-            schedules: ["", "reorder(r,i)"],
+            schedules: ["", "reorder(i,r)", "reorder(r,i)"],
         },
         Problem {
             name: "2-D",
             expr: "O(i,j) = I(i+r, j+q) * F(r,q)",
-            input: vec![999, 999],
-            filter: vec![3, 3],
+            dims: &["i:997", "j:997", "r:3", "q:3"],
             format: "csr",
-            schedules: ["", "reorder(i,j,r,q)"],
+            schedules: ["", "reorder(i,j,r,q)", "reorder(r,q,i,j)"],
         },
         Problem {
             name: "3-D",
             expr: "O(i,j,k) = I(i+r, j+q, k+p) * F(r,q,p)",
-            input: vec![99, 99, 99],
-            filter: vec![3, 3, 3],
-            format: "dds",
-            schedules: ["", "reorder(i,j,k,r,q,p)"],
+            dims: &["i:97", "j:97", "k:97", "r:3", "q:3", "p:3"],
+            format: "csf",
+            schedules: ["", "reorder(i,j,k,r,q,p)", "reorder(r,q,p,i,j,k)"],
         },
     ];
     let sparsities = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999];
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     println!(
-        "| problem | sparsity | nonzeros | dense (ms) | sparse, default order (ms) | sparse, output-stationary (ms) | dense / best sparse | checksums agree |"
+        "| problem | sparsity | dense (ms) | sparse, default (ms) | sparse, output-stationary (ms) | sparse, filter outermost (ms) | dense / sparse default | checksums agree |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---|");
     for p in &problems {
         let mut dense_curve = Vec::new();
-        let mut sparse_curves = [Vec::new(), Vec::new()];
+        let mut sparse_curves = [Vec::new(), Vec::new(), Vec::new()];
         for &s in &sparsities {
-            let list = uniform::<f64>(&p.input, 1.0 - s, Values::SmallIntegers(4), 11);
-            let filter_list = uniform::<f64>(&p.filter, 1.0, Values::SmallIntegers(4), 12);
-            let dense = Format::parse(&dense_format(p.input.len()), p.input.len()).unwrap();
-            let sparse = Format::parse(p.format, p.input.len()).unwrap();
-            let filter_format = Format::parse(&dense_format(p.filter.len()), p.filter.len()).unwrap();
-            let input_dense = Tensor::from_coordinates(&list, &dense, Duplicates::Reject).unwrap();
-            let input_sparse = Tensor::from_coordinates(&list, &sparse, Duplicates::Reject).unwrap();
-            let filter = Tensor::from_coordinates(&filter_list, &filter_format, Duplicates::Reject).unwrap();
-            let (dense_ms, dense_sum) = time(p, &dense_format(p.input.len()), "", &input_dense, &filter, reps);
-            let mut sparse_ms = [0.0; 2];
+            let density = 1.0 - s;
+            let (dense_ms, dense_sum) = time(p, None, "", density, reps);
+            let mut sparse_ms = [0.0; 3];
             let mut agree = true;
             for (k, schedule) in p.schedules.iter().enumerate() {
-                let (ms, sum) = time(p, p.format, schedule, &input_sparse, &filter, reps);
+                let (ms, sum) = time(p, Some(p.format), schedule, density, reps);
                 sparse_ms[k] = ms;
                 agree &= sum == dense_sum;
                 sparse_curves[k].push((s, ms));
             }
             dense_curve.push((s, dense_ms));
-            let best = sparse_ms[0].min(sparse_ms[1]);
             println!(
-                "| {} | {:.1}% | {} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
+                "| {} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
                 p.name,
                 s * 100.0,
-                list.len(),
                 dense_ms,
                 sparse_ms[0],
                 sparse_ms[1],
-                dense_ms / best,
+                sparse_ms[2],
+                dense_ms / sparse_ms[0],
                 if agree { "yes" } else { "NO" }
             );
         }
         curves.push((format!("{} dense", p.name), dense_curve));
-        let [a, b] = sparse_curves;
-        curves.push((format!("{} sparse ({})", p.name, p.format), a));
+        let [a, b, c] = sparse_curves;
+        curves.push((format!("{} sparse ({}), default order", p.name, p.format), a));
         curves.push((format!("{} sparse, output-stationary", p.name), b));
+        curves.push((format!("{} sparse, filter outermost", p.name), c));
     }
     std::fs::write(&svg_path, plot(&curves)).expect("writes the plot");
     eprintln!("plot: {svg_path}");
@@ -156,10 +126,10 @@ fn plot(curves: &[(String, Vec<(f64, f64)>)]) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="11">"#,
         3.0 * w,
-        h + 60.0
+        h + 72.0
     );
-    let colors = ["#444444", "#d62728", "#1f77b4"];
-    for (panel, group) in curves.chunks(3).enumerate() {
+    let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c"];
+    for (panel, group) in curves.chunks(4).enumerate() {
         let x0 = panel as f64 * w;
         let times: Vec<f64> = group.iter().flat_map(|(_, c)| c.iter().map(|p| p.1)).collect();
         let lo = times.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-3).log10().floor();

@@ -130,24 +130,51 @@ impl Coordinates {
 }
 
 /// Moves `p` to the first position in `[p, end)` whose coordinate is at least `target`
-/// (binary search; the level's coordinates are sorted).
+/// (binary search; the level's coordinates are sorted). The two answers a convolution asks
+/// for most — the range's first entry (a window already starts there) and its end (a window
+/// reaching past the row) — are checked first, in O(1): a search per filter position costs a
+/// 999 × 999 image at 80% sparsity a quarter of its time.
 fn lower_bound(f: &mut Function, p: VarId, end: VarId, raw: &Coordinates, target: Expr) -> Vec<Stmt> {
     let high = f.fresh_var("high", ScalarType::Index);
     let mid = f.fresh_var("mid", ScalarType::Index);
-    vec![
-        Stmt::Decl(high, var(end)),
+    let search = vec![
+        Stmt::Decl(high, bin(BinOp::Sub, var(end), int(1))),
         Stmt::While {
             cond: bin(BinOp::Lt, var(p), var(high)),
             body: vec![
                 Stmt::Decl(mid, bin(BinOp::Div, bin(BinOp::Add, var(p), var(high)), int(2))),
                 Stmt::If {
-                    cond: bin(BinOp::Lt, raw.at(var(mid)), target),
+                    cond: bin(BinOp::Lt, raw.at(var(mid)), target.clone()),
                     then: vec![Stmt::Assign(p, bin(BinOp::Add, var(mid), int(1)))],
                     otherwise: vec![Stmt::Assign(high, var(mid))],
                 },
             ],
         },
-    ]
+    ];
+    // A few steps forward first: a window slid by one usually moves by as few entries.
+    let steps = f.fresh_var("steps", ScalarType::Index);
+    let mut probe = vec![
+        Stmt::Decl(steps, int(0)),
+        Stmt::While {
+            cond: bin(BinOp::And, bin(BinOp::Lt, var(steps), int(4)), bin(BinOp::Lt, raw.at(var(p)), target.clone())),
+            body: vec![
+                Stmt::Assign(p, bin(BinOp::Add, var(p), int(1))),
+                Stmt::Assign(steps, bin(BinOp::Add, var(steps), int(1))),
+            ],
+        },
+    ];
+    probe.push(Stmt::If { cond: bin(BinOp::Lt, raw.at(var(p)), target.clone()), then: search, otherwise: vec![] });
+    let last = bin(BinOp::Sub, var(end), int(1));
+    vec![Stmt::If {
+        cond: bin(BinOp::And, bin(BinOp::Lt, var(p), var(end)), bin(BinOp::Lt, raw.at(var(p)), target.clone())),
+        then: vec![Stmt::If {
+            cond: bin(BinOp::Lt, raw.at(last), target),
+            then: vec![Stmt::Assign(p, var(end))],
+            // The answer is in (p, end - 1]: the last entry is at least the target.
+            otherwise: probe,
+        }],
+        otherwise: vec![],
+    }]
 }
 
 /// Leaves a subsection iterator on an entry it visits, or ends it: a resolving one skips the
@@ -371,6 +398,12 @@ struct Lowerer<'a> {
     /// loops of a compound subscript's earlier variables narrowed it to — from its first
     /// entry; where it ends, the searches of the loops inside find.
     windows: Vec<(usize, usize, VarId, VarId)>,
+    /// (pos array, level, hint arrays) of searched levels (see [`Lowerer::search_hints`]).
+    hints: Vec<(ArrayId, usize, ArrayId, ArrayId)>,
+    /// Statements the kernel runs first (zeroing hint arrays).
+    prologue: Vec<Stmt>,
+    /// Whether some loop runs on several threads (OpenMP).
+    threaded: bool,
 }
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
@@ -1111,6 +1144,9 @@ pub fn lower_options(
         row_buffer: None,
         segments: Vec::new(),
         windows: Vec::new(),
+        hints: Vec::new(),
+        prologue: Vec::new(),
+        threaded: loops.iter().any(|(_, parallel)| *parallel),
         split_blocks: Vec::new(),
     };
     for p in lw.producers.clone() {
@@ -1131,6 +1167,7 @@ pub fn lower_options(
         body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / 16 + 1) });
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
+    body.splice(0..0, std::mem::take(&mut lw.prologue));
     if lw.assembly.is_none() && lw.bounds.is_none() && lw.ism.is_none() {
         let zero = lw.zero_result(&lhs, None);
         body.splice(0..0, zero);
@@ -1523,8 +1560,9 @@ impl Lowerer<'_> {
             };
             segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
             // Inside the loop of an earlier variable of a compound subscript: its window.
-            let range = match self.windows.iter().rev().find(|w| w.0 == k && w.1 == l) {
-                Some(&(_, _, lo, hi)) => (var(lo), var(hi)),
+            let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).copied();
+            let range = match window {
+                Some((_, _, lo, hi)) => (var(lo), var(hi)),
                 None => range,
             };
             out.push(Stmt::Decl(p, range.0.clone()));
@@ -1535,7 +1573,37 @@ impl Lowerer<'_> {
                     // The entries at `offset + coef·v`, v < size: those from the first at or
                     // past `offset` to the last before `offset + coef·size`.
                     let offset = self.affine(term, Some(v));
+                    // Searched from its parent's first entry (no window of an outer loop
+                    // narrowed it): start from where the last search of this parent ended,
+                    // when its offset was no larger (the paper's position-pair vectors, one
+                    // per parent position: the output-stationary order's windows slide).
+                    // (Scratch arrays are per thread under row ranges; not so under OpenMP.)
+                    let hints = match (window, o.pos[l]) {
+                        (None, Some(pos)) if !self.threaded => Some(self.search_hints(&tname, l, pos)),
+                        _ => None,
+                    };
+                    if let Some((at, from)) = hints {
+                        let known = load(from, parent.clone());
+                        out.push(Stmt::If {
+                            cond: bin(
+                                BinOp::And,
+                                bin(BinOp::Ne, known.clone(), int(0)),
+                                bin(BinOp::Le, known, bin(BinOp::Add, offset.clone(), int(1))),
+                            ),
+                            then: vec![Stmt::Assign(p, load(at, parent.clone()))],
+                            otherwise: vec![],
+                        });
+                    }
                     out.extend(lower_bound(&mut self.f, p, end, &crd, offset.clone()));
+                    if let Some((at, from)) = hints {
+                        out.push(Stmt::Store { array: at, index: parent.clone(), value: var(p), accumulate: false });
+                        out.push(Stmt::Store {
+                            array: from,
+                            index: parent.clone(),
+                            value: bin(BinOp::Add, offset.clone(), int(1)),
+                            accumulate: false,
+                        });
+                    }
                     let stop = self.f.fresh_var(&format!("{tname}{l}_stop{n}"), ScalarType::Index);
                     out.push(Stmt::Decl(stop, var(p)));
                     let past = bin(BinOp::Add, offset.clone(), int(coef * size));
@@ -1940,6 +2008,29 @@ impl Lowerer<'_> {
             otherwise: vec![scan],
         });
         Ok(out)
+    }
+
+    /// The hint arrays of a searched level (created once, zeroed when the kernel starts): per
+    /// parent position, where its last search ended and 1 + the coordinate it searched for.
+    fn search_hints(&mut self, tname: &str, l: usize, pos: ArrayId) -> (ArrayId, ArrayId) {
+        if let Some(&(_, _, at, from)) = self.hints.iter().find(|h| h.0 == pos && h.1 == l) {
+            return (at, from);
+        }
+        let at = self.f.array(&format!("{tname}{l}_hint_at"), ElemType::I64, Role::Scratch, true);
+        let from = self.f.array(&format!("{tname}{l}_hint_from"), ElemType::I64, Role::Scratch, true);
+        for array in [at, from] {
+            self.prologue.push(Stmt::Resize { array, len: Expr::Len(pos) });
+            let q = self.f.var("hint_q", ScalarType::Index);
+            self.prologue.push(Stmt::For {
+                var: q,
+                start: int(0),
+                end: Expr::Len(pos),
+                body: vec![Stmt::Store { array, index: var(q), value: int(0), accumulate: false }],
+                parallel: false,
+            });
+        }
+        self.hints.push((pos, l, at, from));
+        (at, from)
     }
 
     /// Locates every dense level in `list`: position = parent · size + coordinate, the
