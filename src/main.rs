@@ -103,7 +103,7 @@ struct RunCli {
     #[arg(long = "print-nocolor")]
     print_nocolor: bool,
     /// Generate a tensor without an input file: `-g=B:s` (d dense, r dense random, s sparse
-    /// 7%, h hypersparse 0.5%; seeded).
+    /// 7%, h hypersparse 0.5%, or a density such as `-g=B:0.05`; seeded).
     #[arg(short = 'g', value_name = "TENSOR:FILL")]
     generate: Vec<String>,
     /// Write taco's timing CSV line: compile,assemble,mean,stdev,median (ms).

@@ -362,3 +362,42 @@ fn workspaces_from_the_command_line() {
     assert_eq!((list.entry(0), list.entry(1)), (vec![2, 1999998], vec![6, 0]));
     assert_eq!(list.values, vec![-1.0, 2.5]);
 }
+
+/// A 2-D convolution of a sample matrix read as an image: the result's extent is inferred
+/// from the image's shape ("valid" convolution), and the sparse image gives the checksum the
+/// dense one does. A size that would read outside the image is an error before anything runs.
+#[test]
+fn convolution_of_an_image_file() {
+    let filter = scratch("F.mtx");
+    let mut text = String::from("%%MatrixMarket matrix array real general\n3 3\n");
+    for v in 1..=9 {
+        text.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&filter, text).unwrap();
+    let image = sample("power_law_500.mtx");
+    let checksum = |format: &str| {
+        let o = nmsparse(&[
+            "O(i,j) = I(i+r, j+q) * F(r,q)",
+            &format!("-f=I:{format}"),
+            &format!("-i=I:{image}"),
+            &format!("-i=F:{}", filter.display()),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("O: shape [498, 398]"), "{out}");
+        out.rsplit("checksum ").next().unwrap().trim().to_string()
+    };
+    let dense = checksum("dd");
+    assert_ne!(dense, "0");
+    assert_eq!(checksum("csr"), dense);
+    assert_eq!(checksum("coo"), dense);
+    let o = nmsparse(&[
+        "O(i,j) = I(i+r, j+q) * F(r,q)",
+        "-f=I:csr",
+        &format!("-i=I:{image}"),
+        &format!("-i=F:{}", filter.display()),
+        "-d=i:499",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("subscript 0 of `I` reaches 0..=500, outside 0..500"), "{}", stderr(&o));
+}

@@ -10,8 +10,9 @@
 //! `pos`/`crd`/values grown by doubling. `where` producers that compute scalar temporaries
 //! (concretize's inner reductions) run right before their consumer. Tensors whose levels are
 //! all dense are located where they are read, so they never constrain the loop order.
-//! Workspaces with loops in the consumer, results written out of order and compound
-//! subscripts are refused with [`LowerError::Unsupported`] naming what is missing.
+//! Compound subscripts (`I(i+r, j+q)`, sparse convolution) iterate a compressed level by its
+//! non-empty subsections (see [`Subsection`]). What is not lowered is refused with
+//! [`LowerError::Unsupported`] naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
 //! `T{l}_pos` and `T{l}_crd`, then `T_vals` — tagged with their roles; the result is `R_vals`,
@@ -70,6 +71,17 @@ enum Coordinates {
     /// entry. For the entry at `p` (the window's first) that is the larger of `next` and
     /// `⌈(raw - base - width) / coef⌉`.
     Window { raw: Box<Coordinates>, base: Expr, coef: i64, width: i64, next: VarId },
+    /// A rows iterator (`Subsection::Rows`): its coordinate is kept in `state`, recomputed by
+    /// `advance` after `next` moves past the loop's value.
+    Rows { state: VarId, advance: RowsAdvance },
+}
+
+/// How a rows iterator moves on: set `next`, then run `steps` (move every row's window start
+/// past `next`'s window start, recompute the smallest `v`, end when there is none).
+#[derive(Clone, Debug)]
+struct RowsAdvance {
+    next: VarId,
+    steps: Vec<Stmt>,
 }
 
 impl Coordinates {
@@ -107,6 +119,10 @@ impl Coordinates {
                 let shifted = bin(BinOp::Sub, raw.at(p), offset.clone());
                 if *coef == 1 { shifted } else { bin(BinOp::Div, shifted, int(*coef)) }
             }
+            Coordinates::Rows { state, .. } => {
+                let _ = p;
+                var(*state)
+            }
             Coordinates::Window { raw, base, coef, width, next } => {
                 // Truncating division rounds up here: a numerator at or below zero gives a value
                 // at or below zero, which `next` (never negative) outweighs.
@@ -126,6 +142,14 @@ impl Coordinates {
             Coordinates::Mapped { raw, .. } | Coordinates::Window { raw, .. } => raw.stored(p),
             _ => self.at(p),
         }
+    }
+}
+
+/// The `crd` array of a compressed level's coordinates.
+fn pos_crd(crd: &Coordinates) -> ArrayId {
+    match crd {
+        Coordinates::Array(a) => *a,
+        _ => unreachable!("a rows iterator reads a compressed level's crd"),
     }
 }
 
@@ -221,6 +245,27 @@ enum Subsection {
     Last { term: nm_ir::notation::IndexTerm, coef: i64, size: i64 },
     /// A compound subscript with variables still unbound, whose values span `width`.
     Window { term: nm_ir::notation::IndexTerm, coef: i64, width: i64, size: i64 },
+    /// A window (as `Window`) on a compressed level whose parent, a dense level, is not
+    /// resolved yet (`I(i+r, j+q)` in CSR along `j` before `r`): the loop visits the `v`
+    /// whose window holds an entry in any of the `span` rows the parent's subscript `rows`
+    /// may still reach, keeping one window start per row (the paper's position-pair vectors).
+    Rows {
+        rows: nm_ir::notation::IndexTerm,
+        term: nm_ir::notation::IndexTerm,
+        coef: i64,
+        width: i64,
+        size: i64,
+        span: i64,
+    },
+}
+
+/// Where an outer loop left a compressed level's range: a window start in a variable, or one
+/// per row of an unresolved dense parent (`Subsection::Rows`), indexed by the parent's
+/// position less `first`.
+#[derive(Clone, Debug)]
+enum Subrange {
+    Start(VarId, VarId),
+    Rows { starts: ArrayId, first: Expr },
 }
 
 /// The arrays of every tensor, in kernel parameter order: the result's values first, then each
@@ -397,7 +442,7 @@ struct Lowerer<'a> {
     /// (access, level, first position, end): the subsection of a compressed level that the
     /// loops of a compound subscript's earlier variables narrowed it to — from its first
     /// entry; where it ends, the searches of the loops inside find.
-    windows: Vec<(usize, usize, VarId, VarId)>,
+    windows: Vec<(usize, usize, Subrange)>,
     /// (pos array, level, hint arrays) of searched levels (see [`Lowerer::search_hints`]).
     hints: Vec<(ArrayId, usize, ArrayId, ArrayId)>,
     /// Statements the kernel runs first (zeroing hint arrays).
@@ -1452,6 +1497,9 @@ impl Lowerer<'_> {
                     sparse.push((k, l));
                     subsections.push(Subsection::Plain);
                 }
+            } else if let Some(rows) = self.rows_subsection(k, l, v, &consumer_reads, split_inner.is_some()) {
+                sparse.push((k, l + 1));
+                subsections.push(rows);
             } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v))
                 && !a.subscripts.iter().any(|t| t.is_compound())
             {
@@ -1524,9 +1572,16 @@ impl Lowerer<'_> {
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
         let mut windows = Vec::new(); // a subsection iterator's level end (its range's end)
+        let mut rows_state: Vec<Option<(ArrayId, Expr)>> = Vec::new(); // a rows iterator's starts
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-            let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
+            // (A rows iterator's parent is not resolved: its range is its rows'.)
+            let rows = matches!(subsections[n], Subsection::Rows { .. });
+            let parent = match l.checked_sub(1) {
+                None => int(0),
+                Some(_) if rows => int(0),
+                Some(up) => var(self.positions[k][up].expect("resolved in order")),
+            };
             let crd = match o.structured[l] {
                 Some((n, m, size)) => {
                     let base = bin(BinOp::Mul, parent.clone(), int((size / m as usize * n as usize) as i64));
@@ -1560,9 +1615,14 @@ impl Lowerer<'_> {
             };
             segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
             // Inside the loop of an earlier variable of a compound subscript: its window.
-            let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).copied();
-            let range = match window {
-                Some((_, _, lo, hi)) => (var(lo), var(hi)),
+            let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).map(|w| w.2.clone());
+            let range = match &window {
+                Some(Subrange::Start(lo, hi)) => (var(*lo), var(*hi)),
+                Some(Subrange::Rows { starts, first }) => {
+                    (load(*starts, bin(BinOp::Sub, parent.clone(), first.clone())), range.1)
+                }
+                // Live (0 < 1) until it finds no row with an entry left.
+                None if rows => (int(0), int(1)),
                 None => range,
             };
             out.push(Stmt::Decl(p, range.0.clone()));
@@ -1578,7 +1638,7 @@ impl Lowerer<'_> {
                     // when its offset was no larger (the paper's position-pair vectors, one
                     // per parent position: the output-stationary order's windows slide).
                     // (Scratch arrays are per thread under row ranges; not so under OpenMP.)
-                    let hints = match (window, o.pos[l]) {
+                    let hints = match (&window, o.pos[l]) {
                         (None, Some(pos)) if !self.threaded => Some(self.search_hints(&tname, l, pos)),
                         _ => None,
                     };
@@ -1613,6 +1673,13 @@ impl Lowerer<'_> {
                     out.extend(settle(p, end, &crd, *size));
                     crd
                 }
+                Subsection::Rows { rows, term, coef, width, size, span } => {
+                    let (init, crd, state) =
+                        self.rows_cursor(k, l, v, (rows, term), (*coef, *width, *size, *span), end, &crd);
+                    out.extend(init);
+                    rows_state.push(Some(state));
+                    crd
+                }
                 Subsection::Window { term, coef, width, size } => {
                     // Windows `[base + coef·v, base + coef·v + width]` for v = next, next + 1, ...
                     let base = self.affine(term, Some(v));
@@ -1629,6 +1696,9 @@ impl Lowerer<'_> {
             };
             if !matches!(subsections[n], Subsection::Window { .. }) {
                 windows.push(None);
+            }
+            if !matches!(subsections[n], Subsection::Rows { .. }) {
+                rows_state.push(None);
             }
             cursors.push((p, end, c, crd.clone()));
             ranges.push(range);
@@ -1689,7 +1759,11 @@ impl Lowerer<'_> {
                         // The subsection at this `v` starts at the cursor; the inner loops'
                         // searches find where it ends (no scan for it here: a 999-wide row
                         // window would be walked once per filter row).
-                        lw.windows.push((k, l, cursors[n].0, limit));
+                        lw.windows.push((k, l, Subrange::Start(cursors[n].0, limit)));
+                        continue;
+                    }
+                    if let Some((starts, first)) = &rows_state[n] {
+                        lw.windows.push((k, l, Subrange::Rows { starts: *starts, first: first.clone() }));
                         continue;
                     }
                     lw.positions[k][l] = Some(cursors[n].0);
@@ -1713,6 +1787,11 @@ impl Lowerer<'_> {
             for &n in loop_its {
                 let (p, end, _, crd) = cursors[n].clone();
                 let then = match &crd {
+                    Coordinates::Rows { advance, .. } => {
+                        let mut then = vec![Stmt::Assign(advance.next, bin(BinOp::Add, var(loop_var), int(1)))];
+                        then.extend(advance.steps.clone());
+                        then
+                    }
                     // The next subsection starts past this `v`.
                     Coordinates::Window { raw, base, coef, next, .. } => {
                         let start = bin(BinOp::Add, base.clone(), bin(BinOp::Mul, int(*coef), var(*next)));
@@ -2008,6 +2087,156 @@ impl Lowerer<'_> {
             otherwise: vec![scan],
         });
         Ok(out)
+    }
+
+    /// A rows iterator along `v` for access `k`, whose first unresolved level `l` is dense
+    /// and waits for a later variable while level `l + 1` slides with `v` (see
+    /// [`Subsection::Rows`]); `None` when that is not the case (or not supported: negative
+    /// coefficients, more than 4096 rows, OpenMP threads sharing the starts).
+    fn rows_subsection(
+        &self,
+        k: usize,
+        l: usize,
+        v: IndexVarId,
+        consumer_reads: &[usize],
+        split: bool,
+    ) -> Option<Subsection> {
+        if self.threaded || split || !consumer_reads.contains(&k) {
+            return None;
+        }
+        let a = &self.accesses[k];
+        let o = self.operands[a.tensor.index()].as_ref()?;
+        let levels = o.format.levels();
+        let (parent, level) = (levels.get(l)?, levels.get(l + 1)?);
+        let ordered = matches!(level.kind, LevelKind::Compressed(p) if p.ordered);
+        if parent.kind != LevelKind::Dense || !ordered || o.pos[l + 1].is_none() {
+            return None;
+        }
+        let (rows, term) = (&a.subscripts[parent.expr.dim()], &a.subscripts[level.expr.dim()]);
+        let unbound = |w: IndexVarId| w != v && self.bound[w.index()].is_none();
+        if rows.vars().any(|w| w == v)
+            || !rows.vars().any(unbound)
+            || !term.vars().any(|w| w == v)
+            || !term.vars().any(unbound)
+            || rows.terms.iter().chain(&term.terms).any(|&(c, _)| c < 0)
+        {
+            return None;
+        }
+        let reach = |t: &nm_ir::notation::IndexTerm| -> i64 {
+            t.terms.iter().filter(|(_, w)| unbound(*w)).map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0)).sum()
+        };
+        let span = reach(rows) + 1;
+        if span > 4096 {
+            return None;
+        }
+        let coef = term.terms.iter().filter(|(_, w)| *w == v).map(|(c, _)| c).sum();
+        Some(Subsection::Rows {
+            rows: rows.clone(),
+            term: term.clone(),
+            coef,
+            width: reach(term),
+            size: self.size(v) as i64,
+            span,
+        })
+    }
+
+    /// A rows iterator's state and code: one window start per row (`starts[t]`, the first
+    /// entry of row `first + t` at or past the window of `next`), and the smallest `v` from
+    /// `next` on whose window holds an entry of some row. Returns the statements that start
+    /// it, its coordinates, and (starts, first) for the loops inside.
+    #[allow(clippy::too_many_arguments)]
+    fn rows_cursor(
+        &mut self,
+        k: usize,
+        l: usize,
+        v: IndexVarId,
+        (rows, term): (&nm_ir::notation::IndexTerm, &nm_ir::notation::IndexTerm),
+        (coef, width, size, span): (i64, i64, i64, i64),
+        end: VarId,
+        crd: &Coordinates,
+    ) -> (Vec<Stmt>, Coordinates, (ArrayId, Expr)) {
+        let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+        let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+        let levels = o.format.levels();
+        // `l` is the compressed level; its dense parent `l - 1` waits for a later loop.
+        let parent_level = l - 1;
+        let grand = match parent_level.checked_sub(1) {
+            None => int(0),
+            Some(g) => var(self.positions[k][g].expect("resolved in order")),
+        };
+        let parent_size = o.shape[levels[parent_level].expr.dim()] as i64;
+        // The position (in the dense parent level) of the first row the rows' subscript reaches.
+        let first = bin(BinOp::Add, bin(BinOp::Mul, grand, int(parent_size)), self.affine(rows, None));
+        let pos = o.pos[l].expect("a compressed level");
+        let starts = self.f.array(&format!("{tname}{l}_starts"), ElemType::I64, Role::Scratch, true);
+        self.prologue.push(Stmt::Resize { array: starts, len: int(span) });
+        let base = self.affine(term, Some(v));
+        let state = self.f.fresh_var(&format!("{tname}{l}_first{}", self.cin.vars[v].name), ScalarType::Index);
+        let next = self.f.fresh_var(&format!("{tname}{l}_next"), ScalarType::Index);
+        let row_end = |t: VarId| load(pos, bin(BinOp::Add, bin(BinOp::Add, first.clone(), var(t)), int(1)));
+        let mut init = vec![Stmt::Decl(next, int(0)), Stmt::Decl(state, int(0))];
+        // Every row's first entry at or past the first window.
+        let t = self.f.fresh_var("row_t", ScalarType::Index);
+        let (q, q_end) = (self.f.fresh_var("row_p", ScalarType::Index), self.f.fresh_var("row_end", ScalarType::Index));
+        let mut body =
+            vec![Stmt::Decl(q, load(pos, bin(BinOp::Add, first.clone(), var(t)))), Stmt::Decl(q_end, row_end(t))];
+        body.extend(lower_bound(&mut self.f, q, q_end, crd, base.clone()));
+        body.push(Stmt::Store { array: starts, index: var(t), value: var(q), accumulate: false });
+        init.push(Stmt::For { var: t, start: int(0), end: int(span), body, parallel: false });
+        // The smallest `v` from `next` on with an entry in its window, in `state` (`size`: none).
+        let smallest = {
+            let t = self.f.fresh_var("row_t", ScalarType::Index);
+            let at = load(starts, var(t));
+            let over = bin(BinOp::Sub, load(pos_crd(crd), at.clone()), bin(BinOp::Add, base.clone(), int(width)));
+            let candidate =
+                bin(BinOp::Max, var(next), bin(BinOp::Div, bin(BinOp::Add, over, int(coef - 1)), int(coef)));
+            vec![
+                Stmt::Assign(state, int(size)),
+                Stmt::For {
+                    var: t,
+                    start: int(0),
+                    end: int(span),
+                    body: vec![Stmt::If {
+                        cond: bin(BinOp::Lt, at, row_end(t)),
+                        then: vec![Stmt::Assign(state, bin(BinOp::Min, var(state), candidate))],
+                        otherwise: vec![],
+                    }],
+                    parallel: false,
+                },
+                Stmt::If {
+                    cond: bin(BinOp::Le, int(size), var(state)),
+                    then: vec![Stmt::Assign(end, int(0))],
+                    otherwise: vec![],
+                },
+            ]
+        };
+        init.extend(smallest.clone());
+        // Moving on: every row's start past the window of `next`, then the smallest again.
+        let t = self.f.fresh_var("row_t", ScalarType::Index);
+        let at = load(starts, var(t));
+        let start = bin(BinOp::Add, base.clone(), bin(BinOp::Mul, int(coef), var(next)));
+        let mut steps = vec![Stmt::For {
+            var: t,
+            start: int(0),
+            end: int(span),
+            body: vec![Stmt::While {
+                cond: bin(
+                    BinOp::And,
+                    bin(BinOp::Lt, at.clone(), row_end(t)),
+                    bin(BinOp::Lt, load(pos_crd(crd), at.clone()), start),
+                ),
+                body: vec![Stmt::Store {
+                    array: starts,
+                    index: var(t),
+                    value: bin(BinOp::Add, at.clone(), int(1)),
+                    accumulate: false,
+                }],
+            }],
+            parallel: false,
+        }];
+        steps.extend(smallest);
+        let coordinates = Coordinates::Rows { state, advance: RowsAdvance { next, steps } };
+        (init, coordinates, (starts, first))
     }
 
     /// The hint arrays of a searched level (created once, zeroed when the kernel starts): per

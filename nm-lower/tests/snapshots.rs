@@ -126,3 +126,21 @@ fn spgemm_outer_product_through_a_workspace() {
     check("spgemm_outer.loops", &f.to_string());
     check("spgemm_outer.c", &emit(&f));
 }
+
+/// 2-D convolution of a CSR image, `O(i,j) = I(i+r, j+q) * F(r,q)`, in the default order
+/// (`i, r, q, j`: the row `i + r` located, `q`'s windows over it, each entry mapped back to
+/// `j = crd - q`) and output-stationary (`i, j, r, q`: one window start per row the filter
+/// reaches, the `j` with an entry in some row's window visited).
+#[test]
+fn convolution_by_subsections() {
+    let decls = || {
+        Declarations::new()
+            .tensor("O", TensorType::dense(&[97, 97]))
+            .tensor("I", TensorType::sparse(&[99, 99], Format::csr()))
+            .tensor("F", TensorType::dense(&[3, 3]))
+    };
+    let by_rows = lowered("O(i,j) = I(i+r, j+q) * F(r,q)", "reorder(i,r,q,j)", decls());
+    check("conv2d_csr.loops", &by_rows.to_string());
+    let output_stationary = lowered("O(i,j) = I(i+r, j+q) * F(r,q)", "reorder(i,j,r,q)", decls());
+    check("conv2d_csr_output_stationary.loops", &output_stationary.to_string());
+}
