@@ -232,3 +232,17 @@ fn three_variables_in_one_subscript() {
     let schedules = reorders(&["i", "j", "k"]);
     case.check(&schedules.iter().map(String::as_str).collect::<Vec<_>>());
 }
+
+/// Found by the differential tests: COO's `l` level searched at the leaf (its parent, the
+/// sliding `2*j+l+1`, resolved by an outer loop) must hand its children every entry with
+/// that coordinate — the whole segment — not just the first.
+#[test]
+fn a_searched_non_unique_level_keeps_its_segment() {
+    let case = Case {
+        expr: "A(i,j) = B(i,j) * C(2*j+l+1,l,i)",
+        decls: &[("A", &[5, 4], "csr", 1.0), ("B", &[5, 4], "ds:1,0", 1.0), ("C", &[13, 6, 5], "coo", 1.0)],
+        sizes: &[("l", 6)],
+        seed: 10,
+    };
+    case.check(&["", "reorder(l,j,i)", "reorder(j,i,l)"]);
+}

@@ -1,5 +1,6 @@
 //! Random differential testing: random statements (2–3 operands of order 1–3 over `i, j, k, l`,
-//! `+ - *` mixes, reductions where a variable is not in the result, a constant now and then),
+//! `+ - *` mixes, reductions where a variable is not in the result, a constant now and then,
+//! compound subscripts — `i+k`, `2*j+l+1`, `k+2` — on a quarter of the operands' dimensions),
 //! random formats per tensor (dense, sparse vectors, CSR, DCSR, CSC, COO, nv24, nm(2,4,2), CSF and other
 //! order-3 mixes; dense or sparse results), random sizes (1–6), densities (empty, sparse,
 //! full), thread counts (1, 2) and value types (every fourth case in f32), run on the
@@ -20,7 +21,7 @@
 
 mod common;
 
-use common::{Dense, operand, reference};
+use common::{Dense, operand, reference_sized};
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::{Format, Tensor};
 use nmsparse::ir::id::Id;
@@ -29,10 +30,38 @@ use nmsparse::{Backend, Error, Program};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-/// One random case: the statement and each tensor's (name, vars, format).
+/// A subscript: `(coefficient, variable)` terms and a constant (`2*i+k+1`).
+#[derive(Clone, Debug)]
+struct Subscript {
+    terms: Vec<(i64, char)>,
+    constant: i64,
+}
+
+impl Subscript {
+    fn var(v: char) -> Self {
+        Subscript { terms: vec![(1, v)], constant: 0 }
+    }
+
+    /// The extent it reaches: one past its largest value.
+    fn extent(&self, sizes: &[usize; 4]) -> usize {
+        let top: i64 = self.terms.iter().map(|&(c, v)| c * (sizes[var_index(v)] as i64 - 1)).sum();
+        (top + self.constant + 1) as usize
+    }
+
+    fn text(&self) -> String {
+        let mut parts: Vec<String> =
+            self.terms.iter().map(|&(c, v)| if c == 1 { v.to_string() } else { format!("{c}*{v}") }).collect();
+        if self.constant != 0 {
+            parts.push(self.constant.to_string());
+        }
+        parts.join("+")
+    }
+}
+
+/// One random case: the statement and each tensor's (name, subscripts, format).
 struct Case {
     expr: String,
-    tensors: Vec<(String, Vec<char>, String)>,
+    tensors: Vec<(String, Vec<Subscript>, String)>,
     sizes: [usize; 4],
     threads: usize,
     densities: Vec<f64>,
@@ -77,9 +106,28 @@ fn random_case(rng: &mut Pcg64) -> Case {
             2 => ["dense", "csr", "dcsr", "ds:1,0", "coo", "nv24", "nm(2,4,2)"][rng.random_range(0..7)].to_string(),
             _ => ["dense", "csf", "coo", "dds", "sds"][rng.random_range(0..5)].to_string(),
         };
-        let access = format!("{name}({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(","));
+        // Now and then a compound subscript (a sliding window `i+k`, a stride `2*i+k`, an
+        // offset `i+1`): sparse convolution. Not on N:M levels, which refuse them.
+        let subscripts: Vec<Subscript> = vars
+            .iter()
+            .map(|&v| {
+                if n == 0 || format.starts_with("n") || !rng.random_bool(0.25) {
+                    return Subscript::var(v);
+                }
+                let pool = ['i', 'j', 'k', 'l'];
+                let mut terms = vec![(rng.random_range(1..=2), v)];
+                if rng.random_bool(0.7) {
+                    let w = pool[rng.random_range(0..4)];
+                    if w != v {
+                        terms.push((1, w));
+                    }
+                }
+                Subscript { terms, constant: rng.random_range(0..=2) }
+            })
+            .collect();
+        let access = format!("{name}({})", subscripts.iter().map(Subscript::text).collect::<Vec<_>>().join(","));
         terms.push(if rng.random_bool(0.15) { format!("2 * {access}") } else { access });
-        tensors.push((name.to_string(), vars, format));
+        tensors.push((name.to_string(), subscripts, format));
     }
     let mut expr = terms[0].clone();
     for term in &terms[1..] {
@@ -91,14 +139,14 @@ fn random_case(rng: &mut Pcg64) -> Case {
         _ => ["dense", "csr", "dcsr", "csc", "coo"][rng.random_range(0..5)],
     };
     let lhs = format!("A({})", result_vars.iter().map(char::to_string).collect::<Vec<_>>().join(","));
-    tensors.insert(0, ("A".into(), result_vars, result_format.into()));
+    tensors.insert(0, ("A".into(), result_vars.iter().map(|&v| Subscript::var(v)).collect(), result_format.into()));
     let max = std::env::var("NMSPARSE_DIFF_MAX_SIZE").ok().and_then(|v| v.parse().ok()).unwrap_or(6usize).max(1);
     let sizes = std::array::from_fn(|_| rng.random_range(1..=max));
     let densities = tensors.iter().map(|_| [0.0, 0.3, 0.6, 1.0][rng.random_range(0..4)]).collect();
     let threads = rng.random_range(1..=2);
     // Sometimes a random loop order over the statement's variables (illegal ones are refused).
     let schedule = rng.random_bool(0.3).then(|| {
-        let mut vars: Vec<char> = tensors.iter().flat_map(|(_, v, _)| v.iter().copied()).collect();
+        let mut vars = case_vars(&tensors);
         vars.sort_unstable();
         vars.dedup();
         for i in (1..vars.len()).rev() {
@@ -124,6 +172,15 @@ fn random_case(rng: &mut Pcg64) -> Case {
     Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace }
 }
 
+/// The variables a case's tensors use, sorted.
+fn case_vars(tensors: &[(String, Vec<Subscript>, String)]) -> Vec<char> {
+    let mut vars: Vec<char> =
+        tensors.iter().flat_map(|(_, subs, _)| subs.iter().flat_map(|s| s.terms.iter().map(|t| t.1))).collect();
+    vars.sort_unstable();
+    vars.dedup();
+    vars
+}
+
 /// Runs one case on both back ends: `Some(true)` when both agree with the reference,
 /// `Some(false)` when the lowering refuses it by name, `None` when its random schedule is
 /// refused (illegal, or an order the lowering does not take).
@@ -132,8 +189,13 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
     let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
     let mut operands: Vec<(String, Tensor<T>)> = Vec::new();
     let mut program = Program::new(&case.expr).map_err(|e| e.to_string())?;
-    for (n, (name, vars, format)) in case.tensors.iter().enumerate() {
-        let shape: Vec<usize> = vars.iter().map(|&v| case.sizes[var_index(v)]).collect();
+    let sizes: Vec<(String, usize)> =
+        case_vars(&case.tensors).into_iter().map(|v| (v.to_string(), case.sizes[var_index(v)])).collect();
+    for (v, size) in &sizes {
+        program = program.index_size(v, *size);
+    }
+    for (n, (name, subscripts, format)) in case.tensors.iter().enumerate() {
+        let shape: Vec<usize> = subscripts.iter().map(|s| s.extent(&case.sizes)).collect();
         let id = stmt.tensor_named(name).expect("in the statement");
         d.shapes[id.index()] = shape.clone();
         program = program.tensor(name, &shape, format).map_err(|e| e.to_string())?;
@@ -152,7 +214,8 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
     if let Some(w) = case.workspace {
         program = program.workspace(w);
     }
-    let expected = reference(&case.expr, &d);
+    let given: Vec<(&str, usize)> = sizes.iter().map(|(v, n)| (v.as_str(), *n)).collect();
+    let expected = reference_sized(&case.expr, &d, &given);
     let args: Vec<(&str, &Tensor<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t)).collect();
     for backend in [Backend::Interp, Backend::Jit] {
         let kernel = match program.compile::<T>(backend) {

@@ -2563,7 +2563,7 @@ impl Lowerer<'_> {
     /// ones directly, compressed ones by binary search for the coordinate, the assignment
     /// running only where it is stored (so only for a factor of a product).
     fn assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
-        let saved = self.positions.clone();
+        let (saved, segments) = (self.positions.clone(), self.segments.len());
         let mut steps: Vec<(Vec<Stmt>, Option<Expr>)> = Vec::new();
         for k in self.reads(rhs) {
             if self.all_dense(k) {
@@ -2612,10 +2612,25 @@ impl Lowerer<'_> {
                     bin(BinOp::And, bin(BinOp::Lt, var(p), var(end)), bin(BinOp::Eq, crd.at(var(p)), coordinate));
                 self.positions[k][l] = Some(p);
                 steps.push((stmts, Some(found)));
+                if !levels[l].kind.is_unique() {
+                    // Every entry with that coordinate: the children's range (COO's next level).
+                    let segend = self.f.fresh_var(&format!("{tname}{l}_segend"), ScalarType::Index);
+                    let same = bin(BinOp::Eq, crd.at(var(segend)), crd.at(var(p)));
+                    let stmts = vec![
+                        Stmt::Decl(segend, bin(BinOp::Add, var(p), int(1))),
+                        Stmt::While {
+                            cond: bin(BinOp::And, bin(BinOp::Lt, var(segend), var(end)), same),
+                            body: vec![Stmt::Assign(segend, bin(BinOp::Add, var(segend), int(1)))],
+                        },
+                    ];
+                    self.segments.push((k, l, segend));
+                    steps.push((stmts, None));
+                }
             }
         }
         let body = self.resolved_assignment(lhs, op, rhs);
         self.positions = saved;
+        self.segments.truncate(segments);
         let mut body = body?;
         for (mut stmts, found) in steps.into_iter().rev() {
             match found {
