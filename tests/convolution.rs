@@ -246,3 +246,47 @@ fn a_searched_non_unique_level_keeps_its_segment() {
     };
     case.check(&["", "reorder(l,j,i)", "reorder(j,i,l)"]);
 }
+
+/// Several tensors with compound subscripts, resolved in interleaved orders: `j` finishes
+/// `B`'s window and starts `C`'s, `k` finishes `C`'s; two operands sliding together.
+#[test]
+fn several_sliding_operands() {
+    let case = Case {
+        expr: "A(i) = B(i+j) * C(j+k) * D(k)",
+        decls: &[("A", &[12], "dense", 1.0), ("B", &[15], "s", 0.6), ("C", &[7], "s", 0.7), ("D", &[3], "s", 0.8)],
+        sizes: &[("j", 4)],
+        seed: 11,
+    };
+    let schedules = reorders(&["i", "j", "k"]);
+    case.check(&schedules.iter().map(String::as_str).collect::<Vec<_>>());
+    let case = Case {
+        expr: "A(i,j) = B(i+r, j) * C(i+r, j+q) * F(r,q)",
+        decls: &[
+            ("A", &[6, 7], "csr", 1.0),
+            ("B", &[8, 7], "csr", 0.6),
+            ("C", &[8, 9], "dcsr", 0.5),
+            ("F", &[3, 3], "dense", 1.0),
+        ],
+        sizes: &[],
+        seed: 12,
+    };
+    let schedules = reorders(&["i", "j", "r", "q"]);
+    let mut all: Vec<&str> = vec![""];
+    all.extend(schedules.iter().map(String::as_str));
+    case.check(&all);
+}
+
+/// A sliding product inside a difference: concretize makes it a `where` producer (`t = Σ_j
+/// C(i+j) D(j)`), whose loops iterate `C`'s window inside the consumer's loop over `i`.
+#[test]
+fn a_sliding_product_in_a_where_producer() {
+    for (b, c, out) in [("s", "s", "dense"), ("s", "s", "s"), ("dense", "s", "dense"), ("s", "coo", "s")] {
+        let case = Case {
+            expr: "A(i) = B(i) - C(i+j) * D(j)",
+            decls: &[("A", &[20], out, 1.0), ("B", &[20], b, 0.5), ("C", &[23], c, 0.5), ("D", &[4], "s", 0.8)],
+            sizes: &[],
+            seed: 13,
+        };
+        case.check(&[""]);
+    }
+}

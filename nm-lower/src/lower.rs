@@ -1455,7 +1455,14 @@ impl Lowerer<'_> {
                 }
                 let tname = &self.cin.tensors[a.tensor].name;
                 if !consumer_reads.contains(&k) {
-                    return unsupported(format!("a `where` producer reading `{tname}` through a compound subscript"));
+                    // A `where` producer's read, its window still open: the producer's own loops
+                    // (inside this one) iterate it, from its parent's whole range.
+                    if !last {
+                        continue;
+                    }
+                    return unsupported(format!(
+                        "a `where` producer reading `{tname}` through a compound subscript its loops do not finish"
+                    ));
                 }
                 if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
                     return unsupported(format!(
