@@ -11,7 +11,7 @@ use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::interpret;
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, Lowered, arguments, lower_options, result_tensor};
+use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, Lowered, arguments, lower_options, take_result_tensor};
 
 /// Everything that can go wrong from expression to result, with the stage's own message.
 #[derive(Debug, thiserror::Error)]
@@ -325,7 +325,7 @@ impl<T: Scalar> Kernel<T> {
         }
         let shape = if self.result_shape.is_empty() { vec![1] } else { self.result_shape.clone() };
         let format = self.result_format.clone().unwrap_or_else(|| Format::dense(shape.len()));
-        Ok(result_tensor(&kernel.lowered, &arrays, &shape, &format)?)
+        Ok(take_result_tensor(&kernel.lowered, &mut arrays, &shape, &format)?)
     }
 
     /// `C = A·B` by nm-spmm, the operands checked against their declarations.

@@ -2785,6 +2785,8 @@ pub trait KernelValue: nm_format::Value {
     fn borrow(values: &[Self]) -> ArrayData<'_>;
     /// Its values back from an argument.
     fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]>;
+    /// An output's values, moved out (`None` for another type or a borrowed input).
+    fn take(data: &mut ArrayData) -> Option<Vec<Self>>;
 }
 
 impl KernelValue for f32 {
@@ -2802,6 +2804,12 @@ impl KernelValue for f32 {
             _ => None,
         }
     }
+    fn take(data: &mut ArrayData) -> Option<Vec<Self>> {
+        match data {
+            ArrayData::F32(v) => Some(std::mem::take(v)),
+            _ => None,
+        }
+    }
 }
 
 impl KernelValue for f64 {
@@ -2816,6 +2824,12 @@ impl KernelValue for f64 {
         match data {
             ArrayData::F64(v) => Some(v),
             ArrayData::Borrowed(Borrowed::F64(v)) => Some(v),
+            _ => None,
+        }
+    }
+    fn take(data: &mut ArrayData) -> Option<Vec<Self>> {
+        match data {
+            ArrayData::F64(v) => Some(std::mem::take(v)),
             _ => None,
         }
     }
@@ -2937,6 +2951,41 @@ pub fn result_tensor<T: KernelValue>(
     shape: &[usize],
     format: &Format,
 ) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
+    assemble_result(lowered, arrays, shape, format, None)
+}
+
+/// [`result_tensor`], moving the result's values out of `arrays` instead of copying them: for a
+/// caller done with the arrays (a dense result of 10⁶ values costs a copy and a fresh
+/// allocation's page faults otherwise, more than many kernels take to compute it).
+pub fn take_result_tensor<T: KernelValue>(
+    lowered: &Lowered,
+    arrays: &mut [crate::interp::ArrayData],
+    shape: &[usize],
+    format: &Format,
+) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
+    let k = result_values(lowered);
+    let taken = k.and_then(|k| T::take(&mut arrays[k]));
+    assemble_result(lowered, arrays, shape, format, taken)
+}
+
+/// The argument index of the result's values.
+fn result_values(lowered: &Lowered) -> Option<usize> {
+    let result = lowered.params[0];
+    lowered
+        .function
+        .arrays
+        .iter()
+        .zip(&lowered.params)
+        .position(|((_, d), t)| *t == result && d.output && matches!(d.role, Role::Values { .. }))
+}
+
+fn assemble_result<T: KernelValue>(
+    lowered: &Lowered,
+    arrays: &[crate::interp::ArrayData],
+    shape: &[usize],
+    format: &Format,
+    taken: Option<Vec<T>>,
+) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
     use crate::interp::ArrayData;
     use nm_format::{Indices, LevelStorage, Tensor};
     let result = lowered.params[0];
@@ -2977,8 +3026,14 @@ pub fn result_tensor<T: KernelValue>(
             }
         }
     }
-    let vals = find(&|r| matches!(r, Role::Values { .. }))
-        .map(|k| T::unwrap(&arrays[k]).map_or_else(Vec::new, |v| v.iter().copied().take(parents).collect()));
+    let vals = match taken {
+        Some(mut v) => {
+            v.truncate(parents);
+            Some(v)
+        }
+        None => find(&|r| matches!(r, Role::Values { .. }))
+            .map(|k| T::unwrap(&arrays[k]).map_or_else(Vec::new, |v| v.iter().copied().take(parents).collect())),
+    };
     Tensor::from_raw(shape.to_vec(), format.clone(), levels, vals.unwrap_or_default())
 }
 
