@@ -17,7 +17,9 @@
 //! The bounded run here is 300 cases from a fixed seed; `NMSPARSE_DIFF_CASES=N` and
 //! `NMSPARSE_DIFF_SEED=S` run more (`cargo test --release --test differential -- --nocapture`),
 //! `NMSPARSE_DIFF_MAX_SIZE=N` draws sizes up to N (default 6), and `NMSPARSE_DIFF_REFUSALS=1`
-//! prints every refusal (to see what the lowering lacks).
+//! prints every refusal (to see what the lowering lacks). A second test reruns 150 cases with
+//! the C kernels built with `-fsanitize=address,undefined`, in a child process with the
+//! sanitizer runtimes preloaded.
 
 mod common;
 
@@ -273,4 +275,81 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     let considered = cases - schedules_refused;
     assert!(ran * 5 > considered * 2, "only {ran} of {considered} cases compiled");
+}
+
+/// The sanitizer runtimes of the machine's `cc`, to preload (`None` when it has none).
+fn sanitizer_runtimes() -> Option<String> {
+    let mut paths = Vec::new();
+    for lib in ["libasan.so", "libubsan.so"] {
+        let out = std::process::Command::new("cc").arg(format!("-print-file-name={lib}")).output().ok()?;
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        // Without the library, the compiler echoes the bare name.
+        if !std::path::Path::new(&path).is_absolute() || !std::path::Path::new(&path).exists() {
+            return None;
+        }
+        paths.push(path);
+    }
+    Some(paths.join(":"))
+}
+
+/// Issue 9: the generated kernels of the differential suite, compiled with
+/// `-fsanitize=address,undefined` (through `NMSPARSE_CFLAGS`), run clean. The kernels are
+/// loaded into this test binary, so it re-runs itself with the sanitizer runtimes preloaded;
+/// a control kernel that writes past its buffer must be caught under the same setup, so a
+/// setup that checks nothing fails the test.
+#[test]
+fn generated_kernels_run_clean_under_address_and_undefined_behaviour_sanitizers() {
+    if std::env::var_os("NMSPARSE_UNDER_SANITIZERS").is_some() {
+        return;
+    }
+    let Some(preload) = sanitizer_runtimes() else {
+        eprintln!("skipped: cc has no libasan/libubsan to preload");
+        return;
+    };
+    let cache = std::env::temp_dir().join(format!("nmsparse-sanitized-{}", std::process::id()));
+    let run = |test: &str| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+            .env("NMSPARSE_UNDER_SANITIZERS", "1")
+            .env("LD_PRELOAD", &preload)
+            .env("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+            .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
+            .env("NMSPARSE_CFLAGS", "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all")
+            .env("NMSPARSE_CACHE_DIR", &cache)
+            .env("NMSPARSE_DIFF_CASES", "150")
+            .env("NMSPARSE_DIFF_SEED", "6006")
+            .output()
+            .unwrap()
+    };
+    let control = run("sanitizer_control_writes_past_its_buffer");
+    let said = String::from_utf8_lossy(&control.stderr).into_owned();
+    assert!(
+        !control.status.success() && said.contains("heap-buffer-overflow"),
+        "the control kernel's overflow went unnoticed: the sanitizers are not on\n{said}"
+    );
+    let suite = run("random_statements_agree_with_the_dense_reference_on_both_back_ends");
+    let said = String::from_utf8_lossy(&suite.stderr).into_owned();
+    assert!(suite.status.success(), "{said}");
+    assert!(said.contains(" 0 failed"), "{said}");
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// The control of the test above: only run by it, in a process with the sanitizer runtimes.
+#[test]
+#[ignore = "run by generated_kernels_run_clean_under_address_and_undefined_behaviour_sanitizers"]
+fn sanitizer_control_writes_past_its_buffer() {
+    // Never without the sanitizers (`--include-ignored` in a plain run): the store is real.
+    if std::env::var_os("NMSPARSE_UNDER_SANITIZERS").is_none() {
+        eprintln!("skipped: only runs under the sanitizers");
+        return;
+    }
+    const OVERFLOW: &str = "#include <stdlib.h>\nint overflow(long n) {\n  volatile double *a = malloc(n * sizeof(double));\n  a[n] = 1.0;\n  int r = (int)a[0];\n  free((void *)a);\n  return r;\n}\n";
+    let cc = nmsparse::lower::jit::CCompiler::from_env().unwrap();
+    let compiled = cc.compile(OVERFLOW, nmsparse::lower::jit::CompileOptions::default()).unwrap();
+    // SAFETY: `overflow` has this C signature. Its out-of-bounds store is the point: this
+    // test only runs under AddressSanitizer, which stops the process at that store.
+    let f = unsafe { compiled.function::<unsafe extern "C" fn(i64) -> i32>("overflow") }.unwrap();
+    // SAFETY: as above.
+    let r = unsafe { f(8) };
+    panic!("the out-of-bounds store returned ({r}): no sanitizer caught it");
 }
