@@ -401,3 +401,105 @@ fn convolution_of_an_image_file() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("subscript 0 of `I` reaches 0..=500, outside 0..500"), "{}", stderr(&o));
 }
+
+/// Sizes the machine cannot hold are refused before anything is allocated, with what was
+/// needed: a generated operand, a dense result, a shape with more elements than an address.
+#[test]
+fn what_does_not_fit_in_memory_is_an_error_not_an_abort() {
+    let run = |args: &[&str]| {
+        let o = nmsparse(args);
+        assert!(!o.status.success(), "{}", stdout(&o));
+        stderr(&o)
+    };
+    let e = run(&["A(i,j) = B(i,j) * 2", "-f=B:csr", "-d=i:1000000", "-d=j:1000000"]);
+    assert!(e.contains("generating `B` (10000000000 nonzeros") && e.contains("GiB needed"), "{e}");
+    let e = run(&["A(i,j) = B(i,j) * 2", "-f=B:csr", "-d=i:1000000", "-d=j:1000000", "-g=B:0.0000001"]);
+    assert!(e.contains("a dense result of 1000000000000 values") && e.contains("GiB needed"), "{e}");
+    let e = run(&["A(i,j) = B(i,j) * 2", "-f=B:csr", "-d=i:10000000000", "-d=j:10000000000", "-g=B:h"]);
+    assert!(e.contains("has too many elements"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}
+
+/// Two processes compiling the same kernel into one empty cache at once both succeed with
+/// the same result, and leave one object and no temporary files behind (writes go to unique
+/// temporary names and are renamed into place).
+#[test]
+fn two_processes_compile_the_same_kernel_at_once() {
+    let cache = scratch("shared-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_nmsparse"))
+            .args(["y(i) = A(i,j) * x(j) + 3 * x(i)", "-f=A:csr", "-d=i:300", "-d=j:300"])
+            .env("NMSPARSE_CACHE_DIR", &cache)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success() && b.status.success(), "{}{}", stderr(&a), stderr(&b));
+    assert_eq!(stdout(&a), stdout(&b));
+    let files: Vec<String> =
+        std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(files.iter().all(|f| !f.contains(".tmp")), "{files:?}");
+    assert_eq!(files.iter().filter(|f| f.ends_with(".so")).count(), 1, "{files:?}");
+}
+
+/// SIGINT during a long run stops the process; the `-o` file it would have written is not
+/// there, half-written or otherwise (outputs are written to a temporary file and renamed).
+#[test]
+fn an_interrupted_run_leaves_no_output_file() {
+    let out = scratch("interrupted.mtx");
+    let _ = std::fs::remove_file(&out);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nmsparse"))
+        .args(["C(i,j) = A(i,k) * B(k,j)", "-f=A:csr", "-d=i:400", "-d=k:400", "-d=j:400", "-time=100000"])
+        .arg(format!("-o=C:{}", out.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(child.try_wait().unwrap().is_none(), "the run ended before it could be interrupted");
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(!out.exists(), "an interrupted run wrote {}", out.display());
+    let dir = out.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("interrupted"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// A missing C compiler, and one that fails, are errors that say so (and the interpreter
+/// still runs the statement without one).
+#[test]
+fn a_missing_or_failing_c_compiler_is_a_clear_error() {
+    let args = ["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:30", "-d=j:30"];
+    let with_cc = |cc: &str, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nmsparse"))
+            .args(args)
+            .args(extra)
+            .env("CC", cc)
+            .env("NMSPARSE_CACHE_DIR", scratch("cc-cache"))
+            .output()
+            .unwrap()
+    };
+    let o = with_cc("/nonexistent/cc", &[]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot run the C compiler `/nonexistent/cc`"), "{}", stderr(&o));
+    let failing = scratch("failing-cc.sh");
+    std::fs::write(&failing, "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'fake 1.0'; exit 0; fi\necho 'cc: internal error' >&2\nexit 1\n")
+        .unwrap();
+    Command::new("chmod").arg("+x").arg(&failing).status().unwrap();
+    let o = with_cc(failing.to_str().unwrap(), &[]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("failed") && stderr(&o).contains("cc: internal error"), "{}", stderr(&o));
+    let o = with_cc("/nonexistent/cc", &["-backend=interp"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+}

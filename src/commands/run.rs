@@ -129,6 +129,24 @@ fn fill(spec: Option<&str>, sparse: bool) -> Result<(f64, Values), CommandError>
     })
 }
 
+/// Refuses, before generating, an operand the machine cannot hold: its coordinate list (a
+/// coordinate per dimension and a value per entry), the scratch of drawing and sorting it, and
+/// the tensor built from it — or, when dense enough to be drawn from every position, the list
+/// of all positions.
+fn ensure_generatable(name: &str, shape: &[usize], density: f64) -> Result<(), CommandError> {
+    let total = shape.iter().try_fold(1u128, |a, &n| a.checked_mul(n as u128));
+    let Some(total) = total.filter(|&t| t <= usize::MAX as u128) else {
+        return Err(CommandError(format!("cannot generate `{name}`: its shape {shape:?} has too many elements")));
+    };
+    let nonzeros = (density.clamp(0.0, 1.0) * total as f64).round() as u128;
+    let per_entry = 3 * 8 * (shape.len() as u128 + 1);
+    let drawn = if nonzeros * 3 > total { total * 8 } else { 0 };
+    nm_format::memory::ensure_available(nonzeros * per_entry + drawn, || {
+        format!("generating `{name}` ({nonzeros} nonzeros of {shape:?})")
+    })?;
+    Ok(())
+}
+
 fn split_pair<'a>(option: &str, text: &'a str) -> Result<(&'a str, &'a str), CommandError> {
     text.split_once(':').ok_or_else(|| CommandError(format!("-{option}={text}: expected NAME:VALUE")))
 }
@@ -268,6 +286,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                 // N:M data is generated dense, then pruned into its pattern.
                 let sparse = parsed_formats.contains_key(&t.name) && !structured;
                 let (density, values) = fill(fills.get(&t.name).map(String::as_str), sparse)?;
+                ensure_generatable(&t.name, shape, density)?;
                 uniform::<T>(shape, density, values, 1 + nm_ir::id::Id::index(id) as u64)
             }
         };
@@ -375,7 +394,9 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     }
     let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
     let result_shape = shapes[stmt.tensor_name(result_id)].clone();
-    let result_len: usize = result_shape.iter().product();
+    let result_len: usize = result_shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).ok_or_else(|| {
+        CommandError(format!("the result's shape {result_shape:?} has more elements than this machine can address"))
+    })?;
     let reps = o.time.unwrap_or(1).max(1);
     let mut times = Vec::with_capacity(reps);
     let compile_start = Instant::now();
