@@ -9,7 +9,10 @@
 //! and skipped; anything else that fails is a failure, and at least 40% of the cases must
 //! compile.
 //!
-//! A third of the cases carry a random loop order (`reorder`); an illegal one counts as refused.
+//! A third of the cases carry a random loop order (`reorder`), some a `split` of one loop; an
+//! illegal one counts as refused. A tenth of the operands after the first are of order 4. A
+//! failing case is shrunk (sizes, threads, schedule, workspace, densities) while it still
+//! fails, and both it and the shrunk one are printed.
 //! Sparse results come in CSR, DCSR, CSC and COO (matrices) and sparse vectors; a third of the
 //! cases name a random sparse workspace policy (every policy, accumulation arrays of 1–9
 //! components, inline or pipelined), used wherever the loops scatter into a sparse result.
@@ -61,6 +64,7 @@ impl Subscript {
 }
 
 /// One random case: the statement and each tensor's (name, subscripts, format).
+#[derive(Clone)]
 struct Case {
     expr: String,
     tensors: Vec<(String, Vec<Subscript>, String)>,
@@ -89,7 +93,8 @@ fn random_case(rng: &mut Pcg64) -> Case {
             (0, _) => result_vars.clone(),
             _ => {
                 let pool = ['i', 'j', 'k', 'l'];
-                let order = rng.random_range(1..=3);
+                // Order 4 now and then (all of i, j, k, l).
+                let order = if rng.random_bool(0.1) { 4 } else { rng.random_range(1..=3) };
                 let mut v: Vec<char> = Vec::new();
                 while v.len() < order {
                     let c = pool[rng.random_range(0..4)];
@@ -106,7 +111,8 @@ fn random_case(rng: &mut Pcg64) -> Case {
         let format = match vars.len() {
             1 => ["dense", "s"][rng.random_range(0..2)].to_string(),
             2 => ["dense", "csr", "dcsr", "ds:1,0", "coo", "nv24", "nm(2,4,2)"][rng.random_range(0..7)].to_string(),
-            _ => ["dense", "csf", "coo", "dds", "sds"][rng.random_range(0..5)].to_string(),
+            3 => ["dense", "csf", "coo", "dds", "sds"][rng.random_range(0..5)].to_string(),
+            _ => ["dense", "csf", "coo", "ddds", "dsds", "sdss"][rng.random_range(0..6)].to_string(),
         };
         // Now and then a compound subscript (a sliding window `i+k`, a stride `2*i+k`, an
         // offset `i+1`): sparse convolution. Not on N:M levels, which refuse them.
@@ -156,6 +162,19 @@ fn random_case(rng: &mut Pcg64) -> Case {
         }
         format!("reorder({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(", "))
     });
+    // Sometimes a `split` of one loop (of a dense loop it lowers; of a compressed one it is
+    // refused by name), after the reorder if there is one.
+    let schedule = if rng.random_bool(0.15) {
+        let vars = case_vars(&tensors);
+        let v = vars[rng.random_range(0..vars.len())];
+        let split = format!("split({v}, {v}0, {v}1, {})", rng.random_range(2..=3));
+        Some(match schedule {
+            Some(order) => format!("{order}; {split}"),
+            None => split,
+        })
+    } else {
+        schedule
+    };
     let workspace = rng.random_bool(0.3).then(|| {
         use nmsparse::ism::{Config, Policy};
         let policies = [
@@ -260,12 +279,17 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
         let case = random_case(&mut rng);
         // Every fourth case in f32 (small integers: exact in both).
         let case_seed = seed.wrapping_add(n as u64 * 7);
-        let outcome = if n % 4 == 3 { run_case::<f32>(&case, case_seed) } else { run_case::<f64>(&case, case_seed) };
-        match outcome {
+        let run = |case: &Case| {
+            if n % 4 == 3 { run_case::<f32>(case, case_seed) } else { run_case::<f64>(case, case_seed) }
+        };
+        match run(&case) {
             Ok(Some(true)) => ran += 1,
             Ok(Some(false)) => refused += 1,
             Ok(None) => schedules_refused += 1,
-            Err(e) => failures.push(e),
+            Err(e) => {
+                let (_, shrunk) = shrink(&case, e.clone(), run);
+                failures.push(format!("{e}\n  shrunk to: {shrunk}"));
+            }
         }
     }
     eprintln!(
@@ -275,6 +299,54 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     let considered = cases - schedules_refused;
     assert!(ran * 5 > considered * 2, "only {ran} of {considered} cases compiled");
+}
+
+/// A failing case made smaller while it still fails: each variable's size down to 1 (else
+/// halved, else one less), one thread, no schedule, no workspace policy, full operands (a
+/// density of 1 is easier to read than a random pattern). Returns the last failing case and
+/// its failure.
+fn shrink(case: &Case, failure: String, run: impl Fn(&Case) -> Result<Option<bool>, String>) -> (Case, String) {
+    let (mut best, mut why) = (case.clone(), failure);
+    for _ in 0..40 {
+        let mut candidates = Vec::new();
+        for v in 0..4 {
+            let n = best.sizes[v];
+            for smaller in [1, n / 2, n.saturating_sub(1)] {
+                if smaller >= 1 && smaller < n {
+                    let mut c = best.clone();
+                    c.sizes[v] = smaller;
+                    candidates.push(c);
+                }
+            }
+        }
+        let mut c = best.clone();
+        c.threads = 1;
+        candidates.push(c);
+        let mut c = best.clone();
+        c.schedule = None;
+        candidates.push(c);
+        let mut c = best.clone();
+        c.workspace = None;
+        candidates.push(c);
+        for k in 1..best.densities.len() {
+            let mut c = best.clone();
+            c.densities[k] = 1.0;
+            candidates.push(c);
+        }
+        let differs = |c: &Case| {
+            c.sizes != best.sizes
+                || c.threads != best.threads
+                || c.schedule != best.schedule
+                || c.workspace.is_some() != best.workspace.is_some()
+                || c.densities != best.densities
+        };
+        let next = candidates.into_iter().filter(differs).find_map(|c| run(&c).err().map(|e| (c, e)));
+        match next {
+            Some((c, e)) => (best, why) = (c, e),
+            None => break,
+        }
+    }
+    (best, why)
 }
 
 /// The sanitizer runtimes of the machine's `cc`, to preload (`None` when it has none).
@@ -352,4 +424,22 @@ fn sanitizer_control_writes_past_its_buffer() {
     // SAFETY: as above.
     let r = unsafe { f(8) };
     panic!("the out-of-bounds store returned ({r}): no sanitizer caught it");
+}
+
+/// The shrinker keeps what the failure needs and drops the rest: here a "failure" whenever
+/// `i` has at least 3 coordinates and `B` is not full.
+#[test]
+fn shrinking_keeps_what_fails_and_drops_the_rest() {
+    let mut rng = Pcg64::seed_from_u64(3);
+    let mut case = random_case(&mut rng);
+    case.sizes = [6, 5, 4, 6];
+    case.threads = 2;
+    case.densities = vec![1.0, 0.3, 0.6];
+    let fails = |c: &Case| {
+        if c.sizes[0] >= 3 && c.densities[1] < 1.0 { Err(format!("fails at {:?}", c.sizes)) } else { Ok(Some(true)) }
+    };
+    let (small, why) = shrink(&case, "fails".into(), fails);
+    assert_eq!(small.sizes, [3, 1, 1, 1], "{why}");
+    assert_eq!((small.threads, small.schedule.as_deref(), small.densities[1]), (1, None, 0.3));
+    assert_eq!(why, "fails at [3, 1, 1, 1]");
 }
