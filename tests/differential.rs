@@ -443,3 +443,44 @@ fn shrinking_keeps_what_fails_and_drops_the_rest() {
     assert_eq!((small.threads, small.schedule.as_deref(), small.densities[1]), (1, None, 0.3));
     assert_eq!(why, "fails at [3, 1, 1, 1]");
 }
+
+/// Found by the differential tests (seed 9191, shrunk): a `split` loop co-iterating a sparse
+/// operand restarted the operand's iterator from its first entry in every block, so blocks
+/// after the first never met their entries.
+#[test]
+fn a_split_loop_meets_the_sparse_entries_of_every_block() {
+    let plain = |v: char| Subscript::var(v);
+    let cases = [
+        ("A(i) = B(i) + C(i)", vec![("A", "s"), ("B", "s"), ("C", "dense")], [4, 1, 1, 1], "split(i, i0, i1, 3)"),
+        ("A(i) = B(i) - C(i)", vec![("A", "dense"), ("B", "dense"), ("C", "s")], [3, 1, 1, 1], "split(i, i0, i1, 2)"),
+        ("A(i) = B(i) + C(i)", vec![("A", "dense"), ("B", "coo"), ("C", "dense")], [7, 1, 1, 1], "split(i, i0, i1, 3)"),
+    ];
+    for (expr, formats, sizes, schedule) in cases {
+        let tensors = formats.iter().map(|(n, f)| (n.to_string(), vec![plain('i')], f.to_string())).collect();
+        let case = Case {
+            expr: expr.into(),
+            tensors,
+            sizes,
+            threads: 1,
+            densities: vec![1.0, 0.6, 1.0],
+            schedule: Some(schedule.into()),
+            workspace: None,
+        };
+        assert_eq!(run_case::<f64>(&case, 9191), Ok(Some(true)), "{expr} [{schedule}] {formats:?}");
+    }
+    // Two dimensions: the split inner loop over DCSR's second level.
+    let case = Case {
+        expr: "A(i,j) = B(i,j) - C(l)".into(),
+        tensors: vec![
+            ("A".into(), vec![plain('i'), plain('j')], "csc".into()),
+            ("B".into(), vec![plain('i'), plain('j')], "dcsr".into()),
+            ("C".into(), vec![plain('l')], "dense".into()),
+        ],
+        sizes: [2, 7, 1, 1],
+        threads: 1,
+        densities: vec![0.0, 0.6, 1.0],
+        schedule: Some("split(j, j0, j1, 3)".into()),
+        workspace: None,
+    };
+    assert_eq!(run_case::<f64>(&case, 9191), Ok(Some(true)));
+}

@@ -1635,7 +1635,16 @@ impl Lowerer<'_> {
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
             let crd = match &subsections[n] {
-                Subsection::Plain => crd,
+                // The inner loop of a `split` visits one block of coordinates: its iterators
+                // start at the block's first (found by the differential tests: they restarted
+                // from the level's first entry in every block and never reached the later ones).
+                Subsection::Plain => {
+                    if let Some((_, block, factor)) = split_inner {
+                        let first = bin(BinOp::Mul, var(block), int(factor));
+                        out.extend(lower_bound(&mut self.f, p, end, &crd, first));
+                    }
+                    crd
+                }
                 Subsection::Last { term, coef, size } => {
                     // The entries at `offset + coef·v`, v < size: those from the first at or
                     // past `offset` to the last before `offset + coef·size`.
