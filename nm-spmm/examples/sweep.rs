@@ -5,14 +5,16 @@
 //!     cargo run --release -p nm-spmm --example sweep -- SIZES PATTERNS L TYPE THREADS REPS
 //!     cargo run --release -p nm-spmm --example sweep -- 1024,2048 2:4,2:8 32 f32 2 5
 //!     cargo run --release -p nm-spmm --example sweep -- 1024 nv24 0 f32 1 5   # A in nv24
+//!     cargo run --release -p nm-spmm --example sweep -- 1024x12288x4096 2:8 32 f32 1 3  # m×n×k
+//!
+//! A size is `S` (m = n = k = S) or `MxNxK`.
 
 use std::time::Instant;
 
 use nm_format::{Format, Tensor};
 use nm_spmm::{Isa, NmMatrix, Real, spmm};
 
-fn run<T: Real>(size: usize, keep: u32, window: u32, l: usize, threads: usize, reps: usize) {
-    let (m, k, n) = (size, size, size);
+fn run<T: Real>((m, n, k): (usize, usize, usize), keep: u32, window: u32, l: usize, threads: usize, reps: usize) {
     // B: deterministic values, pruned into the pattern (every window keeps N rows per group).
     let dense: Vec<T> = (0..k * n).map(|q| T::from_f64(1.0 + ((q * 7919) % 97) as f64 / 97.0)).collect();
     let b = Tensor::from_dense(&[k, n], &dense, &Format::dense(2)).unwrap();
@@ -42,8 +44,7 @@ fn best_of(reps: usize, mut run: impl FnMut()) -> f64 {
 }
 
 /// `C = A·B` with A in `nv24` (2:4 along rows), B dense: the same CSV line, N:M = 2:4, L = 0.
-fn run_nv24<T: Real>(size: usize, threads: usize, reps: usize) {
-    let (m, k, n) = (size, size, size);
+fn run_nv24<T: Real>((m, n, k): (usize, usize, usize), threads: usize, reps: usize) {
     let dense: Vec<T> = (0..m * k).map(|q| T::from_f64(1.0 + ((q * 7919) % 97) as f64 / 97.0)).collect();
     let a = Tensor::from_dense(&[m, k], &dense, &Format::dense(2)).unwrap();
     let (a, _) = a.prune(&Format::nv24(2)).unwrap();
@@ -57,7 +58,17 @@ fn run_nv24<T: Real>(size: usize, threads: usize, reps: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_string());
-    let sizes: Vec<usize> = arg(0, "1024").split(',').map(|s| s.parse().expect("a size")).collect();
+    let sizes: Vec<(usize, usize, usize)> = arg(0, "1024")
+        .split(',')
+        .map(|s| {
+            let dims: Vec<usize> = s.split('x').map(|d| d.parse().expect("a size")).collect();
+            match dims.as_slice() {
+                [s] => (*s, *s, *s),
+                [m, n, k] => (*m, *n, *k),
+                _ => panic!("a size is S or MxNxK, not {s}"),
+            }
+        })
+        .collect();
     let nv24 = arg(1, "2:4") == "nv24";
     let patterns: Vec<(u32, u32)> = arg(1, "2:4")
         .split(',')
