@@ -2125,7 +2125,14 @@ impl Lowerer<'_> {
         let levels = o.format.levels();
         let (parent, level) = (levels.get(l)?, levels.get(l + 1)?);
         let ordered = matches!(level.kind, LevelKind::Compressed(p) if p.ordered);
-        if parent.kind != LevelKind::Dense || !ordered || o.pos[l + 1].is_none() {
+        // A compressed parent (DCSR) holds only some rows: those in the reach of its
+        // subscript are a range of its positions, found by search.
+        let parent_ok = match parent.kind {
+            LevelKind::Dense => true,
+            LevelKind::Compressed(p) => p.ordered && p.unique && o.pos[l].is_some(),
+            _ => false,
+        };
+        if !parent_ok || !ordered || o.pos[l + 1].is_none() {
             return None;
         }
         let (rows, term) = (&a.subscripts[parent.expr.dim()], &a.subscripts[level.expr.dim()]);
@@ -2174,15 +2181,37 @@ impl Lowerer<'_> {
         let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
         let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
         let levels = o.format.levels();
-        // `l` is the compressed level; its dense parent `l - 1` waits for a later loop.
+        // `l` is the compressed level; its parent `l - 1` waits for a later loop.
         let parent_level = l - 1;
         let grand = match parent_level.checked_sub(1) {
             None => int(0),
             Some(g) => var(self.positions[k][g].expect("resolved in order")),
         };
-        let parent_size = o.shape[levels[parent_level].expr.dim()] as i64;
-        // The position (in the dense parent level) of the first row the rows' subscript reaches.
-        let first = bin(BinOp::Add, bin(BinOp::Mul, grand, int(parent_size)), self.affine(rows, None));
+        let row0 = self.affine(rows, None);
+        let mut init = Vec::new();
+        // The parent's positions of the rows the subscript reaches: `first` and `count` of them.
+        let (first, count) = match o.pos[parent_level] {
+            // Dense: every row, at grand · size + row.
+            None => {
+                let parent_size = o.shape[levels[parent_level].expr.dim()] as i64;
+                (bin(BinOp::Add, bin(BinOp::Mul, grand, int(parent_size)), row0), int(span))
+            }
+            // Compressed: the stored rows in [row0, row0 + span), by two searches.
+            Some(parent_pos) => {
+                let rows_crd = Coordinates::Array(o.crd[parent_level].expect("a compressed level"));
+                let (lo, hi) = (
+                    self.f.fresh_var(&format!("{tname}{parent_level}_rows"), ScalarType::Index),
+                    self.f.fresh_var(&format!("{tname}{parent_level}_rows_end"), ScalarType::Index),
+                );
+                let limit = self.f.fresh_var(&format!("{tname}{parent_level}_rows_limit"), ScalarType::Index);
+                init.push(Stmt::Decl(lo, load(parent_pos, grand.clone())));
+                init.push(Stmt::Decl(limit, load(parent_pos, bin(BinOp::Add, grand, int(1)))));
+                init.extend(lower_bound(&mut self.f, lo, limit, &rows_crd, row0.clone()));
+                init.push(Stmt::Decl(hi, var(lo)));
+                init.extend(lower_bound(&mut self.f, hi, limit, &rows_crd, bin(BinOp::Add, row0, int(span))));
+                (var(lo), bin(BinOp::Sub, var(hi), var(lo)))
+            }
+        };
         let pos = o.pos[l].expect("a compressed level");
         let starts = self.f.array(&format!("{tname}{l}_starts"), ElemType::I64, Role::Scratch, true);
         self.prologue.push(Stmt::Resize { array: starts, len: int(span) });
@@ -2190,7 +2219,7 @@ impl Lowerer<'_> {
         let state = self.f.fresh_var(&format!("{tname}{l}_first{}", self.cin.vars[v].name), ScalarType::Index);
         let next = self.f.fresh_var(&format!("{tname}{l}_next"), ScalarType::Index);
         let row_end = |t: VarId| load(pos, bin(BinOp::Add, bin(BinOp::Add, first.clone(), var(t)), int(1)));
-        let mut init = vec![Stmt::Decl(next, int(0)), Stmt::Decl(state, int(0))];
+        init.extend([Stmt::Decl(next, int(0)), Stmt::Decl(state, int(0))]);
         // Every row's first entry at or past the first window.
         let t = self.f.fresh_var("row_t", ScalarType::Index);
         let (q, q_end) = (self.f.fresh_var("row_p", ScalarType::Index), self.f.fresh_var("row_end", ScalarType::Index));
@@ -2198,7 +2227,7 @@ impl Lowerer<'_> {
             vec![Stmt::Decl(q, load(pos, bin(BinOp::Add, first.clone(), var(t)))), Stmt::Decl(q_end, row_end(t))];
         body.extend(lower_bound(&mut self.f, q, q_end, crd, base.clone()));
         body.push(Stmt::Store { array: starts, index: var(t), value: var(q), accumulate: false });
-        init.push(Stmt::For { var: t, start: int(0), end: int(span), body, parallel: false });
+        init.push(Stmt::For { var: t, start: int(0), end: count.clone(), body, parallel: false });
         // The smallest `v` from `next` on with an entry in its window, in `state` (`size`: none).
         let smallest = {
             let t = self.f.fresh_var("row_t", ScalarType::Index);
@@ -2211,7 +2240,7 @@ impl Lowerer<'_> {
                 Stmt::For {
                     var: t,
                     start: int(0),
-                    end: int(span),
+                    end: count.clone(),
                     body: vec![Stmt::If {
                         cond: bin(BinOp::Lt, at, row_end(t)),
                         then: vec![Stmt::Assign(state, bin(BinOp::Min, var(state), candidate))],
@@ -2234,7 +2263,7 @@ impl Lowerer<'_> {
         let mut steps = vec![Stmt::For {
             var: t,
             start: int(0),
-            end: int(span),
+            end: count,
             body: vec![Stmt::While {
                 cond: bin(
                     BinOp::And,
