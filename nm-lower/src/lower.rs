@@ -119,10 +119,7 @@ impl Coordinates {
                 let shifted = bin(BinOp::Sub, raw.at(p), offset.clone());
                 if *coef == 1 { shifted } else { bin(BinOp::Div, shifted, int(*coef)) }
             }
-            Coordinates::Rows { state, .. } => {
-                let _ = p;
-                var(*state)
-            }
+            Coordinates::Rows { state, .. } => var(*state),
             Coordinates::Window { raw, base, coef, width, next } => {
                 // Truncating division rounds up here: a numerator at or below zero gives a value
                 // at or below zero, which `next` (never negative) outweighs.
@@ -142,14 +139,6 @@ impl Coordinates {
             Coordinates::Mapped { raw, .. } | Coordinates::Window { raw, .. } => raw.stored(p),
             _ => self.at(p),
         }
-    }
-}
-
-/// The `crd` array of a compressed level's coordinates.
-fn pos_crd(crd: &Coordinates) -> ArrayId {
-    match crd {
-        Coordinates::Array(a) => *a,
-        _ => unreachable!("a rows iterator reads a compressed level's crd"),
     }
 }
 
@@ -2232,7 +2221,7 @@ impl Lowerer<'_> {
         let smallest = {
             let t = self.f.fresh_var("row_t", ScalarType::Index);
             let at = load(starts, var(t));
-            let over = bin(BinOp::Sub, load(pos_crd(crd), at.clone()), bin(BinOp::Add, base.clone(), int(width)));
+            let over = bin(BinOp::Sub, crd.at(at.clone()), bin(BinOp::Add, base.clone(), int(width)));
             let candidate =
                 bin(BinOp::Max, var(next), bin(BinOp::Div, bin(BinOp::Add, over, int(coef - 1)), int(coef)));
             vec![
@@ -2268,7 +2257,7 @@ impl Lowerer<'_> {
                 cond: bin(
                     BinOp::And,
                     bin(BinOp::Lt, at.clone(), row_end(t)),
-                    bin(BinOp::Lt, load(pos_crd(crd), at.clone()), start),
+                    bin(BinOp::Lt, crd.at(at.clone()), start),
                 ),
                 body: vec![Stmt::Store {
                     array: starts,
