@@ -1594,21 +1594,7 @@ impl Lowerer<'_> {
             let p = new_var(format!("{tname}{l}_p{n}"));
             let end = new_var(format!("{tname}{l}_end{n}"));
             let c = new_var(format!("{tname}{l}_{name}{n}"));
-            // One past the parent's last position: the end of its segment when it has one.
-            let parent_end = match self.segment(k, l) {
-                Some(end) => var(end),
-                None => bin(BinOp::Add, parent.clone(), int(1)),
-            };
-            let range = match (o.pos[l], o.structured[l]) {
-                (Some(pos), _) => (load(pos, parent.clone()), load(pos, parent_end)),
-                // Structured: N positions per block of M, for every parent position.
-                (None, Some((n, m, size))) => {
-                    let per = int((size / m as usize * n as usize) as i64);
-                    (bin(BinOp::Mul, parent.clone(), per.clone()), bin(BinOp::Mul, parent_end, per))
-                }
-                // A singleton level: its parent's positions.
-                (None, None) => (parent.clone(), parent_end),
-            };
+            let range = self.level_range(&o, k, l, parent.clone());
             segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
             // Inside the loop of an earlier variable of a compound subscript: its window.
             let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).map(|w| w.2.clone());
@@ -1918,6 +1904,24 @@ impl Lowerer<'_> {
         }
         self.bound[v.index()] = None;
         Ok(out)
+    }
+
+    /// The positions of access `k`'s level `l` under the parent position `parent`: from the
+    /// level's `pos` (up to the end of the parent's segment when the parent is walked segment
+    /// by segment), N per block of M of a structured level, the parent's own for a singleton.
+    fn level_range(&self, o: &Operand, k: usize, l: usize, parent: Expr) -> (Expr, Expr) {
+        let parent_end = match self.segment(k, l) {
+            Some(end) => var(end),
+            None => bin(BinOp::Add, parent.clone(), int(1)),
+        };
+        match (o.pos[l], o.structured[l]) {
+            (Some(pos), _) => (load(pos, parent), load(pos, parent_end)),
+            (None, Some((n, m, size))) => {
+                let per = int((size / m as usize * n as usize) as i64);
+                (bin(BinOp::Mul, parent, per.clone()), bin(BinOp::Mul, parent_end, per))
+            }
+            (None, None) => (parent, parent_end),
+        }
     }
 
     /// The end of the segment access `k`'s level `l - 1` stands on, when that level is walked
@@ -2626,15 +2630,7 @@ impl Lowerer<'_> {
                     ));
                 }
                 let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
-                // One past the parent's last position: the end of its segment when it has one.
-                let parent_end = match self.segment(k, l) {
-                    Some(end) => var(end),
-                    None => bin(BinOp::Add, parent.clone(), int(1)),
-                };
-                let range = match o.pos[l] {
-                    Some(pos) => (load(pos, parent), load(pos, parent_end)),
-                    None => (parent, parent_end),
-                };
+                let range = self.level_range(&o, k, l, parent);
                 let p = self.f.fresh_var(&format!("{tname}{l}_found"), ScalarType::Index);
                 let end = self.f.fresh_var(&format!("{tname}{l}_last"), ScalarType::Index);
                 let crd = Coordinates::Array(o.crd[l].expect("compressed or singleton"));
