@@ -142,6 +142,11 @@ impl Coordinates {
     }
 }
 
+/// The coefficient of `v` in `term`.
+fn coefficient(term: &nm_ir::notation::IndexTerm, v: IndexVarId) -> i64 {
+    term.terms.iter().filter(|(_, w)| *w == v).map(|(c, _)| c).sum()
+}
+
 /// Moves `p` to the first position in `[p, end)` whose coordinate is at least `target`
 /// (binary search; the level's coordinates are sorted). The two answers a convolution asks
 /// for most — the range's first entry (a window already starts there) and its end (a window
@@ -234,8 +239,8 @@ enum Subsection {
     Last { term: nm_ir::notation::IndexTerm, coef: i64, size: i64 },
     /// A compound subscript with variables still unbound, whose values span `width`.
     Window { term: nm_ir::notation::IndexTerm, coef: i64, width: i64, size: i64 },
-    /// A window (as `Window`) on a compressed level whose parent, a dense level, is not
-    /// resolved yet (`I(i+r, j+q)` in CSR along `j` before `r`): the loop visits the `v`
+    /// A window (as `Window`) on a compressed level whose parent, a dense or compressed
+    /// level, is not resolved yet (`I(i+r, j+q)` in CSR along `j` before `r`): the loop visits the `v`
     /// whose window holds an entry in any of the `span` rows the parent's subscript `rows`
     /// may still reach, keeping one window start per row (the paper's position-pair vectors).
     Rows {
@@ -248,9 +253,9 @@ enum Subsection {
     },
 }
 
-/// Where an outer loop left a compressed level's range: a window start in a variable, or one
-/// per row of an unresolved dense parent (`Subsection::Rows`), indexed by the parent's
-/// position less `first`.
+/// Where an outer loop left a compressed level's range: a window start and the level's end in
+/// variables, or one start per row of an unresolved parent (`Subsection::Rows`), indexed by
+/// the parent's position less `first`.
 #[derive(Clone, Debug)]
 enum Subrange {
     Start(VarId, VarId),
@@ -428,9 +433,9 @@ struct Lowerer<'a> {
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
     segments: Vec<(usize, usize, VarId)>,
-    /// (access, level, first position, end): the subsection of a compressed level that the
-    /// loops of a compound subscript's earlier variables narrowed it to — from its first
-    /// entry; where it ends, the searches of the loops inside find.
+    /// (access, level, subrange): the subsection of a compressed level that the loops of a
+    /// compound subscript's earlier variables narrowed it to — from its first entry; where it
+    /// ends, the searches of the loops inside find.
     windows: Vec<(usize, usize, Subrange)>,
     /// (pos array, level, hint arrays) of searched levels (see [`Lowerer::search_hints`]).
     hints: Vec<(ArrayId, usize, ArrayId, ArrayId)>,
@@ -1468,18 +1473,11 @@ impl Lowerer<'_> {
                     return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));
                 }
                 sparse.push((k, l));
-                let coef = t.terms.iter().filter(|(_, w)| *w == v).map(|(c, _)| c).sum::<i64>();
-                let size = self.size(v) as i64;
+                let (coef, size) = (coefficient(t, v), self.size(v) as i64);
                 subsections.push(if last {
                     Subsection::Last { term: t.clone(), coef, size }
                 } else {
-                    let width = t
-                        .terms
-                        .iter()
-                        .filter(|(_, w)| *w != v && self.bound[w.index()].is_none())
-                        .map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0))
-                        .sum();
-                    Subsection::Window { term: t.clone(), coef, width, size }
+                    Subsection::Window { term: t.clone(), coef, width: self.reach(t, v), size }
                 });
             } else if dim_var == Some(v) {
                 if level.kind == LevelKind::Dense {
@@ -1567,8 +1565,8 @@ impl Lowerer<'_> {
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
-        let mut windows = Vec::new(); // a subsection iterator's level end (its range's end)
-        let mut rows_state: Vec<Option<(ArrayId, Expr)>> = Vec::new(); // a rows iterator's starts
+        // What a subsection iterator hands the loops inside, where it stands on a value.
+        let mut subranges: Vec<Option<Subrange>> = Vec::new();
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             // (A rows iterator's parent is not resolved: its range is its rows'.)
@@ -1665,10 +1663,10 @@ impl Lowerer<'_> {
                     crd
                 }
                 Subsection::Rows { rows, term, coef, width, size, span } => {
-                    let (init, crd, state) =
+                    let (init, crd, subrange) =
                         self.rows_cursor(k, l, v, (rows, term), (*coef, *width, *size, *span), end, &crd);
                     out.extend(init);
-                    rows_state.push(Some(state));
+                    subranges.push(Some(subrange));
                     crd
                 }
                 Subsection::Window { term, coef, width, size } => {
@@ -1681,15 +1679,15 @@ impl Lowerer<'_> {
                     out.extend(lower_bound(&mut self.f, p, end, &crd, base.clone()));
                     let crd = Coordinates::Window { raw: Box::new(crd), base, coef: *coef, width: *width, next };
                     out.extend(settle(p, end, &crd, *size));
-                    windows.push(Some(limit));
+                    // The window at each `v` starts at the cursor; the inner loops' searches
+                    // find where it ends (no scan for it here: a 999-wide row window would be
+                    // walked once per filter row).
+                    subranges.push(Some(Subrange::Start(p, limit)));
                     crd
                 }
             };
-            if !matches!(subsections[n], Subsection::Window { .. }) {
-                windows.push(None);
-            }
-            if !matches!(subsections[n], Subsection::Rows { .. }) {
-                rows_state.push(None);
+            if !matches!(subsections[n], Subsection::Window { .. } | Subsection::Rows { .. }) {
+                subranges.push(None);
             }
             cursors.push((p, end, c, crd.clone()));
             ranges.push(range);
@@ -1746,15 +1744,8 @@ impl Lowerer<'_> {
                 let mut inner = Vec::new();
                 for &n in &its {
                     let (k, l) = sparse[n];
-                    if let Some(limit) = windows[n] {
-                        // The subsection at this `v` starts at the cursor; the inner loops'
-                        // searches find where it ends (no scan for it here: a 999-wide row
-                        // window would be walked once per filter row).
-                        lw.windows.push((k, l, Subrange::Start(cursors[n].0, limit)));
-                        continue;
-                    }
-                    if let Some((starts, first)) = &rows_state[n] {
-                        lw.windows.push((k, l, Subrange::Rows { starts: *starts, first: first.clone() }));
+                    if let Some(subrange) = &subranges[n] {
+                        lw.windows.push((k, l, subrange.clone()));
                         continue;
                     }
                     lw.positions[k][l] = Some(cursors[n].0);
@@ -2098,8 +2089,18 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
-    /// A rows iterator along `v` for access `k`, whose first unresolved level `l` is dense
-    /// and waits for a later variable while level `l + 1` slides with `v` (see
+    /// How far a subscript's variables other than `v` and not bound yet can carry it: the
+    /// width of its windows along `v`.
+    fn reach(&self, term: &nm_ir::notation::IndexTerm, v: IndexVarId) -> i64 {
+        term.terms
+            .iter()
+            .filter(|(_, w)| *w != v && self.bound[w.index()].is_none())
+            .map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0))
+            .sum()
+    }
+
+    /// A rows iterator along `v` for access `k`, whose first unresolved level `l` (dense, or
+    /// compressed: DCSR) waits for a later variable while level `l + 1` slides with `v` (see
     /// [`Subsection::Rows`]); `None` when that is not the case (or not supported: negative
     /// coefficients, more than 4096 rows, OpenMP threads sharing the starts).
     fn rows_subsection(
@@ -2138,19 +2139,15 @@ impl Lowerer<'_> {
         {
             return None;
         }
-        let reach = |t: &nm_ir::notation::IndexTerm| -> i64 {
-            t.terms.iter().filter(|(_, w)| unbound(*w)).map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0)).sum()
-        };
-        let span = reach(rows) + 1;
+        let span = self.reach(rows, v) + 1;
         if span > 4096 {
             return None;
         }
-        let coef = term.terms.iter().filter(|(_, w)| *w == v).map(|(c, _)| c).sum();
         Some(Subsection::Rows {
             rows: rows.clone(),
             term: term.clone(),
-            coef,
-            width: reach(term),
+            coef: coefficient(term, v),
+            width: self.reach(term, v),
             size: self.size(v) as i64,
             span,
         })
@@ -2159,7 +2156,7 @@ impl Lowerer<'_> {
     /// A rows iterator's state and code: one window start per row (`starts[t]`, the first
     /// entry of row `first + t` at or past the window of `next`), and the smallest `v` from
     /// `next` on whose window holds an entry of some row. Returns the statements that start
-    /// it, its coordinates, and (starts, first) for the loops inside.
+    /// it, its coordinates, and the per-row starts for the loops inside.
     #[allow(clippy::too_many_arguments)]
     fn rows_cursor(
         &mut self,
@@ -2170,7 +2167,7 @@ impl Lowerer<'_> {
         (coef, width, size, span): (i64, i64, i64, i64),
         end: VarId,
         crd: &Coordinates,
-    ) -> (Vec<Stmt>, Coordinates, (ArrayId, Expr)) {
+    ) -> (Vec<Stmt>, Coordinates, Subrange) {
         let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
         let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
         let levels = o.format.levels();
@@ -2274,7 +2271,7 @@ impl Lowerer<'_> {
         }];
         steps.extend(smallest);
         let coordinates = Coordinates::Rows { state, advance: RowsAdvance { next, steps } };
-        (init, coordinates, (starts, first))
+        (init, coordinates, Subrange::Rows { starts, first })
     }
 
     /// The hint arrays of a searched level (created once, zeroed when the kernel starts): per
