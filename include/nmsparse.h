@@ -61,6 +61,9 @@ typedef enum nms_status {
   NMS_ERR_RUN = 12,
   // An internal error (a bug in nmsparse): the message says where.
   NMS_ERR_INTERNAL = 13,
+  // The device asked for is not there: no CUDA driver, no GPU, or neither NVRTC nor a
+  // precompiled kernel (the message says which).
+  NMS_ERR_DEVICE = 14,
 } nms_status;
 
 // The element type of a tensor's values.
@@ -84,7 +87,8 @@ typedef enum nms_backend {
 typedef enum nms_device {
   // The CPU (threads as asked).
   NMS_DEVICE_CPU = 0,
-  // An NVIDIA GPU: not available yet (`NMS_ERR_UNSUPPORTED`).
+  // CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU,
+  // or no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
   NMS_DEVICE_CUDA = 1,
 } nms_device;
 
@@ -385,7 +389,7 @@ void nms_tensor_free(struct nms_tensor *tensor);
 
 // `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
 // one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
-// CPU's instruction set). On success `*c` is a new dense `m×n` tensor the caller releases
+// CPU's instruction set; CUDA: nm-cuda's kernel chosen by shape and sparsity, f32). On success `*c` is a new dense `m×n` tensor the caller releases
 // with `nms_tensor_free`.
 //
 // # Safety

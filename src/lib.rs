@@ -37,6 +37,7 @@ pub mod commands;
 
 pub use api::{Backend, Error, Kernel, Program, Scalar};
 
+pub use nm_cuda as cuda;
 pub use nm_format as format;
 pub use nm_ir as ir;
 pub use nm_ism as ism;

@@ -120,11 +120,16 @@ struct RunCli {
     /// dense|bucket|hash|hash(L)|coord|map|vector (default: the analysis picks).
     #[arg(long = "workspace", value_name = "POLICY")]
     workspace: Option<String>,
+    /// Where the N:M SpMM `C(i,j) = A(i,k) * B(k,j)` runs: cpu, or cuda / cuda:N (nm-cuda,
+    /// f32; needs a CUDA driver, a device, and NVRTC or precompiled CUBINs).
+    #[arg(long = "device", value_name = "cpu|cuda[:N]", default_value = "cpu")]
+    device: String,
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
-    const LONG: [&str; 16] = [
+    const LONG: [&str; 17] = [
+        "device",
         "workspace",
         "time",
         "print-assembly",
@@ -210,6 +215,13 @@ fn run_expression(cli: RunCli) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let device = match cli.device.parse::<commands::Device>() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let options = commands::RunOptions {
         expr: cli.expr,
         formats: cli.format,
@@ -232,6 +244,7 @@ fn run_expression(cli: RunCli) -> ExitCode {
         value_type,
         prune: cli.prune,
         workspace,
+        device,
     };
     match commands::run(&options) {
         Ok(text) => {

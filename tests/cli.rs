@@ -503,3 +503,35 @@ fn a_missing_or_failing_c_compiler_is_a_clear_error() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
 }
+
+/// `-device=cuda` on the N:M SpMM: on a machine without a GPU a one-line error naming what is
+/// missing; with one, the same result as the CPU kernel (small integers: exact).
+#[test]
+fn device_cuda_runs_the_nm_spmm_or_says_why_not() {
+    let common = ["C(i,j) = A(i,k) * B(k,j)", "-f=B:nm(2,8,32)", "-d=i:40", "-d=j:70", "-d=k:96", "-type=f32"];
+    let out = nmsparse(&[&common[..], &["-device=cuda", "-print-compute"]].concat());
+    if let Some(why) = nm_cuda::unavailable() {
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.starts_with("error: -device=cuda: "), "{err}");
+        assert!(err.contains(&why.to_string()), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        println!("skipped the GPU half: {why}");
+    } else {
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("nm-cuda's f32"), "{}", stdout(&out));
+        let cpu = nmsparse(&common);
+        let summary =
+            |o: &Output| stdout(o).lines().filter(|l| l.starts_with("C:")).map(String::from).collect::<Vec<_>>();
+        assert_eq!(summary(&out), summary(&cpu));
+    }
+    // Refusals that need no GPU.
+    let f64_run =
+        nmsparse(&["C(i,j) = A(i,k) * B(k,j)", "-f=B:nm(2,8,32)", "-d=i:8", "-d=j:32", "-d=k:16", "-device=cuda"]);
+    assert!(!f64_run.status.success());
+    assert!(stderr(&f64_run).contains("add -type=f32"), "{}", stderr(&f64_run));
+    let other = nmsparse(&["y(i) = A(i,j) * x(j)", "-device=cuda"]);
+    assert!(stderr(&other).contains("runs only the N:M SpMM"), "{}", stderr(&other));
+    let bad = nmsparse(&["y(i) = A(i,j) * x(j)", "-device=gpu"]);
+    assert!(stderr(&bad).contains("expected cpu, cuda or cuda:N"), "{}", stderr(&bad));
+}

@@ -37,6 +37,9 @@ pub enum nms_status {
     NMS_ERR_RUN = 12,
     /// An internal error (a bug in nmsparse): the message says where.
     NMS_ERR_INTERNAL = 13,
+    /// The device asked for is not there: no CUDA driver, no GPU, or neither NVRTC nor a
+    /// precompiled kernel (the message says which).
+    NMS_ERR_DEVICE = 14,
 }
 
 /// A failed call: its status and message.
@@ -103,6 +106,21 @@ impl From<nms::Error> for Failure {
     }
 }
 
+impl From<nms::cuda::CudaError> for Failure {
+    fn from(e: nms::cuda::CudaError) -> Failure {
+        use nms::cuda::CudaError;
+        let status = match &e {
+            CudaError::NoDriver | CudaError::NoDevice(_) | CudaError::NoNvrtc { .. } => nms_status::NMS_ERR_DEVICE,
+            CudaError::Compile { .. } => nms_status::NMS_ERR_COMPILER,
+            CudaError::Driver(_) | CudaError::Cublas(_) => nms_status::NMS_ERR_RUN,
+            CudaError::Unsupported(_) => nms_status::NMS_ERR_UNSUPPORTED,
+            CudaError::Inner { .. } | CudaError::Tensor(_) => nms_status::NMS_ERR_TENSOR,
+            _ => nms_status::NMS_ERR_INTERNAL,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
@@ -152,6 +170,7 @@ pub extern "C" fn nms_status_str(status: nms_status) -> *const c_char {
         nms_status::NMS_ERR_OUT_OF_MEMORY => c"out of memory",
         nms_status::NMS_ERR_RUN => c"kernel failed",
         nms_status::NMS_ERR_INTERNAL => c"internal error",
+        nms_status::NMS_ERR_DEVICE => c"device not available",
     };
     text.as_ptr()
 }

@@ -621,13 +621,14 @@ pub unsafe extern "C" fn nms_tensor_free(tensor: *mut nms_tensor) {
 pub enum nms_device {
     /// The CPU (threads as asked).
     NMS_DEVICE_CPU = 0,
-    /// An NVIDIA GPU: not available yet (`NMS_ERR_UNSUPPORTED`).
+    /// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU,
+    /// or no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
     NMS_DEVICE_CUDA = 1,
 }
 
 /// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
 /// one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
-/// CPU's instruction set). On success `*c` is a new dense `m×n` tensor the caller releases
+/// CPU's instruction set; CUDA: nm-cuda's kernel chosen by shape and sparsity, f32). On success `*c` is a new dense `m×n` tensor the caller releases
 /// with `nms_tensor_free`.
 ///
 /// # Safety
@@ -647,10 +648,15 @@ pub unsafe extern "C" fn nms_nm_spmm(
             return Err(Failure::null("c"));
         }
         if device == nms_device::NMS_DEVICE_CUDA {
-            return Err(Failure::new(
-                nms_status::NMS_ERR_UNSUPPORTED,
-                "the CUDA N:M kernels are not built yet: use NMS_DEVICE_CPU",
-            ));
+            let (AnyTensor::F32(x), AnyTensor::F32(y)) = (&a.inner, &b.inner) else {
+                return Err(Failure::new(
+                    nms_status::NMS_ERR_UNSUPPORTED,
+                    "the CUDA N:M kernels are f32: build A and B as NMS_F32 (or use NMS_DEVICE_CPU)",
+                ));
+            };
+            let inner = AnyTensor::F32(multiply_cuda(x, y)?);
+            // SAFETY: checked non-NULL above.
+            return unsafe { give(c, nms_tensor { inner }) };
         }
         fn multiply<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
             use nms::spmm::SpmmError;
@@ -670,6 +676,24 @@ pub unsafe extern "C" fn nms_nm_spmm(
         // SAFETY: checked non-NULL above.
         unsafe { give(c, nms_tensor { inner }) }
     })
+}
+
+/// `C = A·B` on CUDA device 0, operands checked like the CPU path's.
+fn multiply_cuda(a: &Tensor<f32>, b: &Tensor<f32>) -> Result<Tensor<f32>, Failure> {
+    if a.format() != &nms::format::Format::dense(2) {
+        return Err(Failure::invalid(format!("A must be a dense matrix, it is in {}", a.format())));
+    }
+    if b.format().nm_params().is_none() {
+        return Err(Failure::invalid(format!("B must be stored in nm(N,M,L), it is in {}", b.format())));
+    }
+    let parts = b.nm_parts()?;
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    if k != parts.shape[0] {
+        return Err(nms::cuda::CudaError::Inner { m, k, rows: parts.shape[0] }.into());
+    }
+    let gpu = nms::cuda::Gpu::open(0)?;
+    let (values, _) = nms::cuda::multiply(&gpu, a.values(), m, &parts, nms::cuda::Options::default())?;
+    Ok(Tensor::from_dense(&[m, parts.shape[1]], &values, &nms::format::Format::dense(2))?)
 }
 
 /// Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major

@@ -7,6 +7,7 @@ mod run;
 
 pub use convert::{ConvertOptions, ConvertReport, convert};
 pub use info::{Info, info};
+pub use nm::Device;
 pub use run::{Backend, RunOptions, ValueType, run};
 
 pub(crate) use nm::recognise as recognise_nm_spmm;

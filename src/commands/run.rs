@@ -68,6 +68,8 @@ pub struct RunOptions {
     pub prune: Vec<String>,
     /// `-workspace=POLICY`: the workspace of a statement that scatters into a sparse result.
     pub workspace: Option<nm_ism::Config>,
+    /// `-device=cpu|cuda|cuda:N`: where the N:M SpMM runs (every other statement runs on the CPU).
+    pub device: super::nm::Device,
 }
 
 impl RunOptions {
@@ -96,6 +98,7 @@ impl RunOptions {
             value_type: ValueType::F64,
             prune: Vec::new(),
             workspace: None,
+            device: super::nm::Device::Cpu,
         }
     }
 }
@@ -326,6 +329,22 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     // C = A·B with B in nm(N,M,L): the hand-written kernel.
     let format_of = |t: nm_ir::notation::TensorId| parsed_formats.get(stmt.tensor_name(t)).cloned();
     if let Some(route) = super::nm::recognise(&stmt, format_of) {
+        let at = |t: nm_ir::notation::TensorId| tensors[nm_ir::id::Id::index(t)].as_ref();
+        let (Some(a), Some(b)) = (at(route.a), at(route.b)) else { unreachable!("operands were built") };
+        let result_shape = shapes[stmt.tensor_name(result_id)].clone();
+        if let super::nm::Device::Cuda(ordinal) = o.device {
+            let run = super::nm::run_cuda(a, b, ordinal, o.time.unwrap_or(1))?;
+            if o.print_compute || o.print_loops {
+                print!("{}", run.note);
+            }
+            let timing = Timing {
+                compile: run.setup,
+                compile_note: " (device, upload, index tables, kernel compilation)",
+                assemble: None,
+                compute: run.times,
+            };
+            return finish(o, &stmt, &result_shape, &run.result, &timing, out);
+        }
         let note = super::nm::describe(&route);
         if o.print_compute || o.print_loops {
             print!("{note}");
@@ -334,9 +353,6 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             eprintln!("note: the N:M SpMM kernel is compiled Rust; -backend=interp does not apply to it");
         }
         let compile_start = Instant::now();
-        let at = |t: nm_ir::notation::TensorId| tensors[nm_ir::id::Id::index(t)].as_ref();
-        let (a, b) = (at(route.a), at(route.b));
-        let (Some(a), Some(b)) = (a, b) else { unreachable!("operands were built") };
         let packed = nm_spmm::NmMatrix::new(b).map_err(|e| CommandError(e.to_string()))?;
         let compile = compile_start.elapsed();
         let mut times = Vec::new();
@@ -347,9 +363,15 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             times.push(start.elapsed());
         }
         let result = result.expect("one run at least");
-        let result_shape = shapes[stmt.tensor_name(result_id)].clone();
         let timing = Timing { compile, compile_note: " (packing B for nm-spmm)", assemble: None, compute: times };
         return finish(o, &stmt, &result_shape, &result, &timing, out);
+    }
+    if o.device != super::nm::Device::Cpu {
+        return Err(CommandError(
+            "-device=cuda runs only the N:M SpMM C(i,j) = A(i,k) * B(k,j) with B in nm(N,M,L) and A, C dense; \
+             this statement runs on the CPU (drop -device)"
+                .into(),
+        ));
     }
     // Kernels read the operands in place: lower for the index widths they are stored in.
     let named: Vec<(&str, &Tensor<T>)> =

@@ -100,9 +100,31 @@ int main(int argc, char **argv) {
     OK(nms_tensor_prune(col, nm, &pruned, &dropped));
     if (dropped != 1) failures++;
 
-    /* N:M SpMM: a CUDA device is not there yet, A must be dense with B's row count. */
+    /* N:M SpMM: the CUDA kernels are f32; A must be dense with B's row count. */
     nms_tensor *c_nm = NULL;
-    EXPECT(nms_nm_spmm(col, pruned, 1, NMS_DEVICE_CUDA, &c_nm), NMS_ERR_UNSUPPORTED, "CUDA");
+    EXPECT(nms_nm_spmm(col, pruned, 1, NMS_DEVICE_CUDA, &c_nm), NMS_ERR_UNSUPPORTED, "f32");
+    {
+        /* f32 on CUDA: a result where a GPU is, else NMS_ERR_DEVICE saying what is missing. */
+        float b32[16] = {1, 2, 0, 0, 0, 0, 3, 4, 0, 5, 0, 6, 7, 0, 0, 8};
+        float a32[16];
+        for (int i = 0; i < 16; i++) a32[i] = (float)(i % 3);
+        size_t ashape[2] = {1, 16};
+        nms_tensor *b32t = NULL, *a32t = NULL, *c32 = NULL;
+        OK(nms_tensor_from_dense(NMS_F32, 2, nm_shape, b32, nm, &b32t));
+        OK(nms_tensor_from_dense(NMS_F32, 2, ashape, a32, dense2, &a32t));
+        nms_status s = nms_nm_spmm(a32t, b32t, 1, NMS_DEVICE_CUDA, &c32);
+        if (s == NMS_OK) {
+            float got = 0;
+            OK(nms_tensor_to_dense(c32, NMS_F32, &got, 1));
+            float want = 0;
+            for (int i = 0; i < 16; i++) want += a32[i] * b32[i];
+            if (got != want) fprintf(stderr, "CUDA N:M SpMM: %g, expected %g\n", got, want), failures++;
+        } else if (s != NMS_ERR_DEVICE || strstr(nms_last_error(), "CUDA") == NULL) {
+            fprintf(stderr, "CUDA N:M SpMM: %s: %s\n", nms_status_str(s), nms_last_error());
+            failures++;
+        }
+        nms_tensor_free(b32t), nms_tensor_free(a32t), nms_tensor_free(c32);
+    }
     EXPECT(nms_nm_spmm(a, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "dense");
     EXPECT(nms_nm_spmm(col, col, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "nm(N,M,L)");
     EXPECT(nms_nm_spmm(NULL, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_NULL, "a");

@@ -1,0 +1,155 @@
+//! The NM-SpMM GPU benchmark: per shape and sparsity, each kernel's time, useful TFLOP/s
+//! (2·m·n·k·N/M), % of the device's FP32 peak, and speedup over cuBLAS SGEMM (bf16: over
+//! cuBLAS's dense bf16 GEMM), in one run on one device.
+//!
+//! ```text
+//! cargo run --release -p nm-cuda --example bench -- [MxNxK ...] [--patterns 4:8,3:8,2:8,1:8] [--l 32] [--reps 50]
+//! ```
+//! Default shapes: 4096³ and the LLaMA-7B projections of the NM-SpMM paper's Table II
+//! (m = 256 … 4096 tokens × (n, k) ∈ {(4096, 4096), (11008, 4096), (4096, 11008)}).
+//! Exits with status 2 and the reason when there is no CUDA device.
+
+use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, Options, Version, to_bf16, unavailable};
+use nm_format::{Format, Tensor};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut shapes = Vec::new();
+    let mut patterns = vec![(4u32, 8u32), (3, 8), (2, 8), (1, 8)];
+    let (mut l, mut reps) = (32usize, 50usize);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--patterns" => {
+                patterns = it
+                    .next()
+                    .map(|p| {
+                        p.split(',')
+                            .map(|nm| {
+                                let (n, m) = nm.split_once(':').unwrap_or_else(|| fail(&format!("bad pattern {nm}")));
+                                (n.parse().unwrap_or_else(|_| fail(nm)), m.parse().unwrap_or_else(|_| fail(nm)))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_else(|| fail("--patterns needs N:M,..."))
+            }
+            "--l" => l = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--l needs a number")),
+            "--reps" => reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number")),
+            shape => {
+                let dims: Vec<usize> = shape.split('x').filter_map(|d| d.parse().ok()).collect();
+                if dims.len() != 3 {
+                    fail(&format!("expected MxNxK, got {shape}"));
+                }
+                shapes.push((dims[0], dims[1], dims[2]));
+            }
+        }
+    }
+    if shapes.is_empty() {
+        shapes.push((4096, 4096, 4096));
+        for m in [256, 1024, 4096] {
+            for (n, k) in [(4096, 4096), (11008, 4096), (4096, 11008)] {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    if let Some(why) = unavailable() {
+        eprintln!("no CUDA device: {why}");
+        std::process::exit(2);
+    }
+    let gpu = Gpu::open(0).unwrap_or_else(|e| fail(&e.to_string()));
+    let blas = Cublas::new(&gpu).unwrap_or_else(|e| fail(&e.to_string()));
+    let peak = gpu.fp32_peak();
+    println!(
+        "# {}; FP32 peak {:.1} TFLOP/s; L = {l}; {reps} timed runs after 5 warm-up runs",
+        gpu.describe(),
+        peak / 1e12
+    );
+    println!("shape,pattern,sparsity,kernel,ms,useful_tflops,pct_fp32_peak,speedup_vs_cublas");
+    for &(m, n, k) in &shapes {
+        let a: Vec<f32> = (0..m * k).map(|i| ((i % 997) as f32) * 1e-3 - 0.5).collect();
+        let a_dev = gpu.upload(&a).unwrap_or_else(|e| fail(&e.to_string()));
+        let mut c = gpu.zeros::<f32>(m * n).unwrap_or_else(|e| fail(&e.to_string()));
+        // cuBLAS SGEMM on the dense k×n B, the baseline of every row of this shape.
+        let b_dense: Vec<f32> = (0..k * n).map(|i| ((i % 101) as f32) * 1e-2).collect();
+        let b_dev = gpu.upload(&b_dense).unwrap_or_else(|e| fail(&e.to_string()));
+        let dense_flops = 2.0 * m as f64 * n as f64 * k as f64;
+        let sgemm = time(&gpu, reps, || blas.sgemm(&a_dev, &b_dev, &mut c, m, n, k));
+        println!(
+            "{m}x{n}x{k},dense,0,cublas_sgemm,{sgemm:.4},{:.2},{:.1},1.00",
+            dense_flops / sgemm / 1e9,
+            100.0 * dense_flops / sgemm / 1e3 / peak
+        );
+        let a16: Vec<half::bf16> = a.iter().map(|&x| half::bf16::from_f32(x)).collect();
+        let b16: Vec<half::bf16> = b_dense.iter().map(|&x| half::bf16::from_f32(x)).collect();
+        let (a16_dev, b16_dev) = (gpu.upload(&a16).unwrap(), gpu.upload(&b16).unwrap());
+        let mut c16 = gpu.zeros::<half::bf16>(m * n).unwrap();
+        let hgemm = time(&gpu, reps, || blas.bf16_gemm(&a16_dev, &b16_dev, &mut c16, m, n, k));
+        println!("{m}x{n}x{k},dense,0,cublas_bf16,{hgemm:.4},{:.2},,", dense_flops / hgemm / 1e9);
+        drop((b_dev, b16_dev, c16));
+        for &(keep, win) in &patterns {
+            let b = pruned(k, n, (keep, win, l));
+            let parts = b.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
+            let mut dev = GpuNm::upload(&gpu, &parts).unwrap_or_else(|e| fail(&e.to_string()));
+            let useful = dev.flops(m);
+            let sparsity = 1.0 - keep as f64 / win as f64;
+            let label = format!("{m}x{n}x{k},{keep}:{win},{sparsity}");
+            for (name, options) in [
+                ("auto", Options::default()),
+                ("v1", Options { version: Some(Version::V1), ..Default::default() }),
+                ("v2", Options { version: Some(Version::V2), ..Default::default() }),
+                ("v3", Options { version: Some(Version::V3), ..Default::default() }),
+            ] {
+                let launch = match dev.prepare(&gpu, m, options) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        println!("{label},{name},,,,# {e}");
+                        continue;
+                    }
+                };
+                let mut work = gpu.zeros::<f32>(launch.workspace(n)).unwrap();
+                let ms = time(&gpu, reps, || dev.run(&gpu, &launch, &a_dev, &mut c, &mut work));
+                println!(
+                    "{label},{name} ({:?} {:?}{}{}),{ms:.4},{:.2},{:.1},{:.2}",
+                    launch.plan.kernel.version,
+                    launch.plan.size,
+                    if launch.plan.kernel.packed { " packed" } else { "" },
+                    if launch.plan.slices > 1 { format!(" split-k {}", launch.plan.slices) } else { String::new() },
+                    useful / ms / 1e9,
+                    100.0 * useful / ms / 1e3 / peak,
+                    sgemm / ms
+                );
+            }
+            match GpuNmBf16::upload(&gpu, &parts) {
+                Ok(tc) => {
+                    let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
+                    let a_tc = gpu.upload(&a_bits).unwrap();
+                    let ms = time(&gpu, reps, || tc.run(&gpu, &a_tc, m, &mut c));
+                    println!("{label},bf16_tc,{ms:.4},{:.2},,{:.2} (vs cuBLAS bf16)", useful / ms / 1e9, hgemm / ms);
+                }
+                Err(e) => println!("{label},bf16_tc,,,,# {e}"),
+            }
+        }
+    }
+}
+
+/// A dense k×n matrix pruned into nm(N,M,L) (keep the largest vectors).
+fn pruned(k: usize, n: usize, nm: (u32, u32, usize)) -> Tensor<f32> {
+    let dense: Vec<f32> = (0..k * n).map(|i| (((i as u64 * 2654435761) % 1000) as f32) * 1e-3 - 0.5).collect();
+    let whole = Tensor::from_dense(&[k, n], &dense, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
+    let format = Format::nm(nm.0, nm.1, nm.2).unwrap_or_else(|e| fail(&e.to_string()));
+    whole.prune(&format).unwrap_or_else(|e| fail(&e.to_string())).0
+}
+
+/// Milliseconds per call after 5 warm-up calls.
+fn time(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> nm_cuda::Result<()>) -> f64 {
+    for _ in 0..5 {
+        f().unwrap_or_else(|e| fail(&e.to_string()));
+    }
+    gpu.synchronize().unwrap_or_else(|e| fail(&e.to_string()));
+    gpu.time_ms(reps, &mut f).unwrap_or_else(|e| fail(&e.to_string()))
+}
+
+fn fail(why: &str) -> ! {
+    eprintln!("error: {why}");
+    std::process::exit(1)
+}

@@ -1,0 +1,122 @@
+//! The CUDA C sources and the variants the library can launch.
+
+use crate::plan::{Bf16Kernel, DeviceLimits, F32Kernel, Options, TileSize, Version, plan_f32};
+
+/// f32 NM-SpMM (V1/V2/V3 by `-D` options).
+pub const F32_SOURCE: &str = include_str!("../kernels/nm_spmm_f32.cu");
+/// bf16 tensor-core NM-SpMM.
+pub const BF16_TC_SOURCE: &str = include_str!("../kernels/nm_spmm_bf16_tc.cu");
+/// The split-K reduction.
+pub const REDUCE_SOURCE: &str = include_str!("../kernels/splitk_reduce.cu");
+
+/// A source with the options that make it one kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Entry point (and cache file prefix).
+    pub function: &'static str,
+    /// CUDA C.
+    pub source: &'static str,
+    /// NVRTC options (`-D…`).
+    pub options: Vec<String>,
+    /// Human-readable description, for reports.
+    pub label: String,
+}
+
+impl Variant {
+    /// The f32 variant `kernel`.
+    pub fn f32(kernel: &F32Kernel) -> Variant {
+        let t = &kernel.tile;
+        Variant {
+            function: "nm_spmm_f32",
+            source: F32_SOURCE,
+            options: kernel.defines(),
+            label: format!(
+                "f32 {:?} {}x{} tile, {}:{} L={}, ks={}{}{}",
+                kernel.version,
+                t.ms,
+                t.ns,
+                kernel.nm.0,
+                kernel.nm.1,
+                kernel.nm.2,
+                kernel.ks,
+                if kernel.packed { ", packed" } else { "" },
+                if kernel.vec_a { ", float4 A" } else { "" }
+            ),
+        }
+    }
+
+    /// The bf16 tensor-core variant `kernel`.
+    pub fn bf16(kernel: &Bf16Kernel) -> Variant {
+        Variant {
+            function: "nm_spmm_bf16_tc",
+            source: BF16_TC_SOURCE,
+            options: kernel.defines(),
+            label: format!(
+                "bf16 tensor cores {}x{} tile, {}:{} L={}, kt={}",
+                kernel.ms, kernel.ns, kernel.nm.0, kernel.nm.1, kernel.nm.2, kernel.kt
+            ),
+        }
+    }
+
+    /// The split-K reduction.
+    pub fn reduce() -> Variant {
+        Variant {
+            function: "nm_splitk_reduce",
+            source: REDUCE_SOURCE,
+            options: Vec::new(),
+            label: "split-K reduce".into(),
+        }
+    }
+}
+
+/// The variants the compile check builds: every version and parameter set for the N:M
+/// patterns of the acceptance lists, at L = 1 (a group per column), 8 (a group per float4
+/// chunk), 32 (a group per warp tile) and 24 (groups straddling blocks), with float4 loads of
+/// A and without (k % 4 ≠ 0, at L = 32), and the tensor-core kernel wherever it applies.
+pub fn every_variant() -> Vec<Variant> {
+    let mut out = vec![Variant::reduce()];
+    let mut add = |v: Variant| {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    };
+    let patterns = [(1, 2), (2, 4), (1, 4), (4, 8), (3, 8), (2, 8), (1, 8), (4, 16), (16, 32), (32, 32)];
+    for &(n, m) in &patterns {
+        for l in [1, 8, 32, 24] {
+            let ks: &[usize] = if l == 32 { &[4096, 4095] } else { &[4096] };
+            for version in [Version::V1, Version::V2, Version::V3] {
+                for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+                    for &k in ks {
+                        let options = Options { version: Some(version), tile: Some(size), slices: None };
+                        if let Ok(plan) = plan_f32(1024, 1024, k, (n, m, l), DeviceLimits::H100, options) {
+                            add(Variant::f32(&plan.kernel));
+                        }
+                    }
+                }
+            }
+            if let Ok(kernel) = Bf16Kernel::new((n, m, l)) {
+                add(Variant::bf16(&kernel));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compile_check_covers_every_code_path() {
+        let all = every_variant();
+        let has = |needle: &str| all.iter().any(|v| v.options.iter().any(|o| o == needle));
+        for needle in ["-DPACKED=1", "-DPACKED=0", "-DPIPELINE=1", "-DPIPELINE=0", "-DVEC_A=1", "-DVEC_A=0"] {
+            assert!(has(needle), "no variant with {needle}");
+        }
+        for l in [1, 8, 24, 32] {
+            assert!(has(&format!("-DNM_L={l}")), "no variant with L = {l}");
+        }
+        assert!(all.iter().any(|v| v.function == "nm_spmm_bf16_tc"));
+        assert!(all.iter().any(|v| v.function == "nm_splitk_reduce"));
+    }
+}

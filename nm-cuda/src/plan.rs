@@ -1,0 +1,576 @@
+//! Choosing a kernel for a shape and a sparsity, and the index tables it reads, computed once
+//! per B on the host ("offline" in the NM-SpMM paper).
+
+use nm_format::NmParts;
+
+use crate::error::{CudaError, Result};
+
+/// The NM-SpMM kernel versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Version {
+    /// Hierarchical blocking: shared-memory tiles, warp tiles, thread tiles; A's whole tile loaded.
+    V1,
+    /// V1 plus sparsity-aware loading: at high sparsity only the columns of A that the
+    /// block's windows keep are loaded (packed by `col_info`).
+    V2,
+    /// V2 plus the double-buffered pipeline (cp.async of the next tiles while computing).
+    V3,
+}
+
+impl std::str::FromStr for Version {
+    type Err = CudaError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "v1" | "1" => Ok(Version::V1),
+            "v2" | "2" => Ok(Version::V2),
+            "v3" | "3" => Ok(Version::V3),
+            _ => Err(CudaError::Unsupported(format!("unknown kernel version `{s}` (v1, v2 or v3)"))),
+        }
+    }
+}
+
+/// The paper's small/medium/large parameter sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileSize {
+    /// 32×64 blocks of 64 threads, for small outputs.
+    Small,
+    /// 64×128 blocks of 128 threads.
+    Medium,
+    /// 128×128 blocks of 256 threads.
+    Large,
+}
+
+/// Block, warp and thread tiles of C: `ms×ns` per block, `mr×nr` per warp, `mt×nt` per thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tile {
+    /// Block rows.
+    pub ms: usize,
+    /// Block columns.
+    pub ns: usize,
+    /// Warp rows.
+    pub mr: usize,
+    /// Warp columns.
+    pub nr: usize,
+    /// Thread rows.
+    pub mt: usize,
+    /// Thread columns.
+    pub nt: usize,
+}
+
+impl TileSize {
+    /// The tile of this parameter set.
+    pub fn tile(self) -> Tile {
+        match self {
+            TileSize::Small => Tile { ms: 32, ns: 64, mr: 32, nr: 32, mt: 4, nt: 8 },
+            TileSize::Medium => Tile { ms: 64, ns: 128, mr: 64, nr: 32, mt: 8, nt: 8 },
+            TileSize::Large => Tile { ms: 128, ns: 128, mr: 64, nr: 32, mt: 8, nt: 8 },
+        }
+    }
+}
+
+impl Tile {
+    /// Threads per block.
+    pub fn threads(&self) -> usize {
+        (self.ms / self.mt) * (self.ns / self.nt)
+    }
+}
+
+/// What the caller may fix; everything left `None` is chosen by shape and sparsity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Kernel version.
+    pub version: Option<Version>,
+    /// Parameter set.
+    pub tile: Option<TileSize>,
+    /// Split-K slices (1 = none).
+    pub slices: Option<usize>,
+}
+
+/// What the device offers that the choice depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Streaming multiprocessors.
+    pub sms: usize,
+    /// Compute capability (major, minor).
+    pub cc: (u32, u32),
+    /// Largest dynamic shared memory one block may opt in to, bytes.
+    pub smem_optin: usize,
+}
+
+impl DeviceLimits {
+    /// An H100 SXM (sm_90): what the compile check and the tests without a GPU plan for.
+    pub const H100: DeviceLimits = DeviceLimits { sms: 132, cc: (9, 0), smem_optin: 227 * 1024 };
+    /// An A100 (sm_80).
+    pub const A100: DeviceLimits = DeviceLimits { sms: 108, cc: (8, 0), smem_optin: 163 * 1024 };
+}
+
+/// Sparsity above which the packed (sparsity-aware) A loading is used: the NM-SpMM paper's
+/// crossover on an A100 (between 62.5% and 75%); not yet measured on our kernels.
+pub const PACK_ABOVE: f64 = 0.7;
+
+/// One f32 kernel variant: everything its NVRTC `-D` options fix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct F32Kernel {
+    /// Version it implements.
+    pub version: Version,
+    /// Tiles.
+    pub tile: Tile,
+    /// Dense k per step (whole windows).
+    pub ks: usize,
+    /// Kept rows per step, `ks·N/M`.
+    pub ws: usize,
+    /// Rows of the A tile in shared memory.
+    pub arows: usize,
+    /// Column groups one block can touch.
+    pub gmax: usize,
+    /// Only kept columns of A are loaded.
+    pub packed: bool,
+    /// cp.async double buffering.
+    pub pipeline: bool,
+    /// A's rows load as float4 (k % 4 == 0, not packed).
+    pub vec_a: bool,
+    /// N, M, L.
+    pub nm: (usize, usize, usize),
+}
+
+/// Groups of `l` columns that `ns` consecutive columns starting at a multiple of `ns` can touch.
+pub fn groups_per_block(ns: usize, l: usize) -> usize {
+    if ns.is_multiple_of(l) {
+        ns / l
+    } else if l.is_multiple_of(ns) {
+        1
+    } else {
+        ns / l + 2
+    }
+}
+
+impl F32Kernel {
+    /// The variant for `version` and `tile` on an `(N, M, L)` operand with `k` rows.
+    pub fn new(version: Version, tile: Tile, nm: (usize, usize, usize), k: usize) -> F32Kernel {
+        let (n, m, l) = nm;
+        let sparsity = 1.0 - n as f64 / m as f64;
+        let packed = version != Version::V1 && sparsity > PACK_ABOVE;
+        // Windows per step: about 16 kept rows (32 when packed, since only kept columns of A
+        // occupy shared memory), while the dense k of a step stays ≤ 64 (128 packed).
+        let (k_cap, w_cap) = if packed { (128, 32) } else { (64, 16) };
+        let windows = (k_cap / m).min((w_cap / n).max(1)).max(1);
+        let (ks, ws) = (windows * m, windows * n);
+        let gmax = groups_per_block(tile.ns, l);
+        let arows = if packed { ks.min(ws * gmax) } else { ks };
+        F32Kernel {
+            version,
+            tile,
+            ks,
+            ws,
+            arows,
+            gmax,
+            packed,
+            pipeline: version == Version::V3,
+            vec_a: !packed && ks.is_multiple_of(4) && k.is_multiple_of(4),
+            nm,
+        }
+    }
+
+    /// The NVRTC `-D` options.
+    pub fn defines(&self) -> Vec<String> {
+        let t = &self.tile;
+        [
+            ("MS", t.ms),
+            ("NS", t.ns),
+            ("MR", t.mr),
+            ("NR", t.nr),
+            ("MT", t.mt),
+            ("NT", t.nt),
+            ("KS", self.ks),
+            ("WS", self.ws),
+            ("AROWS", self.arows),
+            ("GMAX", self.gmax),
+            ("PACKED", self.packed as usize),
+            ("PIPELINE", self.pipeline as usize),
+            ("VEC_A", self.vec_a as usize),
+            ("NM_L", self.nm.2),
+        ]
+        .iter()
+        .map(|(k, v)| format!("-D{k}={v}"))
+        .collect()
+    }
+
+    /// Dynamic shared memory per block, bytes.
+    pub fn shared_bytes(&self) -> usize {
+        // As in the kernel: A tile rows padded by 4, the index tile rounded up to 4 ints.
+        let one = self.arows * (self.tile.ms + 4) + self.ws * self.tile.ns + (self.ws * self.gmax).div_ceil(4) * 4;
+        4 * one * if self.pipeline { 2 } else { 1 }
+    }
+
+    /// Steps of `ks` along k for a B of `w` kept rows.
+    pub fn steps(&self, w: usize) -> usize {
+        w.div_ceil(self.ws)
+    }
+}
+
+/// A chosen f32 launch: the kernel and its grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct F32Plan {
+    /// The kernel variant.
+    pub kernel: F32Kernel,
+    /// The parameter set it came from.
+    pub size: TileSize,
+    /// Split-K slices.
+    pub slices: usize,
+    /// Steps per slice.
+    pub steps_per_slice: usize,
+    /// Blocks along n, m, and slices.
+    pub grid: (usize, usize, usize),
+}
+
+fn blocks(tile: &Tile, m: usize, n: usize) -> usize {
+    m.div_ceil(tile.ms) * n.div_ceil(tile.ns)
+}
+
+/// The f32 kernel for `C (m×n) = A (m×k) · B` with B in `nm(N,M,L)`, by shape and sparsity:
+/// the largest parameter set that still gives every SM a block, V3 where cp.async exists
+/// (sm_80+), packing above [`PACK_ABOVE`], split-K when the grid cannot fill the device.
+pub fn plan_f32(
+    m: usize,
+    n: usize,
+    k: usize,
+    nm: (usize, usize, usize),
+    limits: DeviceLimits,
+    options: Options,
+) -> Result<F32Plan> {
+    if m == 0 || n == 0 || k == 0 {
+        return Err(CudaError::Unsupported(format!("empty product {m}×{k} · {k}×{n}")));
+    }
+    if m > i32::MAX as usize || n > i32::MAX as usize || k > i32::MAX as usize {
+        return Err(CudaError::Unsupported(format!("{m}×{k} · {k}×{n}: dimensions beyond 2^31 are not supported")));
+    }
+    let has_cp_async = limits.cc.0 >= 8;
+    let version = options.version.unwrap_or(if has_cp_async { Version::V3 } else { Version::V2 });
+    if version == Version::V3 && !has_cp_async {
+        return Err(CudaError::Unsupported(format!(
+            "V3 needs cp.async (sm_80 or newer); this device is sm_{}{}",
+            limits.cc.0, limits.cc.1
+        )));
+    }
+    let size = options.tile.unwrap_or_else(|| {
+        [TileSize::Large, TileSize::Medium]
+            .into_iter()
+            .find(|s| blocks(&s.tile(), m, n) >= limits.sms)
+            .unwrap_or(TileSize::Small)
+    });
+    let kernel = F32Kernel::new(version, size.tile(), nm, k);
+    if kernel.shared_bytes() > limits.smem_optin {
+        return Err(CudaError::Unsupported(format!(
+            "{version:?} with {size:?} tiles needs {} bytes of shared memory per block for M = {}; the device \
+             allows {} (choose a smaller tile or V1/V2)",
+            kernel.shared_bytes(),
+            nm.1,
+            limits.smem_optin
+        )));
+    }
+    let w = k.div_ceil(nm.1) * nm.0;
+    let steps = kernel.steps(w);
+    let grid_blocks = blocks(&kernel.tile, m, n);
+    let slices = options
+        .slices
+        .unwrap_or_else(|| if grid_blocks >= limits.sms { 1 } else { limits.sms.div_ceil(grid_blocks).min(steps / 4) })
+        .clamp(1, steps.max(1));
+    let steps_per_slice = steps.div_ceil(slices);
+    let slices = steps.div_ceil(steps_per_slice).max(1);
+    Ok(F32Plan {
+        kernel,
+        size,
+        slices,
+        steps_per_slice,
+        grid: (n.div_ceil(kernel.tile.ns), m.div_ceil(kernel.tile.ms), slices),
+    })
+}
+
+/// The index tables of one f32 kernel variant for one B (see `kernels/nm_spmm_f32.cu`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tables {
+    /// `dtab[(bx·W + r)·GMAX + s]`: the A-tile row kept row `r` reads for group slot `s` of
+    /// block column `bx`.
+    pub dtab: Vec<i32>,
+    /// `col_info[(bx·steps + c)·AROWS + p]`: the step-relative k of packed row `p`, or -1
+    /// (empty unless packed).
+    pub col_info: Vec<i32>,
+}
+
+/// Builds the tables of `kernel` for `b`: D re-expressed per block column relative to each
+/// step and, when packing, reordered to the positions of the step's kept columns.
+pub fn tables(kernel: &F32Kernel, b: &NmParts<f32>) -> Tables {
+    let (keep, win) = (b.n as usize, b.m as usize);
+    let (w, groups, l) = (b.rows(), b.groups(), b.l);
+    let (ns, gmax, ws) = (kernel.tile.ns, kernel.gmax, kernel.ws);
+    let windows_per_step = kernel.ks / win;
+    let block_cols = b.shape[1].div_ceil(ns);
+    let steps = kernel.steps(w);
+    let mut dtab = vec![0i32; block_cols * w * gmax];
+    let mut col_info = if kernel.packed { vec![-1i32; block_cols * steps * kernel.arows] } else { Vec::new() };
+    // The step-relative k of kept row r in group g.
+    let local = |r: usize, g: usize| ((r / keep) % windows_per_step) * win + b.d[r * groups + g] as usize;
+    for bx in 0..block_cols {
+        let g0 = bx * ns / l;
+        let slots = (0..gmax).filter(|s| g0 + s < groups).count();
+        for c in 0..steps {
+            let rows = c * ws..((c + 1) * ws).min(w);
+            if kernel.packed {
+                let mut used = vec![false; kernel.ks];
+                for r in rows.clone() {
+                    for s in 0..slots {
+                        used[local(r, g0 + s)] = true;
+                    }
+                }
+                let info = &mut col_info[(bx * steps + c) * kernel.arows..][..kernel.arows];
+                let mut position = vec![0i32; kernel.ks];
+                for (p, kk) in (0..kernel.ks).filter(|&kk| used[kk]).enumerate() {
+                    info[p] = kk as i32;
+                    position[kk] = p as i32;
+                }
+                for r in rows {
+                    for s in 0..slots {
+                        dtab[(bx * w + r) * gmax + s] = position[local(r, g0 + s)];
+                    }
+                }
+            } else {
+                for r in rows {
+                    for s in 0..slots {
+                        dtab[(bx * w + r) * gmax + s] = local(r, g0 + s) as i32;
+                    }
+                }
+            }
+        }
+    }
+    Tables { dtab, col_info }
+}
+
+/// One bf16 tensor-core kernel variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bf16Kernel {
+    /// Block rows and columns.
+    pub ms: usize,
+    /// Block columns.
+    pub ns: usize,
+    /// Warp rows.
+    pub wm: usize,
+    /// Warp columns.
+    pub wn: usize,
+    /// Kept rows per step.
+    pub kt: usize,
+    /// Column groups one block can touch.
+    pub gmax: usize,
+    /// N, M, L.
+    pub nm: (usize, usize, usize),
+}
+
+impl Bf16Kernel {
+    /// The largest block whose static shared memory (gathered A per group + B) fits in 48 KiB.
+    pub fn new(nm: (usize, usize, usize)) -> Result<Bf16Kernel> {
+        let l = nm.2;
+        if !l.is_multiple_of(8) {
+            return Err(CudaError::Unsupported(format!(
+                "the bf16 tensor-core kernel needs L to be a multiple of 8 (an m16n8 tile shares one group); L = {l}"
+            )));
+        }
+        let ns = 128;
+        let gmax = groups_per_block(ns, l);
+        for (ms, kt) in [(128, 32), (64, 32), (128, 16), (64, 16), (32, 32), (32, 16)] {
+            let kernel = Bf16Kernel { ms, ns, wm: if ms >= 64 { ms / 2 } else { 32 }, wn: 32, kt, gmax, nm };
+            if kernel.shared_bytes() <= 48 * 1024 {
+                return Ok(kernel);
+            }
+        }
+        Err(CudaError::Unsupported(format!("the bf16 tensor-core kernel has no tile for L = {l}")))
+    }
+
+    /// Static shared memory, bytes.
+    pub fn shared_bytes(&self) -> usize {
+        4 * self.kt * self.gmax + 2 * (self.gmax * self.ms + self.ns) * (self.kt + 8)
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> usize {
+        (self.ms / self.wm) * (self.ns / self.wn) * 32
+    }
+
+    /// The NVRTC `-D` options.
+    pub fn defines(&self) -> Vec<String> {
+        [
+            ("MS", self.ms),
+            ("NS", self.ns),
+            ("WM", self.wm),
+            ("WN", self.wn),
+            ("KT", self.kt),
+            ("GMAX", self.gmax),
+            ("NM_N", self.nm.0),
+            ("NM_M", self.nm.1),
+            ("NM_L", self.nm.2),
+        ]
+        .iter()
+        .map(|(k, v)| format!("-D{k}={v}"))
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nm_format::{Format, Tensor};
+
+    /// A random k×n f32 matrix in nm(N,M,L) (values small integers so sums are exact).
+    fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
+        let mut dense = vec![0f32; k * n];
+        for g in 0..n.div_ceil(l) {
+            for w in 0..k.div_ceil(win) {
+                let mut rows: Vec<usize> = (0..win).collect();
+                for i in (1..win).rev() {
+                    rows.swap(i, next() as usize % (i + 1));
+                }
+                for &r in rows.iter().take(keep) {
+                    let row = w * win + r;
+                    for col in g * l..((g + 1) * l).min(n) {
+                        if row < k {
+                            dense[row * n + col] = (next() % 7) as f32 - 3.0;
+                        }
+                    }
+                }
+            }
+        }
+        Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
+    }
+
+    /// Runs the f32 kernel's data flow on the host: the same tiles, steps and index tables,
+    /// one block column at a time.
+    fn through_tables(kernel: &F32Kernel, b: &NmParts<f32>, a: &[f32], m: usize, k: usize) -> Vec<f64> {
+        let t = tables(kernel, b);
+        let (w, np, n) = (b.rows(), b.cols(), b.shape[1]);
+        let (ns, gmax, l) = (kernel.tile.ns, kernel.gmax, b.l);
+        let steps = kernel.steps(w);
+        let mut c = vec![0f64; m * n];
+        for bx in 0..n.div_ceil(ns) {
+            let n0 = bx * ns;
+            for step in 0..steps {
+                let k0 = step * kernel.ks;
+                // Which k the A tile's row q holds (None: a zero row).
+                let row_k = |q: usize| -> Option<usize> {
+                    let kk = if kernel.packed {
+                        let v = t.col_info[(bx * steps + step) * kernel.arows + q];
+                        if v < 0 {
+                            return None;
+                        }
+                        v as usize
+                    } else {
+                        q
+                    };
+                    (k0 + kk < k).then_some(k0 + kk)
+                };
+                for r in step * kernel.ws..((step + 1) * kernel.ws).min(w) {
+                    for col in n0..(n0 + ns).min(n).min(np) {
+                        let slot = col / l - n0 / l;
+                        let q = t.dtab[(bx * w + r) * gmax + slot] as usize;
+                        assert!(q < kernel.arows, "dtab points outside the A tile");
+                        if let Some(kk) = row_k(q) {
+                            for i in 0..m {
+                                c[i * n + col] += a[i * k + kk] as f64 * b.b_prime[r * np + col] as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    fn dense_product(a: &[f32], b: &Tensor<f32>, m: usize, k: usize) -> Vec<f64> {
+        let n = b.shape()[1];
+        let bd = b.to_dense().unwrap();
+        let mut c = vec![0f64; m * n];
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    c[i * n + j] += a[i * k + kk] as f64 * bd[kk * n + j] as f64;
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn index_tables_reproduce_the_dense_product() {
+        let cases: &[((u32, u32, usize), usize, usize)] = &[
+            ((2, 4, 32), 70, 150),
+            ((1, 8, 32), 200, 130),
+            ((3, 8, 8), 64, 128),
+            ((1, 2, 1), 33, 67),
+            ((4, 16, 4), 100, 90),
+            ((16, 32, 16), 96, 64),
+            ((32, 32, 32), 64, 40),
+            ((2, 8, 24), 50, 100),
+            ((1, 4, 160), 41, 170),
+        ];
+        let m = 5;
+        for (seed, &(nm, k, n)) in cases.iter().enumerate() {
+            let b = random_nm(k, n, nm, seed as u64 + 11);
+            let parts = b.nm_parts().unwrap();
+            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 + seed) % 11) as f32 - 5.0).collect();
+            let want = dense_product(&a, &b, m, k);
+            let nmu = (nm.0 as usize, nm.1 as usize, nm.2);
+            for version in [Version::V1, Version::V2, Version::V3] {
+                for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+                    let kernel = F32Kernel::new(version, size.tile(), nmu, k);
+                    let got = through_tables(&kernel, &parts, &a, m, k);
+                    assert_eq!(got, want, "{nm:?} k={k} n={n} {version:?} {size:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packing_follows_sparsity_and_shrinks_the_a_tile() {
+        let t = TileSize::Large.tile();
+        let dense_ish = F32Kernel::new(Version::V2, t, (4, 8, 32), 4096);
+        assert!(!dense_ish.packed);
+        let sparse = F32Kernel::new(Version::V2, t, (1, 8, 32), 4096);
+        assert!(sparse.packed);
+        assert!(sparse.arows < sparse.ks, "{sparse:?}");
+        assert!(!F32Kernel::new(Version::V1, t, (1, 8, 32), 4096).packed);
+        assert_eq!(sparse.ws * sparse.nm.1, sparse.ks * sparse.nm.0);
+    }
+
+    #[test]
+    fn plans_fill_the_device_or_split_k() {
+        let big = plan_f32(4096, 4096, 4096, (2, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
+        assert_eq!((big.size, big.slices, big.kernel.version), (TileSize::Large, 1, Version::V3));
+        let skinny = plan_f32(64, 256, 11008, (2, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
+        assert_eq!(skinny.size, TileSize::Small);
+        assert!(skinny.slices > 1, "{skinny:?}");
+        assert!(skinny.slices * skinny.steps_per_slice >= skinny.kernel.steps(11008 / 8 * 2));
+        let old = DeviceLimits { sms: 80, cc: (7, 0), smem_optin: 96 * 1024 };
+        assert_eq!(plan_f32(1024, 1024, 1024, (2, 4, 8), old, Options::default()).unwrap().kernel.version, Version::V2);
+        assert!(
+            plan_f32(1024, 1024, 1024, (2, 4, 8), old, Options { version: Some(Version::V3), ..Default::default() })
+                .is_err()
+        );
+        assert!(plan_f32(0, 4, 4, (2, 4, 8), DeviceLimits::H100, Options::default()).is_err());
+    }
+
+    #[test]
+    fn tensor_core_tiles_fit_and_refuse_short_vectors() {
+        for l in [8, 16, 24, 32, 64, 128] {
+            let k = Bf16Kernel::new((2, 8, l)).unwrap();
+            assert!(k.shared_bytes() <= 48 * 1024, "{k:?}");
+            assert_eq!(k.ms % k.wm, 0);
+        }
+        assert!(Bf16Kernel::new((2, 4, 4)).is_err());
+        assert!(Bf16Kernel::new((2, 4, 1)).is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! The f32 CUDA kernel source itself, run on the host: `kernels/emulate/harness.cpp` compiles
+//! `nm_spmm_f32.cu` and `splitk_reduce.cu` with a small CUDA emulation (a thread per CUDA
+//! thread, barriers for `__syncthreads`, cp.async as an immediate copy) under AddressSanitizer
+//! and UBSan, so this checks the kernels' indexing, ragged edges, packing, the double-buffer
+//! schedule's buffer use and split-K — and any out-of-bounds or misaligned access — on
+//! machines without a GPU. Results must equal the CPU kernel's (small integers: exact).
+//! Needs a C++20 compiler (`$CXX`, else `c++`); what it cannot check is timing and the real
+//! cp.async/PTX semantics, which `nvrtc_check` (assembly) and `gpu` (a device) cover.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use nm_cuda::plan::{DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, tables};
+use nm_format::{Format, NmParts, Tensor};
+
+fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
+    let mut dense = vec![0f32; k * n];
+    for g in 0..n.div_ceil(l) {
+        for w in 0..k.div_ceil(win) {
+            let mut rows: Vec<usize> = (0..win).collect();
+            for i in (1..win).rev() {
+                rows.swap(i, next() as usize % (i + 1));
+            }
+            for &r in rows.iter().take(keep) {
+                for col in g * l..((g + 1) * l).min(n) {
+                    if w * win + r < k {
+                        dense[(w * win + r) * n + col] = (next() % 9) as f32 - 4.0;
+                    }
+                }
+            }
+        }
+    }
+    Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
+}
+
+fn scratch() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nm-cuda-emulated");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The harness built for `plan`'s kernel (cached by its options).
+fn harness(plan: &F32Plan) -> PathBuf {
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
+    let defines = nm_cuda::kernels::Variant::f32(&plan.kernel).options;
+    // Named by the options and the sources, so an edited kernel is rebuilt.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for file in ["nm_spmm_f32.cu", "splitk_reduce.cu", "emulate/cuda_host.h", "emulate/harness.cpp"] {
+        for b in std::fs::read(kernels.join(file)).unwrap() {
+            hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    let name: String = defines.join("").chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let exe = scratch().join(format!("harness-{name}-{hash:016x}"));
+    if exe.exists() {
+        return exe;
+    }
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    // Two jobs may build the same harness at once: each writes its own file, then renames.
+    static BUILDS: AtomicUsize = AtomicUsize::new(0);
+    let tmp = exe.with_extension(format!("tmp{}", BUILDS.fetch_add(1, Ordering::Relaxed)));
+    let out = Command::new(&cxx)
+        .args(["-std=c++20", "-O1", "-g", "-pthread", "-Wno-unknown-pragmas", "-DNMS_HOST_EMULATION"])
+        .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
+        .args(&defines)
+        .arg(kernels.join("emulate/harness.cpp"))
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .unwrap_or_else(|e| panic!("the C++ compiler `{cxx}` does not run: {e}"));
+    assert!(out.status.success(), "{cxx} failed on the emulation harness:\n{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::rename(&tmp, &exe).unwrap();
+    exe
+}
+
+/// Runs `plan` on the host emulation; C, row-major.
+fn emulate(plan: &F32Plan, parts: &NmParts<f32>, a: &[f32], m: usize, tag: &str) -> Vec<f32> {
+    let t = tables(&plan.kernel, parts);
+    let [k, n] = parts.shape;
+    let info = if t.col_info.is_empty() { vec![-1] } else { t.col_info };
+    let header = [
+        m,
+        n,
+        k,
+        parts.rows(),
+        parts.cols(),
+        plan.kernel.steps(parts.rows()),
+        plan.steps_per_slice,
+        plan.slices,
+        plan.grid.0,
+        plan.grid.1,
+        plan.kernel.tile.threads(),
+        plan.kernel.shared_bytes(),
+        t.dtab.len(),
+        info.len(),
+    ];
+    let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+    bytes.extend(a.iter().flat_map(|v| v.to_le_bytes()));
+    bytes.extend(parts.b_prime.iter().flat_map(|v| v.to_le_bytes()));
+    bytes.extend(t.dtab.iter().chain(&info).flat_map(|v| v.to_le_bytes()));
+    let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
+    std::fs::write(&input, bytes).unwrap();
+    let run = Command::new(harness(plan)).arg(&input).arg(&output).output().unwrap();
+    assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
+    std::fs::read(&output).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
+    // (N, M, L), (m, n, k): the code paths (one group per warp, per float4 chunk, per column;
+    // groups that straddle blocks), packed and not, float4 A and not, ragged edges.
+    type Case = ((u32, u32, usize), (usize, usize, usize));
+    let cases: [Case; 7] = [
+        ((2, 4, 32), (70, 150, 96)),
+        ((1, 8, 32), (33, 130, 203)),
+        ((3, 8, 8), (65, 64, 128)),
+        ((16, 32, 1), (20, 67, 96)),
+        ((2, 8, 24), (40, 100, 260)),
+        ((1, 4, 160), (9, 170, 37)),
+        // 15 kept rows per step × 7 group slots: an index tile of odd length.
+        ((3, 8, 24), (17, 90, 120)),
+    ];
+    let mut jobs = Vec::new();
+    for (c, &(nm, (m, n, k))) in cases.iter().enumerate() {
+        let b = random_nm(k, n, nm, c as u64 + 1);
+        let parts = b.nm_parts().unwrap();
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 5 + c) % 7) as f32 - 3.0).collect();
+        let at = Tensor::from_dense(&[m, k], &a, &Format::dense(2)).unwrap();
+        let want = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(&b).unwrap(), 1).unwrap().values().to_vec();
+        let nmu = (nm.0 as usize, nm.1 as usize, nm.2);
+        for version in [Version::V1, Version::V2, Version::V3] {
+            for tile in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+                // Split k where there are steps enough to split.
+                for slices in [None, Some(3)] {
+                    let options = Options { version: Some(version), tile: Some(tile), slices };
+                    let plan = plan_f32(m, n, k, nmu, DeviceLimits::H100, options).unwrap();
+                    if slices.is_some() && plan.slices == 1 {
+                        continue;
+                    }
+                    jobs.push((
+                        format!("case{c}-{version:?}-{tile:?}-s{}", plan.slices),
+                        plan,
+                        parts.clone(),
+                        a.clone(),
+                        m,
+                        want.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
+            s.spawn(|| {
+                while let Some((tag, plan, parts, a, m, want)) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let got = emulate(plan, parts, a, *m, tag);
+                    if got != *want {
+                        let at = got.iter().zip(want).position(|(x, y)| x != y).unwrap_or(got.len().min(want.len()));
+                        failures.lock().unwrap().push(format!("{tag} {plan:?}: first difference at {at}"));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    println!("{} emulated launches", jobs.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

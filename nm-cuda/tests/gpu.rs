@@ -1,0 +1,135 @@
+//! The CUDA kernels against the CPU N:M kernel (nm-spmm, itself checked against a dense
+//! reference). Values are small integers, so every sum is exact in f32 and in bf16 inputs, and
+//! results must be equal, not close. Without a device every test prints why it is skipped.
+
+use nm_cuda::{CudaError, Gpu, GpuNmBf16, Options, TileSize, Version, from_bf16, multiply, to_bf16, unavailable};
+use nm_format::{Format, Tensor};
+
+/// The device, or `None` after printing why the test is skipped.
+fn device() -> Option<Gpu> {
+    if let Some(why) = unavailable() {
+        println!("skipped: no CUDA device ({why})");
+        return None;
+    }
+    Some(Gpu::open(0).expect("a device is reported, so it opens"))
+}
+
+/// A k×n matrix in nm(N,M,L) with small integer values, seeded.
+fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
+    let mut dense = vec![0f32; k * n];
+    for g in 0..n.div_ceil(l) {
+        for w in 0..k.div_ceil(win) {
+            let mut rows: Vec<usize> = (0..win).collect();
+            for i in (1..win).rev() {
+                rows.swap(i, next() as usize % (i + 1));
+            }
+            for &r in rows.iter().take(keep) {
+                for col in g * l..((g + 1) * l).min(n) {
+                    if w * win + r < k {
+                        dense[(w * win + r) * n + col] = (next() % 9) as f32 - 4.0;
+                    }
+                }
+            }
+        }
+    }
+    Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
+}
+
+fn random_dense(m: usize, k: usize, seed: u64) -> Vec<f32> {
+    (0..m * k).map(|i| ((i as u64 * 2654435761 + seed * 97) % 7) as f32 - 3.0).collect()
+}
+
+fn cpu_reference(a: &[f32], m: usize, b: &Tensor<f32>) -> Vec<f32> {
+    let k = b.shape()[0];
+    let at = Tensor::from_dense(&[m, k], a, &Format::dense(2)).unwrap();
+    let c = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(b).unwrap(), 2).unwrap();
+    c.values().to_vec()
+}
+
+const PATTERNS: [(u32, u32); 6] = [(2, 4), (3, 8), (2, 8), (1, 8), (16, 32), (32, 32)];
+/// Ragged shapes (m, n, k) and one of the paper's (LLaMA-7B projection) shapes.
+const SHAPES: [(usize, usize, usize); 5] =
+    [(1, 37, 64), (100, 130, 200), (257, 129, 1003), (64, 256, 4096), (256, 4096, 4096)];
+
+#[test]
+fn f32_kernels_match_the_cpu_kernel() {
+    let Some(gpu) = device() else { return };
+    println!("{}", gpu.describe());
+    let mut checked = 0;
+    for (p, &(n_keep, m_win)) in PATTERNS.iter().enumerate() {
+        for l in [1, 8, 32] {
+            for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+                let b = random_nm(k, n, (n_keep, m_win, l), (p * 100 + s) as u64);
+                let a = random_dense(m, k, s as u64);
+                let want = cpu_reference(&a, m, &b);
+                let parts = b.nm_parts().unwrap();
+                let mut runs = vec![Options::default()];
+                for version in [Version::V1, Version::V2, Version::V3] {
+                    for tile in [TileSize::Small, TileSize::Large] {
+                        runs.push(Options { version: Some(version), tile: Some(tile), slices: None });
+                    }
+                }
+                runs.push(Options { version: Some(Version::V3), tile: Some(TileSize::Medium), slices: Some(3) });
+                for options in runs {
+                    let (got, plan) = multiply(&gpu, &a, m, &parts, options).unwrap();
+                    assert!(got == want, "{n_keep}:{m_win} L={l} {m}×{n}×{k} {plan:?}: results differ");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    println!("{checked} GPU runs equal to the CPU kernel");
+}
+
+#[test]
+fn split_k_is_deterministic() {
+    let Some(gpu) = device() else { return };
+    let b = random_nm(4096, 96, (2, 8, 32), 5);
+    let parts = b.nm_parts().unwrap();
+    let a: Vec<f32> = (0..64 * 4096).map(|i| ((i % 1000) as f32).sin()).collect();
+    let options = Options { slices: Some(8), ..Default::default() };
+    let (first, plan) = multiply(&gpu, &a, 64, &parts, options).unwrap();
+    assert!(plan.slices > 1, "{plan:?}");
+    for _ in 0..5 {
+        assert_eq!(multiply(&gpu, &a, 64, &parts, options).unwrap().0, first);
+    }
+}
+
+#[test]
+fn bf16_tensor_core_kernel_matches_the_cpu_kernel() {
+    let Some(gpu) = device() else { return };
+    for &(n_keep, m_win) in &PATTERNS {
+        for l in [8, 32] {
+            for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+                let b = random_nm(k, n, (n_keep, m_win, l), s as u64 + 7);
+                let a = random_dense(m, k, s as u64 + 3);
+                // Small integers are exact in bf16, so the f32 reference applies unchanged.
+                assert!(a.iter().all(|&x| from_bf16(to_bf16(x)) == x));
+                let want = cpu_reference(&a, m, &b);
+                let dev = GpuNmBf16::upload(&gpu, &b.nm_parts().unwrap()).unwrap();
+                let a16: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
+                let a_dev = gpu.upload(&a16).unwrap();
+                let mut c = gpu.zeros::<f32>(m * n).unwrap();
+                dev.run(&gpu, &a_dev, m, &mut c).unwrap();
+                let got = gpu.download(&c).unwrap();
+                assert!(got[..m * n] == want[..], "bf16 {n_keep}:{m_win} L={l} {m}×{n}×{k}: results differ");
+            }
+        }
+    }
+}
+
+#[test]
+fn wrong_operands_are_errors() {
+    let Some(gpu) = device() else { return };
+    let b = random_nm(64, 64, (2, 4, 4), 1).nm_parts().unwrap();
+    assert!(matches!(multiply(&gpu, &[0.0; 10], 3, &b, Options::default()), Err(CudaError::Inner { .. })));
+    assert!(matches!(GpuNmBf16::upload(&gpu, &b), Err(CudaError::Unsupported(_))));
+}
