@@ -10,6 +10,10 @@
 // GMAX (groups one block's columns can touch), NM_N NM_M NM_L.
 // Ragged edges read zeros and store nothing. Split-K as in nm_spmm_f32.cu.
 
+#ifdef NMS_HOST_EMULATION
+#include "emulate/cuda_host.h"
+#endif
+
 typedef unsigned short u16;
 typedef unsigned int u32;
 
@@ -26,11 +30,15 @@ static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tiles are made of m16n8 tiles")
 #define WARP_ONE_GROUP (NM_L % WN == 0 && NS % NM_L == 0)
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#ifdef NMS_HOST_EMULATION
+    emulated_mma_bf16(d, a, b0, b1);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 __device__ __forceinline__ u32 pair(const u16* p) { return *reinterpret_cast<const u32*>(p); }

@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nm_cuda::plan::{DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, tables};
+use nm_cuda::plan::{Bf16Kernel, DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, tables};
+use nm_cuda::to_bf16;
 use nm_format::{Format, NmParts, Tensor};
 
 fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
@@ -49,19 +50,25 @@ fn scratch() -> PathBuf {
     dir
 }
 
-/// The harness built for `plan`'s kernel (cached by its options).
-fn harness(plan: &F32Plan) -> PathBuf {
+/// `harness` (harness.cpp or harness_tc.cpp) built for a kernel variant's `defines`, cached by
+/// the options and the sources, so an edited kernel is rebuilt.
+fn harness(harness: &str, defines: &[String]) -> PathBuf {
     let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels");
-    let defines = nm_cuda::kernels::Variant::f32(&plan.kernel).options;
-    // Named by the options and the sources, so an edited kernel is rebuilt.
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for file in ["nm_spmm_f32.cu", "splitk_reduce.cu", "emulate/cuda_host.h", "emulate/harness.cpp"] {
+    for file in [
+        "nm_spmm_f32.cu",
+        "nm_spmm_bf16_tc.cu",
+        "splitk_reduce.cu",
+        "emulate/cuda_host.h",
+        "emulate/harness.cpp",
+        "emulate/harness_tc.cpp",
+    ] {
         for b in std::fs::read(kernels.join(file)).unwrap() {
             hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
         }
     }
     let name: String = defines.join("").chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-    let exe = scratch().join(format!("harness-{name}-{hash:016x}"));
+    let exe = scratch().join(format!("{}-{name}-{hash:016x}", harness.trim_end_matches(".cpp")));
     if exe.exists() {
         return exe;
     }
@@ -72,8 +79,8 @@ fn harness(plan: &F32Plan) -> PathBuf {
     let out = Command::new(&cxx)
         .args(["-std=c++20", "-O1", "-g", "-pthread", "-Wno-unknown-pragmas", "-DNMS_HOST_EMULATION"])
         .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"])
-        .args(&defines)
-        .arg(kernels.join("emulate/harness.cpp"))
+        .args(defines)
+        .arg(kernels.join("emulate").join(harness))
         .arg("-o")
         .arg(&tmp)
         .output()
@@ -110,7 +117,8 @@ fn emulate(plan: &F32Plan, parts: &NmParts<f32>, a: &[f32], m: usize, tag: &str)
     bytes.extend(t.dtab.iter().chain(&info).flat_map(|v| v.to_le_bytes()));
     let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
     std::fs::write(&input, bytes).unwrap();
-    let run = Command::new(harness(plan)).arg(&input).arg(&output).output().unwrap();
+    let defines = nm_cuda::kernels::Variant::f32(&plan.kernel).options;
+    let run = Command::new(harness("harness.cpp", &defines)).arg(&input).arg(&output).output().unwrap();
     assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
     std::fs::read(&output).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
@@ -177,4 +185,52 @@ fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
     let failures = failures.into_inner().unwrap();
     println!("{} emulated launches", jobs.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
+    // L: one group per warp tile (32, 64), groups per n8 tile (8, 24: straddling blocks).
+    let cases: [((u32, u32, usize), (usize, usize, usize)); 5] = [
+        ((2, 4, 32), (70, 150, 96)),
+        ((1, 8, 8), (33, 130, 203)),
+        ((3, 8, 24), (65, 100, 128)),
+        ((16, 32, 64), (20, 140, 96)),
+        ((32, 32, 8), (17, 40, 50)),
+    ];
+    for (c, &(nm, (m, n, k))) in cases.iter().enumerate() {
+        let b = random_nm(k, n, nm, c as u64 + 21);
+        let parts = b.nm_parts().unwrap();
+        let a: Vec<f32> = (0..m * k).map(|i| ((i * 3 + c) % 7) as f32 - 3.0).collect();
+        let at = Tensor::from_dense(&[m, k], &a, &Format::dense(2)).unwrap();
+        let want = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(&b).unwrap(), 1).unwrap().values().to_vec();
+        let kernel = Bf16Kernel::new((nm.0 as usize, nm.1 as usize, nm.2)).unwrap();
+        let header = [
+            m,
+            n,
+            k,
+            parts.rows(),
+            parts.cols(),
+            parts.groups(),
+            parts.rows().div_ceil(kernel.kt),
+            n.div_ceil(kernel.ns),
+            m.div_ceil(kernel.ms),
+            kernel.threads(),
+        ];
+        let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+        bytes.extend(a.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
+        bytes.extend(parts.b_prime.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
+        bytes.extend(parts.d.iter().flat_map(|v| v.to_le_bytes()));
+        let tag = format!("tc{c}");
+        let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
+        std::fs::write(&input, bytes).unwrap();
+        let exe = harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options);
+        let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
+        assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
+        let got: Vec<f32> = std::fs::read(&output)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
+    }
 }
