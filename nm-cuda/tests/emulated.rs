@@ -44,6 +44,9 @@ fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32
     Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
 }
 
+/// (N, M, L) and (m, n, k).
+type Case = ((u32, u32, usize), (usize, usize, usize));
+
 fn scratch() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nm-cuda-emulated");
     std::fs::create_dir_all(&dir).unwrap();
@@ -127,7 +130,6 @@ fn emulate(plan: &F32Plan, parts: &NmParts<f32>, a: &[f32], m: usize, tag: &str)
 fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
     // (N, M, L), (m, n, k): the code paths (one group per warp, per float4 chunk, per column;
     // groups that straddle blocks), packed and not, float4 A and not, ragged edges.
-    type Case = ((u32, u32, usize), (usize, usize, usize));
     let cases: [Case; 7] = [
         ((2, 4, 32), (70, 150, 96)),
         ((1, 8, 32), (33, 130, 203)),
@@ -190,7 +192,7 @@ fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
 #[test]
 fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
     // L: one group per warp tile (32, 64), groups per n8 tile (8, 24: straddling blocks).
-    let cases: [((u32, u32, usize), (usize, usize, usize)); 5] = [
+    let cases: [Case; 5] = [
         ((2, 4, 32), (70, 150, 96)),
         ((1, 8, 8), (33, 130, 203)),
         ((3, 8, 24), (65, 100, 128)),
