@@ -110,3 +110,27 @@ fn nv24_times_dense() {
     let csr = Tensor::from_dense(&[2, 2], &[1.0, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
     assert!(matches!(nm_spmm::spmm_nv24(&csr, &[0.0; 4], 2, &mut [0.0; 4], 1), Err(SpmmError::NotNm(_))));
 }
+
+/// A long k (a transposed row block of A larger than L2), a ragged last window and a ragged
+/// row tile. (Summing k in L2-sized chunks through C was tried for such shapes and measured
+/// 10–50% slower; see BENCHMARKS.md.)
+#[test]
+fn long_k_in_several_chunks() {
+    fn check<T: Real>() {
+        let mut rng = Pcg64::seed_from_u64(11);
+        for (keep, window, l) in [(1, 8, 32), (2, 4, 16), (3, 8, 32)] {
+            let (m, k, n) = (70, 4 * 2048 + 5, 2 * l + 3);
+            let (b, dense_b) = nm_matrix::<T>(k, n, keep, window, l, &mut rng);
+            let a = integers::<T>(m * k, &mut rng);
+            let expected = reference(&a, &dense_b, m, k, n);
+            let nm = NmMatrix::new(&b).unwrap();
+            for threads in [1, 2] {
+                let mut c = vec![T::from_f64(99.0); m * n];
+                spmm(&a, m, &nm, &mut c, threads).unwrap();
+                assert_eq!(c, expected, "{keep}:{window} L={l} {m}x{k}x{n} {threads} threads {}", T::NAME);
+            }
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+}
