@@ -353,6 +353,52 @@ fn structured_nm_operands_through_the_compiler() {
     }
 }
 
+/// Structured N:M levels co-iterated with other sparse operands (merged by coordinate like a
+/// compressed level; the kept entries of a ragged last block's padding never reach the merge):
+/// sums and products with CSR, into dense and sparse results, ragged and not.
+#[test]
+fn structured_nm_levels_merge_with_other_sparse_operands() {
+    // 21 and 17 columns: the last block has fewer columns than N, so kept entries lie in its
+    // padding.
+    for (rows, cols) in [(9, 16), (7, 21), (5, 17)] {
+        for (pattern, density) in [("nv24", 0.8), ("(i, j) -> (i : dense, j : structured[3, 8])", 0.9)] {
+            for result in ["dense", "csr"] {
+                check(
+                    "A(i,j) = B(i,j) + C(i,j)",
+                    "",
+                    &[
+                        ("A", &[rows, cols], result, 1.0),
+                        ("B", &[rows, cols], pattern, density),
+                        ("C", &[rows, cols], "csr", 0.3),
+                    ],
+                    51,
+                );
+                check(
+                    "A(i,j) = B(i,j) * C(i,j)",
+                    "",
+                    &[
+                        ("A", &[rows, cols], result, 1.0),
+                        ("B", &[rows, cols], pattern, density),
+                        ("C", &[rows, cols], "csr", 0.5),
+                    ],
+                    52,
+                );
+            }
+            check(
+                "y(i) = B(i,j) * x(j) + C(i,j) * x(j)",
+                "",
+                &[
+                    ("y", &[rows], "dense", 1.0),
+                    ("B", &[rows, cols], pattern, density),
+                    ("C", &[rows, cols], "csr", 0.3),
+                    ("x", &[cols], "s", 0.5),
+                ],
+                53,
+            );
+        }
+    }
+}
+
 /// Found by the differential tests: a sparse result reduced over a loop whose body computes a
 /// `where` temporary appended one entry per reduction iteration (a repeated coordinate).
 #[test]

@@ -1553,12 +1553,6 @@ impl Lowerer<'_> {
             }
             // A window is a range of entries, not one coordinate.
             segmented[n] = !kind.is_unique() && !alone && !matches!(subsections[n], Subsection::Window { .. });
-            if matches!(kind, LevelKind::Structured { .. }) && !alone {
-                let tname = &self.cin.tensors[self.accesses[k].tensor].name;
-                return unsupported(format!(
-                    "co-iterating `{tname}`'s structured N:M level {l} with other operands or into a sparse result"
-                ));
-            }
         }
         // Positions and ends of the sparse iterators.
         let mut out = Vec::new();
@@ -1607,6 +1601,22 @@ impl Lowerer<'_> {
             };
             out.push(Stmt::Decl(p, range.0.clone()));
             out.push(Stmt::Decl(end, range.1.clone()));
+            // Co-iterated, a structured level ends at its last entry inside the dimension: the
+            // kept entries of the last block's zero padding (coordinates past the size, at most
+            // N - 1 of them, all at the end) must not reach a merge.
+            if !alone
+                && let Coordinates::Structured { m, .. } = &crd
+                && !self.size(v).is_multiple_of(*m as usize)
+            {
+                out.push(Stmt::While {
+                    cond: bin(
+                        BinOp::And,
+                        bin(BinOp::Lt, var(p), var(end)),
+                        bin(BinOp::Le, int(self.size(v) as i64), crd.at(bin(BinOp::Sub, var(end), int(1)))),
+                    ),
+                    body: vec![Stmt::Assign(end, bin(BinOp::Sub, var(end), int(1)))],
+                });
+            }
             let crd = match &subsections[n] {
                 // The inner loop of a `split` visits one block of coordinates: its iterators
                 // start at the block's first (found by the differential tests: they restarted
