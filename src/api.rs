@@ -91,14 +91,18 @@ impl Program {
 
     /// Declares tensor `name` with `shape` stored in `format` (`"dense"`, `"csr"`, `"ds:1,0"`,
     /// `"nm(2,4,16)"`, ...).
-    pub fn tensor(mut self, name: &str, shape: &[usize], format: &str) -> Result<Program, Error> {
+    pub fn tensor(self, name: &str, shape: &[usize], format: &str) -> Result<Program, Error> {
         let f = Format::parse(format, shape.len().max(1))?;
+        Ok(self.declare(name, shape, f))
+    }
+
+    fn declare(mut self, name: &str, shape: &[usize], f: Format) -> Program {
         let dense = f == Format::dense(f.order());
         let ty =
             if dense || shape.is_empty() { TensorType::dense(shape) } else { TensorType::sparse(shape, f.clone()) };
         self.decls = self.decls.tensor(name, ty);
         self.shapes.insert(name.to_string(), (shape.to_vec(), (!dense).then_some(f)));
-        Ok(self)
+        self
     }
 
     /// Gives an index variable a size (needed when only compound subscripts use it).
@@ -140,7 +144,37 @@ impl Program {
     /// stored with 64-bit ones get a kernel of their own on first use. `C(i,j) = A(i,k) *
     /// B(k,j)` with `B` in `nm(N,M,L)` and `A`, `C` dense runs nm-spmm's hand-written kernel
     /// instead (the lowering does not generate code for blocked N:M levels).
+    ///
+    /// An operand the lowering cannot read as declared (an N:M format in a sum, a mode order
+    /// against the loop order, ...) is read through a copy in CSF in a mode order it can
+    /// read, made at each run ([`Kernel::conversions`] lists them).
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
+        let first = match self.compile_declared::<T>(backend) {
+            Err(Error::Lower(e)) => e,
+            other => return other,
+        };
+        let declared = |name: &str| self.shapes.get(name).and_then(|(_, f)| f.clone());
+        let loop_order = self.concrete()?.0.unscheduled_loop_order();
+        for conversion in crate::conversion::candidates(&self.stmt, declared, &loop_order) {
+            let mut program = self.clone();
+            for (name, format) in &conversion {
+                let shape = self.shapes[name].0.clone();
+                program = program.declare(name, &shape, format.clone());
+            }
+            match program.compile_declared::<T>(backend) {
+                Ok(mut kernel) => {
+                    kernel.conversions = conversion;
+                    kernel.declared = self.shapes.clone();
+                    return Ok(kernel);
+                }
+                Err(Error::Lower(_)) => continue,
+                Err(other) => return Err(other),
+            }
+        }
+        Err(Error::Lower(first))
+    }
+
+    fn compile_declared<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let (cin, types) = self.concrete()?;
         let result = self.stmt.tensor_name(self.stmt.lhs.tensor).to_string();
         let (shape, format) = self
@@ -176,6 +210,8 @@ impl Program {
             result_shape: shape,
             result_format: format,
             threads: 1,
+            conversions: Vec::new(),
+            declared: HashMap::new(),
             _value: std::marker::PhantomData,
         })
     }
@@ -234,6 +270,9 @@ pub struct Kernel<T> {
     result_shape: Vec<usize>,
     result_format: Option<Format>,
     threads: usize,
+    /// Operands read through a copy, and the declarations they are given in.
+    conversions: crate::conversion::Conversion,
+    declared: HashMap<String, (Vec<usize>, Option<Format>)>,
     _value: std::marker::PhantomData<T>,
 }
 
@@ -270,8 +309,33 @@ impl<T: Scalar> Kernel<T> {
         }
     }
 
+    /// The operands read through a copy in another format (empty when every operand is read in
+    /// place), with the copy's format.
+    pub fn conversions(&self) -> &[(String, Format)] {
+        &self.conversions
+    }
+
     /// Runs on the operands (by name; each in its declared format) and returns the result.
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        if self.conversions.is_empty() {
+            return self.run_in_place(operands);
+        }
+        let mut copies = Vec::new();
+        for (name, format) in &self.conversions {
+            let Some(&(_, t)) = operands.iter().find(|(n, _)| n == name) else { continue };
+            let (shape, declared) = &self.declared[name];
+            let declared = declared.clone().unwrap_or_else(|| Format::dense(shape.len().max(1)));
+            nm_lower::lower::check_operand(name, shape, &declared, t)?;
+            copies.push((name.as_str(), t.convert(format)?));
+        }
+        let args: Vec<(&str, &Tensor<T>)> = operands
+            .iter()
+            .map(|&(n, t)| (n, copies.iter().find(|(c, _)| *c == n).map_or(t, |(_, copy)| copy)))
+            .collect();
+        self.run_in_place(&args)
+    }
+
+    fn run_in_place(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
         let mut by_id: Vec<Option<&Tensor<T>>> = Vec::new();
         let mut named = Vec::new();
         for (id, t) in self.stmt.tensors.iter() {

@@ -34,6 +34,7 @@
 
 mod api;
 pub mod commands;
+pub mod conversion;
 
 pub use api::{Backend, Error, Kernel, Program, Scalar};
 

@@ -52,10 +52,16 @@ fn each_stage_reports_its_own_error() {
     let p = p.tensor("x", &[4], "dense").unwrap();
     let e = p.clone().schedule("reorder(i, q)").compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
     assert!(matches!(e, Error::Schedule(_)), "{e}");
-    // CSC is walked column by column by default; forced row by row, lowering refuses it.
+    // CSC is walked column by column by default; forced row by row, it is read through a
+    // copy in row order.
     let csc = p.clone().tensor("A", &[3, 4], "csc").unwrap();
-    assert!(csc.clone().compile::<f64>(Backend::Interp).is_ok());
-    let e = csc.schedule("reorder(i, j)").compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
+    assert!(csc.clone().compile::<f64>(Backend::Interp).unwrap().conversions().is_empty());
+    let rows = csc.schedule("reorder(i, j)").compile::<f64>(Backend::Interp).unwrap();
+    assert_eq!(rows.conversions(), &[("A".to_string(), Format::csf(2))]);
+    // What no copy helps: a negative coefficient on a compressed level.
+    let flipped = Program::new("y(i) = A(i,3-j) * x(j)").unwrap().tensor("A", &[3, 4], "csr").unwrap();
+    let flipped = flipped.tensor("y", &[3], "dense").unwrap().tensor("x", &[4], "dense").unwrap();
+    let e = flipped.compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
     assert!(matches!(e, Error::Lower(_)), "{e}");
     let kernel = p.compile::<f64>(Backend::Interp).unwrap();
     let a = Tensor::from_dense(&[3, 4], &[0.0; 12], &Format::csr()).unwrap();

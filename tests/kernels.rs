@@ -461,3 +461,33 @@ fn vector_wise_nm_operands_through_the_compiler() {
         );
     }
 }
+
+/// Operands the lowering cannot read as declared are read through a CSF copy in a mode order
+/// it can read (vector-wise N:M in a sum, CSC in a row-order merge, a CSR operand read
+/// transposed into a sparse result), with the same results as the dense reference.
+#[test]
+fn operands_unreadable_as_declared_are_read_through_a_copy() {
+    let cases: [(&str, [Decl<'_>; 3]); 3] = [
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            [("A", &[9, 16], "dense", 1.0), ("B", &[9, 16], "nm(2,4,4)", 0.9), ("C", &[9, 16], "csr", 0.3)],
+        ),
+        (
+            "A(i,j) = B(i,j) * C(i,j)",
+            [("A", &[10, 7], "csr", 1.0), ("B", &[10, 7], "csr", 0.5), ("C", &[10, 7], "csc", 0.5)],
+        ),
+        (
+            "A(i,j) = B(i,j) + C(j,i)",
+            [("A", &[6, 8], "csr", 1.0), ("B", &[6, 8], "csr", 0.4), ("C", &[8, 6], "csr", 0.4)],
+        ),
+    ];
+    for (seed, (expr, decls)) in cases.iter().enumerate() {
+        let mut p = Program::new(expr).unwrap();
+        for &(name, shape, format, _) in decls {
+            p = p.tensor(name, shape, format).unwrap();
+        }
+        let kernel = p.compile::<f64>(Backend::Interp).unwrap();
+        assert!(!kernel.conversions().is_empty(), "{expr}: expected a copy (else this case tests nothing new)");
+        check(expr, "", decls, 60 + seed as u64);
+    }
+}

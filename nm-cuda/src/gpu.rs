@@ -383,22 +383,11 @@ impl Cublas {
         n: usize,
         k: usize,
     ) -> Result<()> {
-        use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t::CUBLAS_OP_N};
+        use cudarc::cublas::Gemm;
         if a.len() < m * k || b.len() < k * n || c.len() < m * n {
             return Err(CudaError::Unsupported("device buffers too short for SGEMM".into()));
         }
-        let cfg = GemmConfig {
-            transa: CUBLAS_OP_N,
-            transb: CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: 1.0f32,
-            lda: n as i32,
-            ldb: k as i32,
-            beta: 0.0f32,
-            ldc: n as i32,
-        };
+        let cfg = row_major(m, n, k, 1.0f32, 0.0f32);
         // SAFETY: column-major Cᵀ (n×m) = Bᵀ (n×k) · Aᵀ (k×m) over buffers checked to hold
         // k·n, m·k and m·n floats with the leading dimensions given.
         unsafe { self.handle.gemm(cfg, b, a, c) }?;
@@ -415,25 +404,32 @@ impl Cublas {
         n: usize,
         k: usize,
     ) -> Result<()> {
-        use cudarc::cublas::{Gemm, GemmConfig, sys::cublasOperation_t::CUBLAS_OP_N};
+        use cudarc::cublas::Gemm;
         if a.len() < m * k || b.len() < k * n || c.len() < m * n {
             return Err(CudaError::Unsupported("device buffers too short for the bf16 GEMM".into()));
         }
-        let cfg = GemmConfig {
-            transa: CUBLAS_OP_N,
-            transb: CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: half::bf16::ONE,
-            lda: n as i32,
-            ldb: k as i32,
-            beta: half::bf16::ZERO,
-            ldc: n as i32,
-        };
+        let cfg = row_major(m, n, k, half::bf16::ONE, half::bf16::ZERO);
         // SAFETY: as in `sgemm`, with bf16 buffers checked to hold k·n, m·k and m·n elements.
         unsafe { self.handle.gemm(cfg, b, a, c) }?;
         Ok(())
+    }
+}
+
+/// `C = A·B` on row-major `m×k`, `k×n`, `m×n` operands as cuBLAS's column-major GEMM:
+/// `Cᵀ (n×m) = Bᵀ (n×k) · Aᵀ (k×m)`, called with B first.
+fn row_major<T>(m: usize, n: usize, k: usize, alpha: T, beta: T) -> cudarc::cublas::GemmConfig<T> {
+    use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+    cudarc::cublas::GemmConfig {
+        transa: CUBLAS_OP_N,
+        transb: CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha,
+        lda: n as i32,
+        ldb: k as i32,
+        beta,
+        ldc: n as i32,
     }
 }
 

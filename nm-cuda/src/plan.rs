@@ -418,34 +418,11 @@ mod tests {
     use super::*;
     use nm_format::{Format, Tensor};
 
-    /// A random k×n f32 matrix in nm(N,M,L) (values small integers so sums are exact).
+    /// A k×n f32 matrix pruned into nm(N,M,L) (small integers, so sums are exact).
     fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
-        let mut dense = vec![0f32; k * n];
-        for g in 0..n.div_ceil(l) {
-            for w in 0..k.div_ceil(win) {
-                let mut rows: Vec<usize> = (0..win).collect();
-                for i in (1..win).rev() {
-                    rows.swap(i, next() as usize % (i + 1));
-                }
-                for &r in rows.iter().take(keep) {
-                    let row = w * win + r;
-                    for col in g * l..((g + 1) * l).min(n) {
-                        if row < k {
-                            dense[row * n + col] = (next() % 7) as f32 - 3.0;
-                        }
-                    }
-                }
-            }
-        }
-        Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
+        let dense: Vec<f32> = (0..k * n).map(|i| ((i as u64 * 2_654_435_761 + seed * 97) % 9) as f32 - 4.0).collect();
+        let whole = Tensor::from_dense(&[k, n], &dense, &Format::dense(2)).unwrap();
+        whole.prune(&Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap().0
     }
 
     /// Runs the f32 kernel's data flow on the host: the same tiles, steps and index tables,

@@ -14,35 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nm_cuda::plan::{Bf16Kernel, DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, tables};
 use nm_cuda::to_bf16;
-use nm_format::{Format, NmParts, Tensor};
+use nm_format::NmParts;
 
-fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
-    let mut dense = vec![0f32; k * n];
-    for g in 0..n.div_ceil(l) {
-        for w in 0..k.div_ceil(win) {
-            let mut rows: Vec<usize> = (0..win).collect();
-            for i in (1..win).rev() {
-                rows.swap(i, next() as usize % (i + 1));
-            }
-            for &r in rows.iter().take(keep) {
-                for col in g * l..((g + 1) * l).min(n) {
-                    if w * win + r < k {
-                        dense[(w * win + r) * n + col] = (next() % 9) as f32 - 4.0;
-                    }
-                }
-            }
-        }
-    }
-    Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
-}
+mod common;
+use common::{cpu_reference, random_nm};
 
 /// (N, M, L) and (m, n, k).
 type Case = ((u32, u32, usize), (usize, usize, usize));
@@ -63,6 +38,7 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
         "nm_spmm_bf16_tc.cu",
         "splitk_reduce.cu",
         "emulate/cuda_host.h",
+        "emulate/input.h",
         "emulate/harness.cpp",
         "emulate/harness_tc.cpp",
     ] {
@@ -145,8 +121,7 @@ fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
         let b = random_nm(k, n, nm, c as u64 + 1);
         let parts = b.nm_parts().unwrap();
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 5 + c) % 7) as f32 - 3.0).collect();
-        let at = Tensor::from_dense(&[m, k], &a, &Format::dense(2)).unwrap();
-        let want = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(&b).unwrap(), 1).unwrap().values().to_vec();
+        let want = cpu_reference(&a, m, &b);
         let nmu = (nm.0 as usize, nm.1 as usize, nm.2);
         for version in [Version::V1, Version::V2, Version::V3] {
             for tile in [TileSize::Small, TileSize::Medium, TileSize::Large] {
@@ -203,8 +178,7 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
         let b = random_nm(k, n, nm, c as u64 + 21);
         let parts = b.nm_parts().unwrap();
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 3 + c) % 7) as f32 - 3.0).collect();
-        let at = Tensor::from_dense(&[m, k], &a, &Format::dense(2)).unwrap();
-        let want = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(&b).unwrap(), 1).unwrap().values().to_vec();
+        let want = cpu_reference(&a, m, &b);
         let kernel = Bf16Kernel::new((nm.0 as usize, nm.1 as usize, nm.2)).unwrap();
         let header = [
             m,

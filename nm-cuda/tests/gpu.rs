@@ -3,7 +3,9 @@
 //! results must be equal, not close. Without a device every test prints why it is skipped.
 
 use nm_cuda::{CudaError, Gpu, GpuNmBf16, Options, TileSize, Version, from_bf16, multiply, to_bf16, unavailable};
-use nm_format::{Format, Tensor};
+mod common;
+
+use common::{cpu_reference, random_nm};
 
 /// The device, or `None` after printing why the test is skipped.
 fn device() -> Option<Gpu> {
@@ -14,44 +16,8 @@ fn device() -> Option<Gpu> {
     Some(Gpu::open(0).expect("a device is reported, so it opens"))
 }
 
-/// A k×n matrix in nm(N,M,L) with small integer values, seeded.
-fn random_nm(k: usize, n: usize, nm: (u32, u32, usize), seed: u64) -> Tensor<f32> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let (keep, win, l) = (nm.0 as usize, nm.1 as usize, nm.2);
-    let mut dense = vec![0f32; k * n];
-    for g in 0..n.div_ceil(l) {
-        for w in 0..k.div_ceil(win) {
-            let mut rows: Vec<usize> = (0..win).collect();
-            for i in (1..win).rev() {
-                rows.swap(i, next() as usize % (i + 1));
-            }
-            for &r in rows.iter().take(keep) {
-                for col in g * l..((g + 1) * l).min(n) {
-                    if w * win + r < k {
-                        dense[(w * win + r) * n + col] = (next() % 9) as f32 - 4.0;
-                    }
-                }
-            }
-        }
-    }
-    Tensor::from_dense(&[k, n], &dense, &Format::nm(nm.0, nm.1, nm.2).unwrap()).unwrap()
-}
-
 fn random_dense(m: usize, k: usize, seed: u64) -> Vec<f32> {
     (0..m * k).map(|i| ((i as u64 * 2654435761 + seed * 97) % 7) as f32 - 3.0).collect()
-}
-
-fn cpu_reference(a: &[f32], m: usize, b: &Tensor<f32>) -> Vec<f32> {
-    let k = b.shape()[0];
-    let at = Tensor::from_dense(&[m, k], a, &Format::dense(2)).unwrap();
-    let c = nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(b).unwrap(), 2).unwrap();
-    c.values().to_vec()
 }
 
 const PATTERNS: [(u32, u32); 6] = [(2, 4), (3, 8), (2, 8), (1, 8), (16, 32), (32, 32)];

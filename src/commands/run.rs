@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use nm_format::generate::{Values, uniform};
 use nm_format::io::{read_coordinates, write_tensor};
 use nm_format::{Duplicates, Format, Tensor};
-use nm_ir::concrete::{concretize_for, parse_schedule};
+use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
 use nm_ir::graph::IterationGraph;
 use nm_ir::notation::{Declarations, IndexNotation, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
@@ -378,7 +378,14 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
     let widths = IndexWidths::of(&named);
     let options = LowerOptions { workspace: o.workspace };
-    let lowered = lower_options(&cin, &types, T::ELEM, &widths, &options).map_err(|e| CommandError(e.to_string()))?;
+    let lowered = match lower_options(&cin, &types, T::ELEM, &widths, &options) {
+        Ok(lowered) => lowered,
+        // An operand it cannot read as declared: through a copy in a format it can read.
+        Err(first) => match read_through_copies(&stmt, &shapes, &parsed_formats, &cin, o, &mut tensors, &options)? {
+            Some(lowered) => lowered,
+            None => return Err(CommandError(first.to_string())),
+        },
+    };
     for note in &lowered.notes {
         eprintln!("note: {note}");
     }
@@ -486,6 +493,71 @@ struct Timing {
     /// The assembly kernel's time, when there was one.
     assemble: Option<Duration>,
     compute: Vec<Duration>,
+}
+
+/// Lowers with some operands read through a copy (see [`crate::conversion`]): the first
+/// candidate that lowers replaces those operands in `tensors` by their copies, with a note on
+/// stderr; `None` when none lowers.
+fn read_through_copies<T: crate::Scalar>(
+    stmt: &IndexNotation,
+    shapes: &HashMap<String, Vec<usize>>,
+    parsed_formats: &HashMap<String, Format>,
+    scheduled: &ConcreteNotation,
+    o: &RunOptions,
+    tensors: &mut [Option<Tensor<T>>],
+    options: &LowerOptions,
+) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
+    let declared = |n: &str| parsed_formats.get(n).cloned();
+    let loop_order = scheduled.unscheduled_loop_order();
+    for conversion in crate::conversion::candidates(stmt, declared, &loop_order) {
+        let format_of =
+            |name: &str| conversion.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone()).or_else(|| declared(name));
+        let mut decls = Declarations::new();
+        for (_, t) in stmt.tensors.iter() {
+            let shape = &shapes[&t.name];
+            let ty = match format_of(&t.name) {
+                Some(f) if !shape.is_empty() => TensorType::sparse(shape, f),
+                _ => TensorType::dense(shape),
+            };
+            decls = decls.tensor(&t.name, ty);
+        }
+        let Ok(types) = stmt.check(&decls) else { continue };
+        let mut cin = concretize_for(stmt, &types);
+        if let Some(s) = &o.schedule {
+            match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
+                Some(scheduled) => cin = scheduled,
+                None => continue,
+            }
+        }
+        let start = Instant::now();
+        let mut copies: Vec<(usize, Tensor<T>)> = Vec::new();
+        for (id, t) in stmt.tensors.iter() {
+            if let (Some((_, f)), Some(x)) =
+                (conversion.iter().find(|(n, _)| *n == t.name), &tensors[nm_ir::id::Id::index(id)])
+            {
+                copies.push((nm_ir::id::Id::index(id), x.convert(f)?));
+            }
+        }
+        let copy_time = start.elapsed();
+        let named: Vec<(&str, &Tensor<T>)> = stmt
+            .tensors
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, t))| {
+                let x = copies.iter().find(|(c, _)| *c == i).map(|(_, c)| c).or(tensors[i].as_ref())?;
+                Some((t.name.as_str(), x))
+            })
+            .collect();
+        let widths = IndexWidths::of(&named);
+        if let Ok(lowered) = lower_options(&cin, &types, T::ELEM, &widths, options) {
+            eprintln!("note: {} (copy: {:.3} ms)", crate::conversion::describe(&conversion, declared), ms(copy_time));
+            for (i, copy) in copies {
+                tensors[i] = Some(copy);
+            }
+            return Ok(Some(lowered));
+        }
+    }
+    Ok(None)
 }
 
 /// The times, the result's summary line and its `-o` files.

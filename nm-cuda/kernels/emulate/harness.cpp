@@ -7,19 +7,11 @@
 #include "../splitk_reduce.cu"
 
 #include <cstdint>
+#include "input.h"
+
 #include <cstdio>
 #include <thread>
 #include <vector>
-
-template <typename T>
-static std::vector<T> read(FILE* f, int64_t len) {
-    std::vector<T> v(len);
-    if (len > 0 && fread(v.data(), sizeof(T), len, f) != (size_t)len) {
-        fprintf(stderr, "short input\n");
-        std::exit(2);
-    }
-    return v;
-}
 
 int main(int argc, char** argv) {
     if (argc != 3) return 2;

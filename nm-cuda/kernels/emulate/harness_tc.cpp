@@ -5,19 +5,11 @@
 // `emulated` test.
 #include "../nm_spmm_bf16_tc.cu"
 
+#include "input.h"
+
 #include <cstdio>
 #include <thread>
 #include <vector>
-
-template <typename T>
-static std::vector<T> read(FILE* f, int64_t len) {
-    std::vector<T> v(len);
-    if (len > 0 && fread(v.data(), sizeof(T), len, f) != (size_t)len) {
-        fprintf(stderr, "short input\n");
-        std::exit(2);
-    }
-    return v;
-}
 
 int main(int argc, char** argv) {
     if (argc != 3) return 2;

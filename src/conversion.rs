@@ -1,0 +1,138 @@
+//! Operands the lowering cannot read as declared — an N:M format outside a product with dense
+//! operands, a mode order against the loop order, a level kind a merge cannot take — are read
+//! through a copy in all-compressed storage (CSF) in some mode order, converted before each
+//! run, as the MLIR sparsifier inserts `sparse_tensor.convert`. The copy costs O(nnz) per run
+//! and is reported; declaring the operand in the reported format avoids it.
+
+use nm_format::{Format, LevelKind};
+use nm_ir::notation::{IndexNotation, IndexVarId};
+
+/// One way to read the operands: `(tensor, format of its copy)` for each converted operand.
+pub type Conversion = Vec<(String, Format)>;
+
+/// The conversions to try: every sparse operand at once with its levels in `loop_order` (the
+/// loop order the statement was concretized or scheduled with, outermost first), then each
+/// sparse operand alone in each mode order (dimension order first), then every one in
+/// dimension order. `declared` gives an operand's format (`None`: dense, never converted).
+pub fn candidates(
+    stmt: &IndexNotation,
+    declared: impl Fn(&str) -> Option<Format>,
+    loop_order: &[IndexVarId],
+) -> Vec<Conversion> {
+    let result = stmt.tensor_name(stmt.lhs.tensor);
+    let sparse: Vec<(String, Format)> = stmt
+        .tensors
+        .iter()
+        .map(|(_, t)| t.name.clone())
+        .filter(|name| name != result)
+        .filter_map(|name| declared(&name).map(|f| (name, f)))
+        .filter(|(_, f)| *f != Format::dense(f.order()))
+        .collect();
+    let mut out: Vec<Conversion> = Vec::new();
+    // The mode order of each operand's first access that follows the loop order.
+    let along_loops: Conversion = sparse
+        .iter()
+        .filter_map(|(name, format)| {
+            let access = stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name)?;
+            let rank = |d: usize| {
+                access.subscripts[d]
+                    .as_var()
+                    .and_then(|v| loop_order.iter().position(|&w| w == v))
+                    .unwrap_or(usize::MAX)
+            };
+            let mut order: Vec<usize> = (0..format.order()).collect();
+            order.sort_by_key(|&d| rank(d));
+            let copy = compressed(format.order(), &order);
+            (copy != *format).then(|| (name.clone(), copy))
+        })
+        .collect();
+    if !along_loops.is_empty() {
+        out.push(along_loops);
+    }
+    for (name, format) in &sparse {
+        for order in permutations(format.order()) {
+            let copy = compressed(format.order(), &order);
+            if copy != *format {
+                out.push(vec![(name.clone(), copy)]);
+            }
+        }
+    }
+    if sparse.len() > 1 {
+        let all: Conversion = sparse.iter().map(|(n, f)| (n.clone(), Format::csf(f.order()))).collect();
+        if !out.contains(&all) {
+            out.push(all);
+        }
+    }
+    out
+}
+
+/// Every level compressed, levels in `mode_order`.
+fn compressed(order: usize, mode_order: &[usize]) -> Format {
+    Format::by_letters(&vec![LevelKind::COMPRESSED; order], Some(mode_order)).expect("a permutation of the dimensions")
+}
+
+/// The permutations of `0..n`, identity first (n ≤ 4 in practice: at most 24).
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![(0..n).collect::<Vec<_>>()];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i].clone();
+        for a in 0..n {
+            for b in a + 1..n {
+                let mut q = p.clone();
+                q.swap(a, b);
+                if !out.contains(&q) {
+                    out.push(q);
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The note a run prints for a conversion.
+pub fn describe(conversion: &Conversion, declared: impl Fn(&str) -> Option<Format>) -> String {
+    conversion
+        .iter()
+        .map(|(name, copy)| {
+            let show = |f: &Format| f.name().unwrap_or_else(|| f.to_string());
+            let from = declared(name).map_or_else(|| "dense".to_string(), |f| show(&f));
+            format!("`{name}` ({from}) is read through a copy in {}, which the kernel can read; declare it so to avoid the copy", show(copy))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutations_are_all_there_identity_first() {
+        assert_eq!(permutations(1), vec![vec![0]]);
+        assert_eq!(permutations(2), vec![vec![0, 1], vec![1, 0]]);
+        let p3 = permutations(3);
+        assert_eq!(p3.len(), 6);
+        assert_eq!(p3[0], vec![0, 1, 2]);
+        assert_eq!(permutations(4).len(), 24);
+    }
+
+    #[test]
+    fn candidates_convert_sparse_operands_never_the_result_or_dense_ones() {
+        let stmt = nm_ir::notation::parse("A(i,j) = B(i,j) + C(j,i) + x(i)").unwrap();
+        let declared = |n: &str| match n {
+            "A" | "B" => Some(Format::csr()),
+            "C" => Some(Format::nm(2, 4, 4).unwrap()),
+            _ => None,
+        };
+        let (i, j) = (stmt.var_named("i").unwrap(), stmt.var_named("j").unwrap());
+        let c = candidates(&stmt, declared, &[i, j]);
+        assert!(c.iter().all(|conv| conv.iter().all(|(n, _)| n == "B" || n == "C")), "{c:?}");
+        // Both along the loops (B in dcsr, C(j,i) in column order), B alone in dcsr and in
+        // column order, C alone in both orders, then both in dimension order.
+        assert_eq!(c.len(), 6, "{c:?}");
+        assert_eq!(c[0], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), compressed(2, &[1, 0]))]);
+        assert_eq!(c[5], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), Format::csf(2))]);
+    }
+}
