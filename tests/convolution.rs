@@ -290,3 +290,21 @@ fn a_sliding_product_in_a_where_producer() {
         case.check(&[""]);
     }
 }
+
+/// Found by the differential tests (seed 314159): `C`, read through a copy, has two rows
+/// iterators on one level; their scratch arrays shared a name and the C did not compile.
+#[test]
+fn two_rows_iterators_on_one_level_have_arrays_of_their_own() {
+    let case = Case {
+        expr: "A(i) = B(i) - C(2*l+k+2,2*i+j) * D(l,j,2*k+1)",
+        decls: &[
+            ("A", &[3], "s", 1.0),
+            ("B", &[3], "s", 0.7),
+            ("C", &[6, 6], "ds:1,0", 0.6),
+            ("D", &[2, 2, 4], "dense", 1.0),
+        ],
+        sizes: &[("k", 2)],
+        seed: 12,
+    };
+    case.check(&[""]);
+}

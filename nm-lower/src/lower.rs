@@ -2213,7 +2213,9 @@ impl Lowerer<'_> {
             }
         };
         let pos = o.pos[l].expect("a compressed level");
-        let starts = self.f.array(&format!("{tname}{l}_starts"), ElemType::I64, Role::Scratch, true);
+        // One per rows iterator: a level may have several (found by the differential tests,
+        // `C(2*l+k+2, 2*i+j)` read through a copy: two arrays of one name did not compile).
+        let starts = self.f.fresh_array(&format!("{tname}{l}_starts"), ElemType::I64, Role::Scratch, true);
         self.prologue.push(Stmt::Resize { array: starts, len: int(span) });
         let base = self.affine(term, Some(v));
         let state = self.f.fresh_var(&format!("{tname}{l}_first{}", self.cin.vars[v].name), ScalarType::Index);
@@ -2290,8 +2292,8 @@ impl Lowerer<'_> {
         if let Some(&(_, _, at, from)) = self.hints.iter().find(|h| h.0 == pos && h.1 == l) {
             return (at, from);
         }
-        let at = self.f.array(&format!("{tname}{l}_hint_at"), ElemType::I64, Role::Scratch, true);
-        let from = self.f.array(&format!("{tname}{l}_hint_from"), ElemType::I64, Role::Scratch, true);
+        let at = self.f.fresh_array(&format!("{tname}{l}_hint_at"), ElemType::I64, Role::Scratch, true);
+        let from = self.f.fresh_array(&format!("{tname}{l}_hint_from"), ElemType::I64, Role::Scratch, true);
         for array in [at, from] {
             self.prologue.push(Stmt::Resize { array, len: Expr::Len(pos) });
             let q = self.f.var("hint_q", ScalarType::Index);

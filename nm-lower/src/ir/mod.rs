@@ -415,6 +415,19 @@ impl Function {
         self.arrays.push(ArrayDecl { name: name.to_string(), elem, role, output })
     }
 
+    /// A new array with a name no other array has (`name`, else `name_2`, ...): for scratch
+    /// arrays of which one statement may need several (one per iterator of the same level).
+    pub fn fresh_array(&mut self, name: &str, elem: ElemType, role: Role, output: bool) -> ArrayId {
+        let taken = |n: &str| self.arrays.iter().any(|(_, d)| d.name == n);
+        let mut unique = name.to_string();
+        let mut k = 2;
+        while taken(&unique) {
+            unique = format!("{name}_{k}");
+            k += 1;
+        }
+        self.array(&unique, elem, role, output)
+    }
+
     /// Adds a scalar variable.
     pub fn var(&mut self, name: &str, ty: ScalarType) -> VarId {
         self.vars.push(VarDecl { name: name.to_string(), ty })
