@@ -115,7 +115,7 @@ fn nv24_times_dense() {
 /// row tile. (Summing k in L2-sized chunks through C was tried for such shapes and measured
 /// 10–50% slower; see BENCHMARKS.md.)
 #[test]
-fn long_k_in_several_chunks() {
+fn a_long_k() {
     fn check<T: Real>() {
         let mut rng = Pcg64::seed_from_u64(11);
         for (keep, window, l) in [(1, 8, 32), (2, 4, 16), (3, 8, 32)] {
