@@ -167,36 +167,74 @@ __device__ __forceinline__ void load_b(const Problem& p, float* bs, int* ds, int
     }
 }
 
+// The thread's B values of kept row t.
+__device__ __forceinline__ void b_fragment(const float* bs, int t, int col0, float (&b)[NT]) {
+#pragma unroll
+    for (int c = 0; c < NT / 4; ++c) {
+        const float4 v = *reinterpret_cast<const float4*>(&bs[t * NS + col0 + c * LANE_COLS * 4]);
+        b[c * 4 + 0] = v.x;
+        b[c * 4 + 1] = v.y;
+        b[c * 4 + 2] = v.z;
+        b[c * 4 + 3] = v.w;
+    }
+}
+
+#if WARP_ONE_GROUP
+// The thread's A values of kept row t, the warp's one group in slot `slot`.
+__device__ __forceinline__ void a_fragment(const float* as, const int* ds, int t, int row0, int slot, float (&a)[MT]) {
+    const float* arow = as + ds[t * GMAX + slot] * ASTRIDE;
+#pragma unroll
+    for (int r = 0; r < MT / 4; ++r) {
+        const float4 v = *reinterpret_cast<const float4*>(&arow[row0 + r * LANE_ROWS * 4]);
+        a[r * 4 + 0] = v.x;
+        a[r * 4 + 1] = v.y;
+        a[r * 4 + 2] = v.z;
+        a[r * 4 + 3] = v.w;
+    }
+}
+
+__device__ __forceinline__ void outer_product(const float (&a)[MT], const float (&b)[NT], float (&acc)[MT][NT]) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+}
+#endif
+
 // acc += the step's contribution, reading the tiles in shared memory.
 __device__ __forceinline__ void compute(const float* as, const float* bs, const int* ds, float (&acc)[MT][NT],
                                         int row0, int col0, int n0) {
+#if WARP_ONE_GROUP
+    const int slot = (n0 + col0) / NM_L - n0 / NM_L;
+#if PIPELINE
+    // Register double buffering (V3): kept row t + 1's index and fragments load while row t's
+    // outer product runs.
+    float a[2][MT], b[2][NT];
+    a_fragment(as, ds, 0, row0, slot, a[0]);
+    b_fragment(bs, 0, col0, b[0]);
+#pragma unroll
+    for (int t = 0; t < WS; ++t) {
+        if (t + 1 < WS) {
+            a_fragment(as, ds, t + 1, row0, slot, a[(t + 1) & 1]);
+            b_fragment(bs, t + 1, col0, b[(t + 1) & 1]);
+        }
+        outer_product(a[t & 1], b[t & 1], acc);
+    }
+#else
+#pragma unroll 2
+    for (int t = 0; t < WS; ++t) {
+        float a[MT], b[NT];
+        a_fragment(as, ds, t, row0, slot, a);
+        b_fragment(bs, t, col0, b);
+        outer_product(a, b, acc);
+    }
+#endif
+#else
 #pragma unroll 2
     for (int t = 0; t < WS; ++t) {
         float b[NT];
-#pragma unroll
-        for (int c = 0; c < NT / 4; ++c) {
-            const float4 v = *reinterpret_cast<const float4*>(&bs[t * NS + col0 + c * LANE_COLS * 4]);
-            b[c * 4 + 0] = v.x;
-            b[c * 4 + 1] = v.y;
-            b[c * 4 + 2] = v.z;
-            b[c * 4 + 3] = v.w;
-        }
-#if WARP_ONE_GROUP
-        const float* arow = as + ds[t * GMAX + (n0 + col0) / NM_L - n0 / NM_L] * ASTRIDE;
-        float a[MT];
-#pragma unroll
-        for (int r = 0; r < MT / 4; ++r) {
-            const float4 v = *reinterpret_cast<const float4*>(&arow[row0 + r * LANE_ROWS * 4]);
-            a[r * 4 + 0] = v.x;
-            a[r * 4 + 1] = v.y;
-            a[r * 4 + 2] = v.z;
-            a[r * 4 + 3] = v.w;
-        }
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-            for (int j = 0; j < NT; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
-#elif CHUNK_ONE_GROUP
+        b_fragment(bs, t, col0, b);
+#if CHUNK_ONE_GROUP
 #pragma unroll
         for (int c = 0; c < NT / 4; ++c) {
             const int col = n0 + col0 + c * LANE_COLS * 4;
@@ -221,6 +259,7 @@ __device__ __forceinline__ void compute(const float* as, const float* bs, const 
         }
 #endif
     }
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
