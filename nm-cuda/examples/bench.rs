@@ -123,7 +123,9 @@ fn main() {
                 Ok(tc) => {
                     let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
                     let a_tc = gpu.upload(&a_bits).unwrap();
-                    let ms = time(&gpu, reps, || tc.run(&gpu, &a_tc, m, &mut c));
+                    let split = tc.split(&gpu, m, None);
+                    let mut work = gpu.zeros::<f32>(split.0 * m * n).unwrap();
+                    let ms = time(&gpu, reps, || tc.run(&gpu, &a_tc, m, &mut c, &mut work, split));
                     println!("{label},bf16_tc,{ms:.4},{:.2},,{:.2} (vs cuBLAS bf16)", useful / ms / 1e9, hgemm / ms);
                 }
                 Err(e) => println!("{label},bf16_tc,,,,# {e}"),

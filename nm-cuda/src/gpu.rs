@@ -163,7 +163,6 @@ pub struct SpmmLaunch {
     /// What was chosen.
     pub plan: F32Plan,
     function: CudaFunction,
-    reduce: Option<CudaFunction>,
     m: usize,
 }
 
@@ -198,8 +197,10 @@ impl GpuNm {
         let function = gpu.function(&Variant::f32(&plan.kernel))?;
         let bytes = plan.kernel.shared_bytes() as i32;
         function.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)?;
-        let reduce = if plan.slices > 1 { Some(gpu.function(&Variant::reduce())?) } else { None };
-        Ok(SpmmLaunch { plan, function, reduce, m })
+        if plan.slices > 1 {
+            gpu.function(&Variant::reduce())?; // compiled (or loaded) now, not in the first run
+        }
+        Ok(SpmmLaunch { plan, function, m })
     }
 
     /// `c = a·B` with `a` row-major `m×k` and `c` row-major `m×n` on the device; `work` holds
@@ -244,19 +245,8 @@ impl GpuNm {
         // to hold m·k, m·n (or slices·m·n) elements, B′ and the tables were built for this plan,
         // and the kernel bounds-checks every access against m, n, k, W and np.
         unsafe { builder.launch(cfg) }?;
-        if let Some(reduce) = &launch.reduce {
-            let len = (m * n) as i64;
-            let slices = plan.slices as i32;
-            let cfg = LaunchConfig {
-                grid_dim: ((m * n).div_ceil(256).min(65535) as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let mut builder = gpu.stream.launch_builder(reduce);
-            builder.arg(c).arg(&*work).arg(&len).arg(&slices);
-            // SAFETY: `nm_splitk_reduce(out, parts, len, slices)`: `c` holds m·n floats and
-            // `work` slices·m·n, checked above.
-            unsafe { builder.launch(cfg) }?;
+        if launch.plan.slices > 1 {
+            reduce(gpu, c, work, m * n, launch.plan.slices)?;
         }
         Ok(())
     }
@@ -331,31 +321,70 @@ impl GpuNmBf16 {
         })
     }
 
-    /// `c = a·B` (a: bf16 bits, row-major `m×k`; c: f32 `m×n`).
-    pub fn run(&self, gpu: &Gpu, a: &CudaSlice<u16>, m: usize, c: &mut CudaSlice<f32>) -> Result<()> {
+    /// Split-K slices and steps per slice for `m` rows of A (`slices`: fixed, else chosen as
+    /// for the f32 kernels).
+    pub fn split(&self, gpu: &Gpu, m: usize, slices: Option<usize>) -> (usize, usize) {
+        let n = self.parts_shape[1];
+        let blocks = m.div_ceil(self.kernel.ms) * n.div_ceil(self.kernel.ns);
+        crate::plan::split_k(slices, blocks, self.w.div_ceil(self.kernel.kt), gpu.limits().sms)
+    }
+
+    /// `c = a·B` (a: bf16 bits, row-major `m×k`; c: f32 `m×n`) in `split` = (slices, steps per
+    /// slice) from [`GpuNmBf16::split`]; `work` holds `slices·m·n` floats when slices > 1.
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        a: &CudaSlice<u16>,
+        m: usize,
+        c: &mut CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+        split: (usize, usize),
+    ) -> Result<()> {
         let [k, n] = self.parts_shape;
-        if a.len() < m * k || c.len() < m * n {
+        let (slices, per_slice) = split;
+        if a.len() < m * k || c.len() < m * n || (slices > 1 && work.len() < slices * m * n) {
             return Err(CudaError::Unsupported(format!("device buffers too short for {m}×{k} · {k}×{n}")));
         }
         let function = gpu.function(&Variant::bf16(&self.kernel))?;
         let steps = self.w.div_ceil(self.kernel.kt);
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(self.kernel.ns) as u32, m.div_ceil(self.kernel.ms) as u32, 1),
+            grid_dim: (n.div_ceil(self.kernel.ns) as u32, m.div_ceil(self.kernel.ms) as u32, slices as u32),
             block_dim: (self.kernel.threads() as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let ints = [m, n, k, self.w, self.np, self.groups, steps, steps].map(|v| v as i32);
+        let ints = [m, n, k, self.w, self.np, self.groups, steps, per_slice].map(|v| v as i32);
+        let out: &mut CudaSlice<f32> = if slices > 1 { work } else { c };
         let mut builder = gpu.stream.launch_builder(&function);
-        builder.arg(a).arg(&self.b_prime).arg(&self.d).arg(c);
+        builder.arg(a).arg(&self.b_prime).arg(&self.d).arg(out);
         for v in &ints {
             builder.arg(v);
         }
         // SAFETY: the arguments match `nm_spmm_bf16_tc`'s signature; buffers hold m·k and m·n
-        // elements (checked), B′ is W×np and D W×G as uploaded, and the kernel bounds-checks
-        // every access.
+        // (or slices·m·n) elements (checked), B′ is W×np and D W×G as uploaded, and the kernel
+        // bounds-checks every access.
         unsafe { builder.launch(cfg) }?;
+        if slices > 1 {
+            reduce(gpu, c, work, m * n, slices)?;
+        }
         Ok(())
     }
+}
+
+/// `c = Σ_z work[z·len..]`, in slice order.
+fn reduce(gpu: &Gpu, c: &mut CudaSlice<f32>, work: &CudaSlice<f32>, len: usize, slices: usize) -> Result<()> {
+    let function = gpu.function(&Variant::reduce())?;
+    let cfg = LaunchConfig {
+        grid_dim: (len.div_ceil(256).min(65535) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let (len, slices) = (len as i64, slices as i32);
+    let mut builder = gpu.stream.launch_builder(&function);
+    builder.arg(c).arg(work).arg(&len).arg(&slices);
+    // SAFETY: `nm_splitk_reduce(out, parts, len, slices)`: callers pass `c` of len floats and
+    // `work` of slices·len, checked before their launch.
+    unsafe { builder.launch(cfg) }?;
+    Ok(())
 }
 
 /// The dense baseline: cuBLAS on row-major operands.

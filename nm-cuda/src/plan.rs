@@ -271,12 +271,7 @@ pub fn plan_f32(
     let w = k.div_ceil(nm.1) * nm.0;
     let steps = kernel.steps(w);
     let grid_blocks = blocks(&kernel.tile, m, n);
-    let slices = options
-        .slices
-        .unwrap_or_else(|| if grid_blocks >= limits.sms { 1 } else { limits.sms.div_ceil(grid_blocks).min(steps / 4) })
-        .clamp(1, steps.max(1));
-    let steps_per_slice = steps.div_ceil(slices);
-    let slices = steps.div_ceil(steps_per_slice).max(1);
+    let (slices, steps_per_slice) = split_k(options.slices, grid_blocks, steps, limits.sms);
     Ok(F32Plan {
         kernel,
         size,
@@ -284,6 +279,17 @@ pub fn plan_f32(
         steps_per_slice,
         grid: (n.div_ceil(kernel.tile.ns), m.div_ceil(kernel.tile.ms), slices),
     })
+}
+
+/// Split-K slices and steps per slice: `asked`, else enough slices for a grid of
+/// `grid_blocks` to give every SM a block (each slice keeping 4 steps at least); never an
+/// empty slice.
+pub fn split_k(asked: Option<usize>, grid_blocks: usize, steps: usize, sms: usize) -> (usize, usize) {
+    let slices = asked
+        .unwrap_or_else(|| if grid_blocks >= sms { 1 } else { sms.div_ceil(grid_blocks).min(steps / 4) })
+        .clamp(1, steps.max(1));
+    let steps_per_slice = steps.div_ceil(slices).max(1);
+    (steps.div_ceil(steps_per_slice).max(1), steps_per_slice)
 }
 
 /// The index tables of one f32 kernel variant for one B (see `kernels/nm_spmm_f32.cu`).

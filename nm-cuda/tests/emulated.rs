@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nm_cuda::plan::{Bf16Kernel, DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, tables};
+use nm_cuda::plan::{Bf16Kernel, DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, split_k, tables};
 use nm_cuda::to_bf16;
 use nm_format::NmParts;
 
@@ -180,33 +180,44 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 3 + c) % 7) as f32 - 3.0).collect();
         let want = cpu_reference(&a, m, &b);
         let kernel = Bf16Kernel::new((nm.0 as usize, nm.1 as usize, nm.2)).unwrap();
-        let header = [
-            m,
-            n,
-            k,
-            parts.rows(),
-            parts.cols(),
-            parts.groups(),
-            parts.rows().div_ceil(kernel.kt),
-            n.div_ceil(kernel.ns),
-            m.div_ceil(kernel.ms),
-            kernel.threads(),
-        ];
-        let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
-        bytes.extend(a.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
-        bytes.extend(parts.b_prime.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
-        bytes.extend(parts.d.iter().flat_map(|v| v.to_le_bytes()));
-        let tag = format!("tc{c}");
-        let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
-        std::fs::write(&input, bytes).unwrap();
-        let exe = harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options);
-        let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
-        assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
-        let got: Vec<f32> = std::fs::read(&output)
-            .unwrap()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
+        let steps = parts.rows().div_ceil(kernel.kt);
+        let blocks = n.div_ceil(kernel.ns) * m.div_ceil(kernel.ms);
+        for asked in [1, 3] {
+            let (slices, per_slice) = split_k(Some(asked), blocks, steps, DeviceLimits::H100.sms);
+            let header = [
+                m,
+                n,
+                k,
+                parts.rows(),
+                parts.cols(),
+                parts.groups(),
+                steps,
+                per_slice,
+                slices,
+                n.div_ceil(kernel.ns),
+                m.div_ceil(kernel.ms),
+                kernel.threads(),
+            ];
+            let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+            bytes.extend(a.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
+            bytes.extend(parts.b_prime.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
+            bytes.extend(parts.d.iter().flat_map(|v| v.to_le_bytes()));
+            let tag = format!("tc{c}-s{slices}");
+            let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
+            std::fs::write(&input, bytes).unwrap();
+            let exe = harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options);
+            let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
+            assert!(
+                run.status.success(),
+                "{tag}: the emulated kernel failed:\n{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            let got: Vec<f32> = std::fs::read(&output)
+                .unwrap()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
+        }
     }
 }

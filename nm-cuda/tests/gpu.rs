@@ -83,10 +83,17 @@ fn bf16_tensor_core_kernel_matches_the_cpu_kernel() {
                 let dev = GpuNmBf16::upload(&gpu, &b.nm_parts().unwrap()).unwrap();
                 let a16: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
                 let a_dev = gpu.upload(&a16).unwrap();
-                let mut c = gpu.zeros::<f32>(m * n).unwrap();
-                dev.run(&gpu, &a_dev, m, &mut c).unwrap();
-                let got = gpu.download(&c).unwrap();
-                assert!(got[..m * n] == want[..], "bf16 {n_keep}:{m_win} L={l} {m}×{n}×{k}: results differ");
+                for slices in [None, Some(1), Some(3)] {
+                    let split = dev.split(&gpu, m, slices);
+                    let mut c = gpu.zeros::<f32>(m * n).unwrap();
+                    let mut work = gpu.zeros::<f32>(split.0 * m * n).unwrap();
+                    dev.run(&gpu, &a_dev, m, &mut c, &mut work, split).unwrap();
+                    let got = gpu.download(&c).unwrap();
+                    assert!(
+                        got[..m * n] == want[..],
+                        "bf16 {n_keep}:{m_win} L={l} {m}×{n}×{k} {split:?}: results differ"
+                    );
+                }
             }
         }
     }

@@ -1,9 +1,11 @@
 // Runs nm_spmm_bf16_tc on the host (see cuda_host.h; mma.sync is emulated per warp):
 //   harness_tc IN OUT
-// IN: 10 little-endian int64 (m n k w np groups steps grid_x grid_y threads), then A (m·k bf16
+// IN: 12 little-endian int64 (m n k w np groups steps steps_per_slice slices grid_x grid_y
+// threads), then A (m·k bf16
 // bits), B′ (w·np bf16 bits), D (w·groups u16). OUT: C (m·n f32). Written by nm-cuda's
 // `emulated` test.
 #include "../nm_spmm_bf16_tc.cu"
+#include "../splitk_reduce.cu"
 
 #include "input.h"
 
@@ -15,9 +17,9 @@ int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* f = fopen(argv[1], "rb");
     if (!f) return 2;
-    auto h = read<int64_t>(f, 10);
+    auto h = read<int64_t>(f, 12);
     const int m = h[0], n = h[1], k = h[2], w = h[3], np = h[4], groups = h[5], steps = h[6];
-    const int gx = h[7], gy = h[8], threads = h[9];
+    const int per_slice = h[7], slices = h[8], gx = h[9], gy = h[10], threads = h[11];
     auto a = read<u16>(f, (int64_t)m * k);
     auto bp = read<u16>(f, (int64_t)w * np);
     auto d = read<u16>(f, (int64_t)w * groups);
@@ -26,7 +28,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "threads %d, kernel built for %d\n", threads, THREADS);
         return 2;
     }
-    std::vector<float> c((size_t)m * n);
+    std::vector<float> out((size_t)m * n * slices);
+    for (int z = 0; z < slices; ++z)
     for (int y = 0; y < gy; ++y)
         for (int x = 0; x < gx; ++x) {
             std::barrier<> barrier(threads);
@@ -36,11 +39,20 @@ int main(int argc, char** argv) {
             for (int t = 0; t < threads; ++t)
                 team.emplace_back([&, t] {
                     threadIdx = dim3{(unsigned)t, 0, 0};
-                    blockIdx = dim3{(unsigned)x, (unsigned)y, 0};
-                    nm_spmm_bf16_tc(a.data(), bp.data(), d.data(), c.data(), m, n, k, w, np, groups, steps, steps);
+                    blockIdx = dim3{(unsigned)x, (unsigned)y, (unsigned)z};
+                    nm_spmm_bf16_tc(a.data(), bp.data(), d.data(), out.data(), m, n, k, w, np, groups, steps,
+                                    per_slice);
                 });
             for (auto& t : team) t.join();
         }
+    std::vector<float> c((size_t)m * n);
+    if (slices > 1) {
+        gridDim = dim3{1, 1, 1};
+        blockDim = dim3{1, 1, 1};
+        nm_splitk_reduce(c.data(), out.data(), (long long)m * n, slices);
+    } else {
+        c = out;
+    }
     FILE* o = fopen(argv[2], "wb");
     if (!o || fwrite(c.data(), sizeof(float), c.size(), o) != c.size()) return 2;
     fclose(o);
