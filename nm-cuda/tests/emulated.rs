@@ -38,7 +38,7 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
         "nm_spmm_bf16_tc.cu",
         "splitk_reduce.cu",
         "emulate/cuda_host.h",
-        "emulate/input.h",
+        "emulate/harness.h",
         "emulate/harness.cpp",
         "emulate/harness_tc.cpp",
     ] {

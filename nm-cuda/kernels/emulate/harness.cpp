@@ -6,12 +6,7 @@
 #include "../nm_spmm_f32.cu"
 #include "../splitk_reduce.cu"
 
-#include <cstdint>
-#include "input.h"
-
-#include <cstdio>
-#include <thread>
-#include <vector>
+#include "harness.h"
 
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
@@ -31,35 +26,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::vector<float> out((size_t)m * n * slices);
-    for (int z = 0; z < slices; ++z)
-        for (int y = 0; y < gy; ++y)
-            for (int x = 0; x < gx; ++x) {
-                // Exactly the dynamic shared memory the host asks for: AddressSanitizer
-                // reports any access past it.
-                std::vector<float> smem(shared_bytes / sizeof(float));
-                emulated_shared = smem.data();
-                std::barrier<> barrier(threads);
-                emulated_barrier = &barrier;
-                std::vector<std::thread> team;
-                for (int t = 0; t < threads; ++t)
-                    team.emplace_back([&, t] {
-                        threadIdx = dim3{(unsigned)t, 0, 0};
-                        blockIdx = dim3{(unsigned)x, (unsigned)y, (unsigned)z};
-                        nm_spmm_f32(a.data(), bp.data(), dtab.data(), info.data(), out.data(), m, n, k, w, np, steps,
-                                    per_slice);
-                    });
-                for (auto& t : team) t.join();
-            }
-    std::vector<float> c((size_t)m * n);
-    if (slices > 1) {
-        gridDim = dim3{1, 1, 1};
-        blockDim = dim3{1, 1, 1};
-        nm_splitk_reduce(c.data(), out.data(), (long long)m * n, slices);
-    } else {
-        c = out;
-    }
-    FILE* o = fopen(argv[2], "wb");
-    if (!o || fwrite(c.data(), sizeof(float), c.size(), o) != c.size()) return 2;
-    fclose(o);
-    return 0;
+    run_grid(gx, gy, slices, threads, shared_bytes, [&] {
+        nm_spmm_f32(a.data(), bp.data(), dtab.data(), info.data(), out.data(), m, n, k, w, np, steps, per_slice);
+    });
+    return write_result(argv[2], out, m, n, slices);
 }

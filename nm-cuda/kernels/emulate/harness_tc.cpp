@@ -1,17 +1,12 @@
 // Runs nm_spmm_bf16_tc on the host (see cuda_host.h; mma.sync is emulated per warp):
 //   harness_tc IN OUT
 // IN: 12 little-endian int64 (m n k w np groups steps steps_per_slice slices grid_x grid_y
-// threads), then A (m·k bf16
-// bits), B′ (w·np bf16 bits), D (w·groups u16). OUT: C (m·n f32). Written by nm-cuda's
-// `emulated` test.
+// threads), then A (m·k bf16 bits), B′ (w·np bf16 bits), D (w·groups u16). OUT: C (m·n f32).
+// Written by nm-cuda's `emulated` test.
 #include "../nm_spmm_bf16_tc.cu"
 #include "../splitk_reduce.cu"
 
-#include "input.h"
-
-#include <cstdio>
-#include <thread>
-#include <vector>
+#include "harness.h"
 
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
@@ -29,32 +24,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::vector<float> out((size_t)m * n * slices);
-    for (int z = 0; z < slices; ++z)
-    for (int y = 0; y < gy; ++y)
-        for (int x = 0; x < gx; ++x) {
-            std::barrier<> barrier(threads);
-            emulated_barrier = &barrier;
-            emulated_warps = std::make_unique<EmulatedWarp[]>(threads / 32);
-            std::vector<std::thread> team;
-            for (int t = 0; t < threads; ++t)
-                team.emplace_back([&, t] {
-                    threadIdx = dim3{(unsigned)t, 0, 0};
-                    blockIdx = dim3{(unsigned)x, (unsigned)y, (unsigned)z};
-                    nm_spmm_bf16_tc(a.data(), bp.data(), d.data(), out.data(), m, n, k, w, np, groups, steps,
-                                    per_slice);
-                });
-            for (auto& t : team) t.join();
-        }
-    std::vector<float> c((size_t)m * n);
-    if (slices > 1) {
-        gridDim = dim3{1, 1, 1};
-        blockDim = dim3{1, 1, 1};
-        nm_splitk_reduce(c.data(), out.data(), (long long)m * n, slices);
-    } else {
-        c = out;
-    }
-    FILE* o = fopen(argv[2], "wb");
-    if (!o || fwrite(c.data(), sizeof(float), c.size(), o) != c.size()) return 2;
-    fclose(o);
-    return 0;
+    run_grid(gx, gy, slices, threads, 0, [&] {
+        nm_spmm_bf16_tc(a.data(), bp.data(), d.data(), out.data(), m, n, k, w, np, groups, steps, per_slice);
+    });
+    return write_result(argv[2], out, m, n, slices);
 }

@@ -418,13 +418,7 @@ impl Function {
     /// A new array with a name no other array has (`name`, else `name_2`, ...): for scratch
     /// arrays of which one statement may need several (one per iterator of the same level).
     pub fn fresh_array(&mut self, name: &str, elem: ElemType, role: Role, output: bool) -> ArrayId {
-        let taken = |n: &str| self.arrays.iter().any(|(_, d)| d.name == n);
-        let mut unique = name.to_string();
-        let mut k = 2;
-        while taken(&unique) {
-            unique = format!("{name}_{k}");
-            k += 1;
-        }
+        let unique = unique_name(name, |n| self.arrays.iter().any(|(_, d)| d.name == n));
         self.array(&unique, elem, role, output)
     }
 
@@ -436,15 +430,20 @@ impl Function {
     /// A new scalar variable with a name no other variable has (`name`, else `name_2`, ...):
     /// for declarations that may be nested in one of the same name and read it (`p = p`).
     pub fn fresh_var(&mut self, name: &str, ty: ScalarType) -> VarId {
-        let taken = |n: &str| self.vars.iter().any(|(_, d)| d.name == n);
-        let mut unique = name.to_string();
-        let mut k = 2;
-        while taken(&unique) {
-            unique = format!("{name}_{k}");
-            k += 1;
-        }
+        let unique = unique_name(name, |n| self.vars.iter().any(|(_, d)| d.name == n));
         self.var(&unique, ty)
     }
+}
+
+/// `name`, else `name_2`, `name_3`, ...: the first that is not `taken`.
+fn unique_name(name: &str, taken: impl Fn(&str) -> bool) -> String {
+    let mut unique = name.to_string();
+    let mut k = 2;
+    while taken(&unique) {
+        unique = format!("{name}_{k}");
+        k += 1;
+    }
+    unique
 }
 
 /// Shorthands for building expressions in lowering code and tests.
