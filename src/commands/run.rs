@@ -235,7 +235,6 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         let top: i64 = t.terms.iter().map(|&(c, v)| c.max(0) * (size_of(v) as i64 - 1)).sum::<i64>() + t.constant;
         (top + 1).max(0) as usize
     };
-    let mut decls = Declarations::new();
     let mut shapes: HashMap<String, Vec<usize>> = HashMap::new();
     let mut parsed_formats: HashMap<String, Format> = HashMap::new();
     for (_, t) in stmt.tensors.iter() {
@@ -244,20 +243,15 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             Some(list) => list.shape.clone(),
             None => access.subscripts.iter().map(|s| s.as_var().map_or_else(|| extent(s), size_of)).collect(),
         };
-        let ty = match formats.get(&t.name) {
-            Some(text) if shape.is_empty() => {
+        if let Some(text) = formats.get(&t.name) {
+            if shape.is_empty() {
                 return Err(CommandError(format!("-f={}:{text}: `{}` is a scalar", t.name, t.name)));
             }
-            Some(text) => {
-                let format = Format::parse(text, shape.len())?;
-                parsed_formats.insert(t.name.clone(), format.clone());
-                TensorType::sparse(&shape, format)
-            }
-            None => TensorType::dense(&shape),
-        };
+            parsed_formats.insert(t.name.clone(), Format::parse(text, shape.len())?);
+        }
         shapes.insert(t.name.clone(), shape);
-        decls = decls.tensor(&t.name, ty);
     }
+    let decls = declarations(&stmt, &shapes, |name| parsed_formats.get(name).cloned());
     let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
     let mut cin = concretize_for(&stmt, &types);
     if let Some(s) = &o.schedule {
@@ -512,22 +506,17 @@ fn read_through_copies<T: crate::Scalar>(
     for conversion in crate::conversion::candidates(stmt, declared, &loop_order) {
         let format_of =
             |name: &str| conversion.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone()).or_else(|| declared(name));
-        let mut decls = Declarations::new();
-        for (_, t) in stmt.tensors.iter() {
-            let shape = &shapes[&t.name];
-            let ty = match format_of(&t.name) {
-                Some(f) if !shape.is_empty() => TensorType::sparse(shape, f),
-                _ => TensorType::dense(shape),
-            };
-            decls = decls.tensor(&t.name, ty);
-        }
-        let Ok(types) = stmt.check(&decls) else { continue };
+        let Ok(types) = stmt.check(&declarations(stmt, shapes, format_of)) else { continue };
         let mut cin = concretize_for(stmt, &types);
         if let Some(s) = &o.schedule {
             match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
                 Some(scheduled) => cin = scheduled,
                 None => continue,
             }
+        }
+        // Whether it lowers does not depend on index widths: copy only for the one that does.
+        if lower_options(&cin, &types, T::ELEM, &IndexWidths::default(), options).is_err() {
+            continue;
         }
         let start = Instant::now();
         let mut copies: Vec<(usize, Tensor<T>)> = Vec::new();
@@ -548,16 +537,32 @@ fn read_through_copies<T: crate::Scalar>(
                 Some((t.name.as_str(), x))
             })
             .collect();
-        let widths = IndexWidths::of(&named);
-        if let Ok(lowered) = lower_options(&cin, &types, T::ELEM, &widths, options) {
-            eprintln!("note: {} (copy: {:.3} ms)", crate::conversion::describe(&conversion, declared), ms(copy_time));
-            for (i, copy) in copies {
-                tensors[i] = Some(copy);
-            }
-            return Ok(Some(lowered));
+        let Ok(lowered) = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options) else { continue };
+        eprintln!("note: {} (copy: {:.3} ms)", crate::conversion::describe(&conversion, declared), ms(copy_time));
+        for (i, copy) in copies {
+            tensors[i] = Some(copy);
         }
+        return Ok(Some(lowered));
     }
     Ok(None)
+}
+
+/// The declarations of `stmt`'s tensors: `shapes`, in `format` (`None`, or a scalar: dense).
+fn declarations(
+    stmt: &IndexNotation,
+    shapes: &HashMap<String, Vec<usize>>,
+    format: impl Fn(&str) -> Option<Format>,
+) -> Declarations {
+    let mut decls = Declarations::new();
+    for (_, t) in stmt.tensors.iter() {
+        let shape = &shapes[&t.name];
+        let ty = match format(&t.name) {
+            Some(f) if !shape.is_empty() => TensorType::sparse(shape, f),
+            _ => TensorType::dense(shape),
+        };
+        decls = decls.tensor(&t.name, ty);
+    }
+    decls
 }
 
 /// The times, the result's summary line and its `-o` files.
