@@ -96,6 +96,7 @@ impl Emitter<'_> {
             Expr::Load(a, _) => self.f.arrays[*a].elem.scalar(),
             Expr::Unary(UnOp::Not, _) => ScalarType::Bool,
             Expr::Unary(UnOp::Neg, a) => self.ty(a),
+            Expr::Unary(UnOp::TrailingZeros, _) => ScalarType::Index,
             Expr::Binary(op, a, b) => match op {
                 BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne | BinOp::And | BinOp::Or => ScalarType::Bool,
                 _ => self.joint(a, b),
@@ -130,6 +131,10 @@ impl Emitter<'_> {
             }
             Expr::Unary(UnOp::Not, a) => format!("(!{})", self.expr(a, ScalarType::Bool)),
             Expr::Unary(UnOp::Neg, a) => format!("(-{})", self.expr(a, context)),
+            // The lowering applies it to nonzero words only (`__builtin_ctzll(0)` is undefined).
+            Expr::Unary(UnOp::TrailingZeros, a) => {
+                format!("((int64_t)__builtin_ctzll((uint64_t)({})))", self.expr(a, ScalarType::Index))
+            }
             Expr::Binary(op, a, b) => {
                 let t = match op {
                     BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne => self.joint(a, b),

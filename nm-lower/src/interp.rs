@@ -373,6 +373,9 @@ pub enum InterpError {
     /// Integer division by zero.
     #[error("integer division by zero")]
     DivisionByZero,
+    /// Trailing zeros of 0 (undefined in the C back end).
+    #[error("trailing zero bits of 0")]
+    TrailingZerosOfZero,
     /// A sparse workspace failed (out of memory, a key outside its extents).
     #[error("workspace: {0}")]
     Workspace(String),
@@ -567,6 +570,10 @@ impl Machine<'_, '_> {
                 self.arrays[nm_ir::id::Id::index(*a)].get(slot)
             }
             Expr::Unary(UnOp::Not, a) => Scalar::Bool(!self.eval(a)?.truth()),
+            Expr::Unary(UnOp::TrailingZeros, a) => match self.eval(a)?.index() {
+                0 => return Err(InterpError::TrailingZerosOfZero),
+                v => Scalar::Index(v.trailing_zeros() as i64),
+            },
             Expr::Unary(UnOp::Neg, a) => match self.eval(a)? {
                 Scalar::Index(v) => Scalar::Index(v.wrapping_neg()),
                 Scalar::F32(v) => Scalar::F32(-v),

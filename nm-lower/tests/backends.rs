@@ -7,7 +7,7 @@ use nm_format::{Duplicates, Format, Indices, LevelStorage, Tensor};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, Borrowed, InterpError, interpret};
 use nm_lower::ir::build::{bin, float, int, load, var};
-use nm_lower::ir::{BinOp, ElemType, Function, Role, ScalarType, Stmt};
+use nm_lower::ir::{BinOp, ElemType, Function, Role, ScalarType, Stmt, UnOp};
 use nm_lower::jit::CCompiler;
 
 fn cc() -> CCompiler {
@@ -289,6 +289,41 @@ fn bad_arguments_and_out_of_bounds_accesses_are_errors() {
         ArrayData::F64(vec![0.0; 3]),
     ];
     assert_eq!(interpret(&f, &mut short).unwrap_err().to_string(), "index 0 is outside `A_vals` (length 0)");
+}
+
+#[test]
+fn trailing_zeros_agree_on_both_back_ends() {
+    // out[i] = ctz(words[i]) for nonzero words, the top bit alone among them.
+    let mut f = Function::new("ctz");
+    let words = f.array("words", ElemType::U64, Role::Scratch, false);
+    let out = f.array("out", ElemType::I64, Role::Scratch, true);
+    let i = f.var("i", ScalarType::Index);
+    f.body = vec![Stmt::For {
+        var: i,
+        start: int(0),
+        end: nm_lower::ir::Expr::Len(words),
+        parallel: false,
+        body: vec![Stmt::Store {
+            array: out,
+            index: var(i),
+            value: nm_lower::ir::Expr::Unary(UnOp::TrailingZeros, Box::new(load(words, var(i)))),
+            accumulate: false,
+        }],
+    }];
+    let input = vec![1u64, 2, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50];
+    let expected: Vec<i64> = vec![0, 1, 3, 63, 0, 40];
+    let mut by_interp = vec![ArrayData::U64(input.clone()), ArrayData::I64(vec![0; input.len()])];
+    interpret(&f, &mut by_interp).unwrap();
+    let mut by_c = vec![ArrayData::U64(input), ArrayData::I64(vec![0; 6])];
+    CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
+    for arrays in [by_interp, by_c] {
+        let ArrayData::I64(got) = &arrays[1] else { unreachable!() };
+        assert_eq!(got, &expected);
+    }
+    assert!(f.to_string().contains("out[i] = ctz(words[i])"), "{f}");
+    // Zero has no lowest set bit (undefined in C): the interpreter says so.
+    let mut zero = vec![ArrayData::U64(vec![4, 0]), ArrayData::I64(vec![0; 2])];
+    assert!(matches!(interpret(&f, &mut zero), Err(InterpError::TrailingZerosOfZero)));
 }
 
 #[test]

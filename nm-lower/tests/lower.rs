@@ -507,6 +507,20 @@ fn results_written_out_of_order_go_through_a_row_workspace() {
     .unwrap();
     let expected: Vec<f64> = (0..40).map(|j| (0..30).map(|i| d[0][i * 40 + j] * d[1][i]).sum()).collect();
     assert_eq!(y.to_dense().unwrap(), expected);
+    // Every coordinate of a row touched (a dense right operand): whole words of marks, the
+    // top bit of each included, read back by the scan.
+    let (n, k) = (130, 20);
+    let (a, d) = run_sparse(
+        "A(i,j) = B(i,k) * C(k,j)",
+        "reorder(k, j)",
+        ("A", &[4, n], Format::csr()),
+        &[("B", &[4, k], Some(Format::csr()), 46), ("C", &[k, n], None, 47)],
+    )
+    .unwrap();
+    let expected: Vec<f64> =
+        (0..4 * n).map(|x| (0..k).map(|y| d[0][(x / n) * k + y] * d[1][y * n + x % n]).sum()).collect();
+    assert_eq!(a.to_dense().unwrap(), expected);
+    assert_eq!(a.stored_len(), 4 * n, "every row full");
     // A row workspace covers the last level only: above it, a sparse workspace collects the
     // outer products (tests/workspaces.rs covers every policy).
     let (a, d) = run_sparse(

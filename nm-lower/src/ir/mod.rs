@@ -162,6 +162,8 @@ pub enum UnOp {
     Neg,
     /// Logical not.
     Not,
+    /// The number of trailing zero bits of a nonzero index (the lowest set bit's position).
+    TrailingZeros,
 }
 
 /// Binary operators; comparisons and `and`/`or` produce a `Bool`.

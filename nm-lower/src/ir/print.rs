@@ -16,10 +16,15 @@ impl Function {
                 self.write_expr(f, i)?;
                 f.write_str("]")
             }
+            Expr::Unary(UnOp::TrailingZeros, a) => {
+                f.write_str("ctz(")?;
+                self.write_expr(f, a)?;
+                f.write_str(")")
+            }
             Expr::Unary(op, a) => {
                 f.write_str(match op {
                     UnOp::Neg => "-",
-                    UnOp::Not => "!",
+                    UnOp::Not | UnOp::TrailingZeros => "!",
                 })?;
                 self.write_operand(f, a)
             }

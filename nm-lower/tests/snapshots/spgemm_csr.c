@@ -31,7 +31,7 @@ static void nms_sort_int64_t(int64_t *restrict a, int64_t n, int64_t *restrict t
 
 int kernel(nms_array *restrict args) {
   double *restrict C_wvals = (double *)args[0].data;
-  int32_t *restrict C_wmark = (int32_t *)args[1].data;
+  uint64_t *restrict C_wmark = (uint64_t *)args[1].data;
   int64_t *restrict C_wlist = (int64_t *)args[2].data;
   int64_t *restrict C_wsorted = (int64_t *)args[3].data;
   int64_t *restrict C1_pos = (int64_t *)args[4].data;
@@ -76,16 +76,16 @@ int kernel(nms_array *restrict args) {
   }
   {
     int64_t n_ = INT64_C(900);
-    if (n_ > args[1].len) {
-      if (args[1].grow(&args[1], n_)) return 1;
-      C_wmark = (int32_t *)args[1].data;
-    }
-  }
-  {
-    int64_t n_ = INT64_C(900);
     if (n_ > args[2].len) {
       if (args[2].grow(&args[2], n_)) return 1;
       C_wlist = (int64_t *)args[2].data;
+    }
+  }
+  {
+    int64_t n_ = INT64_C(15);
+    if (n_ > args[1].len) {
+      if (args[1].grow(&args[1], n_)) return 1;
+      C_wmark = (uint64_t *)args[1].data;
     }
   }
   {
@@ -105,8 +105,8 @@ int kernel(nms_array *restrict args) {
         int64_t B0_p1 = ((INT64_C(0) * INT64_C(800)) + k);
         for (int64_t B1_p0 = ((int64_t)B1_pos[B0_p1]), B1_p0_end = ((int64_t)B1_pos[(B0_p1 + INT64_C(1))]); B1_p0 < B1_p0_end; B1_p0++) {
           int64_t j = ((int64_t)B1_crd[B1_p0]);
-          if ((((int64_t)C_wmark[j]) == INT64_C(0))) {
-            C_wmark[j] = INT64_C(1);
+          if ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0))) {
+            C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
             C_wlist[C_wn] = j;
             C_wn = (C_wn + INT64_C(1));
           }
@@ -115,58 +115,44 @@ int kernel(nms_array *restrict args) {
       }
       if (((C_wn * INT64_C(16)) < INT64_C(900))) {
         nms_sort_int64_t(C_wlist + INT64_C(0), (C_wn - INT64_C(0)), C_wsorted);
-        for (int64_t j_q = INT64_C(0), j_q_end = C_wn; j_q < j_q_end; j_q++) {
-          int64_t j = ((int64_t)C_wlist[j_q]);
-          if ((C1_cap <= C1_n)) {
-            C1_cap = (C1_cap * INT64_C(2));
-            {
-              int64_t n_ = C1_cap;
-              if (n_ > args[5].len) {
-                if (args[5].grow(&args[5], n_)) return 1;
-                C1_crd = (int64_t *)args[5].data;
-              }
-            }
-            {
-              int64_t n_ = C1_cap;
-              if (n_ > args[6].len) {
-                if (args[6].grow(&args[6], n_)) return 1;
-                C_vals = (double *)args[6].data;
-              }
-            }
-          }
-          C1_crd[C1_n] = j;
-          C_vals[C1_n] = C_wvals[j];
-          C1_n = (C1_n + INT64_C(1));
-          C_wvals[j] = 0.0;
-          C_wmark[j] = INT64_C(0);
-        }
       } else {
-        for (int64_t j = INT64_C(0); j < INT64_C(900); j++) {
-          if ((((int64_t)C_wmark[j]) != INT64_C(0))) {
-            if ((C1_cap <= C1_n)) {
-              C1_cap = (C1_cap * INT64_C(2));
-              {
-                int64_t n_ = C1_cap;
-                if (n_ > args[5].len) {
-                  if (args[5].grow(&args[5], n_)) return 1;
-                  C1_crd = (int64_t *)args[5].data;
-                }
-              }
-              {
-                int64_t n_ = C1_cap;
-                if (n_ > args[6].len) {
-                  if (args[6].grow(&args[6], n_)) return 1;
-                  C_vals = (double *)args[6].data;
-                }
-              }
-            }
-            C1_crd[C1_n] = j;
-            C_vals[C1_n] = C_wvals[j];
-            C1_n = (C1_n + INT64_C(1));
-            C_wvals[j] = 0.0;
-            C_wmark[j] = INT64_C(0);
+        C_wn = INT64_C(0);
+        for (int64_t j_word = INT64_C(0); j_word < INT64_C(15); j_word++) {
+          int64_t j_bits = ((int64_t)C_wmark[j_word]);
+          int64_t j_base = (j_word * INT64_C(64));
+          while ((j_bits != INT64_C(0))) {
+            int64_t j_low = ((int64_t)__builtin_ctzll((uint64_t)(j_bits)));
+            C_wlist[C_wn] = (j_base + j_low);
+            C_wn = (C_wn + INT64_C(1));
+            j_bits = ((int64_t)((uint64_t)(((int64_t)((uint64_t)(j_bits) >> (uint64_t)(j_low)))) >> (uint64_t)(INT64_C(1))));
+            j_base = ((j_base + j_low) + INT64_C(1));
           }
         }
+      }
+      for (int64_t j_q = INT64_C(0), j_q_end = C_wn; j_q < j_q_end; j_q++) {
+        int64_t j = ((int64_t)C_wlist[j_q]);
+        if ((C1_cap <= C1_n)) {
+          C1_cap = (C1_cap * INT64_C(2));
+          {
+            int64_t n_ = C1_cap;
+            if (n_ > args[5].len) {
+              if (args[5].grow(&args[5], n_)) return 1;
+              C1_crd = (int64_t *)args[5].data;
+            }
+          }
+          {
+            int64_t n_ = C1_cap;
+            if (n_ > args[6].len) {
+              if (args[6].grow(&args[6], n_)) return 1;
+              C_vals = (double *)args[6].data;
+            }
+          }
+        }
+        C1_crd[C1_n] = j;
+        C_vals[C1_n] = C_wvals[j];
+        C1_n = (C1_n + INT64_C(1));
+        C_wvals[j] = 0.0;
+        C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = INT64_C(0);
       }
       C1_pos[(r0 + INT64_C(1))] = C1_n;
     }
