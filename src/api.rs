@@ -153,6 +153,33 @@ impl Program {
             Err(Error::Lower(e)) => e,
             other => return other,
         };
+        if let Some(kernel) = self.compile_converted::<T>(backend)? {
+            return Ok(kernel);
+        }
+        // A sparse operand read in two orders (`B(i,j) + B(j,i)`): its other reads get a view
+        // of their own, which can be read through a copy in another order.
+        let sparse = |name: &str| self.shapes.get(name).is_some_and(|(_, f)| f.is_some());
+        if let Some((stmt, views)) = self.stmt.with_views(sparse) {
+            let mut program = Program { stmt, ..self.clone() };
+            for (view, operand) in &views {
+                let (shape, format) = self.shapes[operand].clone();
+                program = program.declare(view, &shape, format.unwrap_or_else(|| Format::dense(shape.len().max(1))));
+            }
+            let kernel = match program.compile_declared::<T>(backend) {
+                Ok(kernel) => Some(kernel),
+                Err(Error::Lower(_)) => program.compile_converted::<T>(backend)?,
+                Err(other) => return Err(other),
+            };
+            if let Some(mut kernel) = kernel {
+                kernel.views = views;
+                return Ok(kernel);
+            }
+        }
+        Err(Error::Lower(first))
+    }
+
+    /// The kernel with some operands read through a copy: the first conversion that lowers.
+    fn compile_converted<T: Scalar>(&self, backend: Backend) -> Result<Option<Kernel<T>>, Error> {
         let declared = |name: &str| self.shapes.get(name).and_then(|(_, f)| f.clone());
         let loop_order = self.concrete()?.0.unscheduled_loop_order();
         for conversion in crate::conversion::candidates(&self.stmt, declared, &loop_order) {
@@ -165,13 +192,13 @@ impl Program {
                 Ok(mut kernel) => {
                     kernel.conversions = conversion;
                     kernel.declared = self.shapes.clone();
-                    return Ok(kernel);
+                    return Ok(Some(kernel));
                 }
                 Err(Error::Lower(_)) => continue,
                 Err(other) => return Err(other),
             }
         }
-        Err(Error::Lower(first))
+        Ok(None)
     }
 
     fn compile_declared<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
@@ -212,6 +239,7 @@ impl Program {
             threads: 1,
             conversions: Vec::new(),
             declared: HashMap::new(),
+            views: Vec::new(),
             _value: std::marker::PhantomData,
         })
     }
@@ -273,6 +301,9 @@ pub struct Kernel<T> {
     /// Operands read through a copy, and the declarations they are given in.
     conversions: crate::conversion::Conversion,
     declared: HashMap<String, (Vec<usize>, Option<Format>)>,
+    /// Reads of an operand in another order than its first, given a tensor of their own:
+    /// `(view, operand)`, the view bound to the operand's tensor at each run.
+    views: Vec<(String, String)>,
     _value: std::marker::PhantomData<T>,
 }
 
@@ -315,8 +346,22 @@ impl<T: Scalar> Kernel<T> {
         &self.conversions
     }
 
+    /// The reads of an operand in another order than its first that read it as a view of
+    /// their own (`(view, operand)`; see [`IndexNotation::with_views`]), each bound to the
+    /// operand's tensor at each run.
+    pub fn views(&self) -> &[(String, String)] {
+        &self.views
+    }
+
     /// Runs on the operands (by name; each in its declared format) and returns the result.
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        let mut with_views = operands.to_vec();
+        for (view, operand) in &self.views {
+            if let Some(&(_, t)) = operands.iter().find(|(n, _)| n == operand) {
+                with_views.push((view.as_str(), t));
+            }
+        }
+        let operands = with_views.as_slice();
         if self.conversions.is_empty() {
             return self.run_in_place(operands);
         }

@@ -560,3 +560,18 @@ fn operands_unreadable_as_declared_run_through_a_copy_with_a_note() {
     assert!(nm.status.success(), "{}", stderr(&nm));
     assert!(stderr(&nm).contains("`B` (nm(2,4,4)) is read through a copy"), "{}", stderr(&nm));
 }
+
+/// `B(i,j) + B(j,i)` with B in CSR: the transposed read runs through a view of B copied in
+/// column order, said on stderr; the result equals the run with B dense (read in place).
+#[test]
+fn an_operand_read_in_two_orders_runs_through_a_view_with_a_note() {
+    let args = |b: &'static str| ["A(i,j) = B(i,j) + 2 * B(j,i)", b, "-d=i:30", "-d=j:30", "-g=B:0.2"];
+    let sparse = nmsparse(&args("-f=B:csr"));
+    assert!(sparse.status.success(), "{}", stderr(&sparse));
+    let note = stderr(&sparse);
+    assert!(note.contains("`B` is read in two orders") && note.contains("`B_2`"), "{note}");
+    let dense = nmsparse(&args("-f=B:dense"));
+    assert!(dense.status.success(), "{}", stderr(&dense));
+    assert!(!stderr(&dense).contains("two orders"), "{}", stderr(&dense));
+    assert_eq!(stdout(&sparse), stdout(&dense));
+}

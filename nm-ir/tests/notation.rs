@@ -221,3 +221,16 @@ proptest! {
         let _ = parse(&text);
     }
 }
+
+#[test]
+fn reads_in_another_order_get_views() {
+    let stmt = parse("A(i,j) = B(i,j) + B(j,i) * C(j,i) + B(j,i) + B_2(i,j) + B(i,j)").unwrap();
+    let (split, views) = stmt.with_views(|name| name != "C").unwrap();
+    // `B_2` is taken: the view is `B_3`, shared by both transposed reads; `C` is not split.
+    assert_eq!(views, vec![("B_3".to_string(), "B".to_string())]);
+    assert_eq!(split.to_string(), "A(i,j) = B(i,j) + B_3(j,i) * C(j,i) + B_3(j,i) + B_2(i,j) + B(i,j)");
+    // Reads that agree, a single read and the result read again need none.
+    assert!(parse("A(i,j) = B(i,j) * B(i,j)").unwrap().with_views(|_| true).is_none());
+    assert!(parse("A(i,j) = A(i,j) + A(j,i) + B(i,j)").unwrap().with_views(|_| true).is_none());
+    assert!(parse("A(i,j) = B(i,j) + B(j,i)").unwrap().with_views(|_| false).is_none());
+}

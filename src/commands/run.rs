@@ -163,7 +163,7 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
 }
 
 fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
-    let stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
+    let mut stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
     let mut out = String::new();
     // Formats, inputs, sizes.
     let mut formats: HashMap<String, String> = HashMap::new();
@@ -377,7 +377,10 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         // An operand it cannot read as declared: through a copy in a format it can read.
         Err(first) => match read_through_copies(&stmt, &shapes, &parsed_formats, &cin, o, &mut tensors, &options)? {
             Some(lowered) => lowered,
-            None => return Err(CommandError(first.to_string())),
+            None => match read_through_views(&mut stmt, &mut shapes, &mut parsed_formats, o, &mut tensors, &options)? {
+                Some(lowered) => lowered,
+                None => return Err(CommandError(first.to_string())),
+            },
         },
     };
     for note in &lowered.notes {
@@ -545,6 +548,54 @@ fn read_through_copies<T: crate::Scalar>(
         return Ok(Some(lowered));
     }
     Ok(None)
+}
+
+/// Lowers with the reads of a sparse operand in another order than its first given views of
+/// their own (`B(i,j) + B(j,i)`: see [`IndexNotation::with_views`]), each bound to the operand's
+/// data and read in place or through a copy like any operand; on success `stmt`, `shapes`,
+/// `parsed_formats` and `tensors` take the views in. `None` when there is no such read or it
+/// does not lower either.
+fn read_through_views<T: crate::Scalar>(
+    stmt: &mut IndexNotation,
+    shapes: &mut HashMap<String, Vec<usize>>,
+    parsed_formats: &mut HashMap<String, Format>,
+    o: &RunOptions,
+    tensors: &mut Vec<Option<Tensor<T>>>,
+    options: &LowerOptions,
+) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
+    let Some((split, views)) = stmt.with_views(|name| parsed_formats.contains_key(name)) else { return Ok(None) };
+    let (mut shapes2, mut formats2, mut tensors2) = (shapes.clone(), parsed_formats.clone(), tensors.clone());
+    for (view, operand) in &views {
+        shapes2.insert(view.clone(), shapes[operand].clone());
+        formats2.insert(view.clone(), parsed_formats[operand].clone());
+        let source = stmt.tensor_named(operand).expect("a view's operand is in the statement");
+        tensors2.push(tensors[nm_ir::id::Id::index(source)].clone());
+    }
+    let Ok(types) = split.check(&declarations(&split, &shapes2, |n| formats2.get(n).cloned())) else { return Ok(None) };
+    let mut cin = concretize_for(&split, &types);
+    if let Some(s) = &o.schedule {
+        match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
+            Some(scheduled) => cin = scheduled,
+            None => return Ok(None),
+        }
+    }
+    let named: Vec<(&str, &Tensor<T>)> =
+        split.tensors.iter().zip(&tensors2).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
+    let in_place = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options).ok();
+    let lowered = match in_place {
+        Some(lowered) => lowered,
+        None => match read_through_copies(&split, &shapes2, &formats2, &cin, o, &mut tensors2, options)? {
+            Some(lowered) => lowered,
+            None => return Ok(None),
+        },
+    };
+    for (view, operand) in &views {
+        eprintln!(
+            "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}` above"
+        );
+    }
+    (*stmt, *shapes, *parsed_formats, *tensors) = (split, shapes2, formats2, tensors2);
+    Ok(Some(lowered))
 }
 
 /// The declarations of `stmt`'s tensors: `shapes`, in `format` (`None`, or a scalar: dense).

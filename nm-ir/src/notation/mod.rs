@@ -226,4 +226,45 @@ impl IndexNotation {
     pub fn var_named(&self, name: &str) -> Option<IndexVarId> {
         self.vars.iter().find(|(_, v)| v.name == name).map(|(id, _)| id)
     }
+
+    /// The statement with every read of an operand in `split` that subscripts it differently
+    /// from its first read (`B(j,i)` after `B(i,j)`) given a tensor of its own, a *view*
+    /// named `B_2`, `B_3`, … (a name the statement does not use), and the `(view, operand)`
+    /// pairs; `None` when no read needs one. A kernel reads one tensor in one level order, so
+    /// `B(i,j) + B(j,i)` over a CSR `B` lowers only once the transposed read has a tensor it
+    /// can be given in another order (the caller binds the view to the operand's data or a
+    /// copy of it).
+    pub fn with_views(&self, split: impl Fn(&str) -> bool) -> Option<(IndexNotation, Vec<(String, String)>)> {
+        let mut out = self.clone();
+        let mut views = Vec::new();
+        // Per operand, each distinct subscript list read so far and the tensor that reads it.
+        let mut reads: Vec<Vec<(Vec<IndexTerm>, TensorId)>> = vec![Vec::new(); self.tensors.len()];
+        let mut stack = vec![self.rhs];
+        while let Some(n) = stack.pop() {
+            stack.extend(self.children(n).into_iter().rev());
+            let Expr::Access(a) = &self.exprs[n] else { continue };
+            let name = self.tensor_name(a.tensor);
+            if a.tensor == self.lhs.tensor || !split(name) {
+                continue;
+            }
+            let seen = &mut reads[crate::id::Id::index(a.tensor)];
+            let id = match seen.iter().find(|(s, _)| *s == a.subscripts) {
+                Some(&(_, id)) => id,
+                None if seen.is_empty() => a.tensor,
+                None => {
+                    let view = (2..)
+                        .map(|k| format!("{name}_{k}"))
+                        .find(|v| out.tensor_named(v).is_none())
+                        .expect("a free name");
+                    views.push((view.clone(), name.to_string()));
+                    out.tensors.push(TensorVar { name: view, order: self.tensors[a.tensor].order })
+                }
+            };
+            seen.push((a.subscripts.clone(), id));
+            if let Expr::Access(b) = &mut out.exprs[n] {
+                b.tensor = id;
+            }
+        }
+        (!views.is_empty()).then_some((out, views))
+    }
 }
