@@ -1,6 +1,8 @@
 //! Random differential testing: random statements (2–3 operands of order 1–3 over `i, j, k, l`,
 //! `+ - *` mixes, reductions where a variable is not in the result, a constant now and then,
 //! compound subscripts — `i+k`, `2*j+l+1`, `k+2` — on a quarter of the operands' dimensions),
+//! an eighth of the statements with at least two dimensions on the first operand read it again
+//! in the reverse order (`B(i,j) + B(j,i)`, through a view),
 //! random formats per tensor (dense, sparse vectors, CSR, DCSR, CSC, COO, nv24, nm(2,4,2), CSF and other
 //! order-3 mixes; dense or sparse results), random sizes (1–6), densities (empty, sparse,
 //! full), thread counts (1, 2) and value types (every fourth case in f32), run on the
@@ -75,6 +77,8 @@ struct Case {
     schedule: Option<String>,
     /// A random workspace policy, or the analysis's choice.
     workspace: Option<nmsparse::ism::Config>,
+    /// Two variables whose sizes must stay equal (an operand read in the reverse order).
+    tied: Option<(usize, usize)>,
 }
 
 fn var_index(v: char) -> usize {
@@ -190,7 +194,20 @@ fn random_case(rng: &mut Pcg64) -> Case {
         let policy = policies[rng.random_range(0..policies.len())];
         Config { capacity: rng.random_range(1..=9), pipelined: rng.random_bool(0.3), ..Config::new(policy) }
     });
-    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace }
+    // Now and then the first operand read again in the reverse order (`B(i,j) + B(j,i)`): its
+    // reversed dimensions get equal sizes. It adds no tensor: both reads are of `B`'s data.
+    let mut sizes = sizes;
+    let mut tied = None;
+    let first: Vec<char> = tensors[1].1.iter().map(|s| s.terms[0].1).collect();
+    if first.len() >= 2 && rng.random_bool(0.12) {
+        let (lo, hi) = (var_index(first[0]), var_index(first[first.len() - 1]));
+        sizes[hi] = sizes[lo];
+        tied = Some((lo, hi));
+        let reversed: Vec<String> = first.iter().rev().map(char::to_string).collect();
+        let op = ["+", "-", "*"][rng.random_range(0..3)];
+        expr = format!("{expr} {op} B({})", reversed.join(","));
+    }
+    Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace, tied }
 }
 
 /// The variables a case's tensors use, sorted.
@@ -273,7 +290,7 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
     let cases: usize = std::env::var("NMSPARSE_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let seed: u64 = std::env::var("NMSPARSE_DIFF_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
     let mut rng = Pcg64::seed_from_u64(seed);
-    let (mut ran, mut refused, mut schedules_refused) = (0, 0, 0);
+    let (mut ran, mut refused, mut schedules_refused, mut reversed) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for n in 0..cases {
         let case = random_case(&mut rng);
@@ -283,7 +300,10 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
             if n % 4 == 3 { run_case::<f32>(case, case_seed) } else { run_case::<f64>(case, case_seed) }
         };
         match run(&case) {
-            Ok(Some(true)) => ran += 1,
+            Ok(Some(true)) => {
+                ran += 1;
+                reversed += usize::from(case.tied.is_some());
+            }
             Ok(Some(false)) => refused += 1,
             Ok(None) => schedules_refused += 1,
             Err(e) => {
@@ -293,7 +313,7 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
         }
     }
     eprintln!(
-        "differential: {ran} cases agreed, {refused} refused by the lowering, {schedules_refused} random schedules refused, {} failed",
+        "differential: {ran} cases agreed ({reversed} reading an operand in two orders), {refused} refused by the lowering, {schedules_refused} random schedules refused, {} failed",
         failures.len()
     );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
@@ -315,6 +335,9 @@ fn shrink(case: &Case, failure: String, run: impl Fn(&Case) -> Result<Option<boo
                 if smaller >= 1 && smaller < n {
                     let mut c = best.clone();
                     c.sizes[v] = smaller;
+                    if let Some((a, b)) = c.tied.filter(|&(a, b)| a == v || b == v) {
+                        (c.sizes[a], c.sizes[b]) = (smaller, smaller);
+                    }
                     candidates.push(c);
                 }
             }
@@ -465,6 +488,7 @@ fn a_split_loop_meets_the_sparse_entries_of_every_block() {
             densities: vec![1.0, 0.6, 1.0],
             schedule: Some(schedule.into()),
             workspace: None,
+            tied: None,
         };
         assert_eq!(run_case::<f64>(&case, 9191), Ok(Some(true)), "{expr} [{schedule}] {formats:?}");
     }
@@ -481,6 +505,7 @@ fn a_split_loop_meets_the_sparse_entries_of_every_block() {
         densities: vec![0.0, 0.6, 1.0],
         schedule: Some("split(j, j0, j1, 3)".into()),
         workspace: None,
+        tied: None,
     };
     assert_eq!(run_case::<f64>(&case, 9191), Ok(Some(true)));
 }
