@@ -89,7 +89,7 @@ int kernel(nms_array *restrict args) {
     }
   }
   {
-    int64_t n_ = INT64_C(57);
+    int64_t n_ = INT64_C(8);
     if (n_ > args[3].len) {
       if (args[3].grow(&args[3], n_)) return 1;
       C_wsorted = (int64_t *)args[3].data;
@@ -113,7 +113,7 @@ int kernel(nms_array *restrict args) {
           C_wvals[j] += (A_vals[A1_p0] * B_vals[B1_p0]);
         }
       }
-      if (((C_wn * INT64_C(16)) < INT64_C(900))) {
+      if (((C_wn * INT64_C(128)) < INT64_C(900))) {
         nms_sort_int64_t(C_wlist + INT64_C(0), (C_wn - INT64_C(0)), C_wsorted);
       } else {
         C_wn = INT64_C(0);
