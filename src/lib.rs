@@ -4,7 +4,7 @@
 //! format. This facade re-exports the crates a user needs and holds the logic of the
 //! `nmsparse` command, so that the binary stays a thin argument parser.
 //!
-//! It offers the storage layer ([`format`], the `nm-format` crate: formats, validated tensors,
+//! It offers the storage layer ([`format`](mod@format), the `nm-format` crate: formats, validated tensors,
 //! conversion, N:M pruning and packing, Matrix Market and FROSTT files), the compiler's middle
 //! ([`ir`]: index notation, concrete index notation, schedules, iteration graphs, lattices,
 //! workspace analysis) and its back end ([`lower`]: loop IR, interpreter, C code generation

@@ -11,7 +11,7 @@
 //! (concretize's inner reductions) run right before their consumer. Tensors whose levels are
 //! all dense are located where they are read, so they never constrain the loop order.
 //! Compound subscripts (`I(i+r, j+q)`, sparse convolution) iterate a compressed level by its
-//! non-empty subsections (see [`Subsection`]). What is not lowered is refused with
+//! non-empty subsections (see `Subsection`). What is not lowered is refused with
 //! [`LowerError::Unsupported`] naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
