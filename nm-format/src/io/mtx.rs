@@ -429,7 +429,7 @@ fn array_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>,
 
 /// Writes an order-2 tensor: a dense one (row-major `dense` format) as `array real general`,
 /// column-major as the standard says; any other as `coordinate real general` (components in
-/// storage order; see [`output_components`] for which zeros are written).
+/// storage order; see `output_components` for which zeros are written).
 pub fn write_mtx<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
     if tensor.order() != 2 {
         return Err(IoError::Unsupported {
