@@ -496,6 +496,11 @@ struct RowWorkspace {
     sorted: ArrayId,
     /// Coordinates listed in the current row.
     count: VarId,
+    /// Products added into the current row.
+    products: VarId,
+    /// Whether the row marks its coordinates without a branch: set after a row that added
+    /// fewer than `BRANCHLESS_BELOW` products per coordinate (see `resolved_assignment`).
+    branchless: VarId,
     /// Whether the region is being lowered.
     active: bool,
 }
@@ -503,6 +508,10 @@ struct RowWorkspace {
 /// A row workspace's coordinates are sorted when they are fewer than `size / SORT_BELOW`, else
 /// read back from the marks.
 const SORT_BELOW: i64 = 128;
+
+/// A row workspace marks coordinates without a branch after a row that added fewer products
+/// than this many per coordinate.
+const BRANCHLESS_BELOW: i64 = 4;
 
 /// The word of a row workspace's marks (one bit per coordinate) that holds coordinate `j`.
 fn word(j: Expr) -> Expr {
@@ -1066,6 +1075,8 @@ pub fn lower_options(
                         list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
                         sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
                         count: f.var(&name("n"), ScalarType::Index),
+                        products: f.var(&name("products"), ScalarType::Index),
+                        branchless: f.var(&name("branchless"), ScalarType::Index),
                         active: false,
                     });
                     params.extend([result; 4]);
@@ -1237,10 +1248,11 @@ pub fn lower_options(
         None => Vec::new(),
     };
     if let Some(w) = &lw.workspace {
-        for array in [w.values, w.list] {
-            body.push(Stmt::Resize { array, len: int(w.size as i64) });
-        }
+        body.push(Stmt::Resize { array: w.values, len: int(w.size as i64) });
+        // One slot more: a branchless touch writes `list[count]` before it knows it is new.
+        body.push(Stmt::Resize { array: w.list, len: int(w.size as i64 + 1) });
         body.push(Stmt::Resize { array: w.mark, len: int(w.size as i64 / 64 + 1) });
+        body.push(Stmt::Decl(w.branchless, int(0)));
         // Rows are sorted only when they list fewer than size / SORT_BELOW coordinates.
         body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
     }
@@ -2092,7 +2104,7 @@ impl Lowerer<'_> {
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
         let mut w = self.workspace.clone().expect("a workspace");
-        let mut out = vec![Stmt::Decl(w.count, int(0))];
+        let mut out = vec![Stmt::Decl(w.count, int(0)), Stmt::Decl(w.products, int(0))];
         w.active = true;
         self.workspace = Some(w.clone());
         let inner = self.nest(loops, lhs, op, rhs);
@@ -2155,6 +2167,14 @@ impl Lowerer<'_> {
         });
         let mut listed = vec![Stmt::Decl(sorted_j, load(w.list, var(q)))];
         listed.extend(drain(sorted_j));
+        out.push(Stmt::Assign(
+            w.branchless,
+            Expr::Select(
+                Box::new(bin(BinOp::Lt, var(w.products), bin(BinOp::Mul, var(w.count), int(BRANCHLESS_BELOW)))),
+                Box::new(int(1)),
+                Box::new(int(0)),
+            ),
+        ));
         out.push(Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false });
         Ok(out)
     }
@@ -2760,21 +2780,38 @@ impl Lowerer<'_> {
             let j = var(self.bound[w.var.index()].expect("the workspace variable's loop"));
             let value = self.expr(rhs)?;
             let bit = bin(BinOp::Shl, int(1), bin(BinOp::BitAnd, j.clone(), int(63)));
+            let fresh = bin(BinOp::Eq, bin(BinOp::BitAnd, load(w.mark, word(j.clone())), bit.clone()), int(0));
+            let set = Stmt::Store {
+                array: w.mark,
+                index: word(j.clone()),
+                value: bin(BinOp::BitOr, load(w.mark, word(j.clone())), bit),
+                accumulate: false,
+            };
+            let list = Stmt::Store { array: w.list, index: var(w.count), value: j.clone(), accumulate: false };
+            // A first touch is a coin toss when a row adds few products per coordinate (a
+            // convolution at 90% sparsity: 1.5), and a mispredicted branch each time; with many
+            // (SpGEMM: 17 on bcsstk16) the branch is predictable and an unconditional store would
+            // make consecutive touches of one word wait on each other. The previous row decides.
+            let branchless = vec![
+                list.clone(),
+                Stmt::Assign(
+                    w.count,
+                    bin(
+                        BinOp::Add,
+                        var(w.count),
+                        Expr::Select(Box::new(fresh.clone()), Box::new(int(1)), Box::new(int(0))),
+                    ),
+                ),
+                set.clone(),
+            ];
+            let branchy = vec![Stmt::If {
+                cond: fresh,
+                then: vec![set, list, Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1)))],
+                otherwise: vec![],
+            }];
             return Ok(vec![
-                Stmt::If {
-                    cond: bin(BinOp::Eq, bin(BinOp::BitAnd, load(w.mark, word(j.clone())), bit.clone()), int(0)),
-                    then: vec![
-                        Stmt::Store {
-                            array: w.mark,
-                            index: word(j.clone()),
-                            value: bin(BinOp::BitOr, load(w.mark, word(j.clone())), bit),
-                            accumulate: false,
-                        },
-                        Stmt::Store { array: w.list, index: var(w.count), value: j.clone(), accumulate: false },
-                        Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1))),
-                    ],
-                    otherwise: vec![],
-                },
+                Stmt::Assign(w.products, bin(BinOp::Add, var(w.products), int(1))),
+                Stmt::If { cond: bin(BinOp::Ne, var(w.branchless), int(0)), then: branchless, otherwise: branchy },
                 Stmt::Store { array: w.values, index: j, value, accumulate: op == AssignOp::Accumulate },
             ]);
         }

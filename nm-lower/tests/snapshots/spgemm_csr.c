@@ -75,7 +75,7 @@ int kernel(nms_array *restrict args) {
     }
   }
   {
-    int64_t n_ = INT64_C(900);
+    int64_t n_ = INT64_C(901);
     if (n_ > args[2].len) {
       if (args[2].grow(&args[2], n_)) return 1;
       C_wlist = (int64_t *)args[2].data;
@@ -88,6 +88,7 @@ int kernel(nms_array *restrict args) {
       C_wmark = (uint64_t *)args[1].data;
     }
   }
+  int64_t C_wbranchless = INT64_C(0);
   {
     int64_t n_ = INT64_C(8);
     if (n_ > args[3].len) {
@@ -100,15 +101,23 @@ int kernel(nms_array *restrict args) {
     if (INT64_C(1)) {
       int64_t r0 = ((INT64_C(0) * INT64_C(1000)) + i);
       int64_t C_wn = INT64_C(0);
+      int64_t C_wproducts = INT64_C(0);
       for (int64_t A1_p0 = ((int64_t)A1_pos[A0_p0]), A1_p0_end = ((int64_t)A1_pos[(A0_p0 + INT64_C(1))]); A1_p0 < A1_p0_end; A1_p0++) {
         int64_t k = ((int64_t)A1_crd[A1_p0]);
         int64_t B0_p1 = ((INT64_C(0) * INT64_C(800)) + k);
         for (int64_t B1_p0 = ((int64_t)B1_pos[B0_p1]), B1_p0_end = ((int64_t)B1_pos[(B0_p1 + INT64_C(1))]); B1_p0 < B1_p0_end; B1_p0++) {
           int64_t j = ((int64_t)B1_crd[B1_p0]);
-          if ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0))) {
-            C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
+          C_wproducts = (C_wproducts + INT64_C(1));
+          if ((C_wbranchless != INT64_C(0))) {
             C_wlist[C_wn] = j;
-            C_wn = (C_wn + INT64_C(1));
+            C_wn = (C_wn + ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0)) ? INT64_C(1) : INT64_C(0)));
+            C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
+          } else {
+            if ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0))) {
+              C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
+              C_wlist[C_wn] = j;
+              C_wn = (C_wn + INT64_C(1));
+            }
           }
           C_wvals[j] += (A_vals[A1_p0] * B_vals[B1_p0]);
         }
@@ -129,6 +138,7 @@ int kernel(nms_array *restrict args) {
           }
         }
       }
+      C_wbranchless = ((C_wproducts < (C_wn * INT64_C(4))) ? INT64_C(1) : INT64_C(0));
       for (int64_t j_q = INT64_C(0), j_q_end = C_wn; j_q < j_q_end; j_q++) {
         int64_t j = ((int64_t)C_wlist[j_q]);
         if ((C1_cap <= C1_n)) {
