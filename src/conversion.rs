@@ -11,7 +11,8 @@ use nm_ir::notation::{IndexNotation, IndexVarId};
 pub type Conversion = Vec<(String, Format)>;
 
 /// The conversions to try: every sparse operand at once with its levels in `loop_order` (the
-/// loop order the statement was concretized or scheduled with, outermost first), then each
+/// loop order the statement was concretized or scheduled with, outermost first) — first leaving
+/// out those already stored in that order in dense and compressed levels — then each
 /// sparse operand alone in each mode order (dimension order first), then every one in
 /// dimension order. `declared` gives an operand's format (`None`: dense, never converted).
 pub fn candidates(
@@ -29,8 +30,9 @@ pub fn candidates(
         .filter(|(_, f)| *f != Format::dense(f.order()))
         .collect();
     let mut out: Vec<Conversion> = Vec::new();
-    // The mode order of each operand's first access that follows the loop order.
-    let along_loops: Conversion = sparse
+    // The mode order of each operand's first access that follows the loop order, with whether
+    // the operand is already stored so in dense and compressed levels (CSR along `i, j`).
+    let along: Vec<(String, Format, bool)> = sparse
         .iter()
         .filter_map(|(name, format)| {
             let access = stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name)?;
@@ -42,18 +44,29 @@ pub fn candidates(
             };
             let mut order: Vec<usize> = (0..format.order()).collect();
             order.sort_by_key(|&d| rank(d));
+            let plain_in_order = format.levels().len() == order.len()
+                && format.levels().iter().zip(&order).all(|(level, &d)| {
+                    level.expr == nm_format::LevelExpr::Dim(d)
+                        && (level.kind == LevelKind::Dense || level.kind == LevelKind::COMPRESSED)
+                });
             let copy = compressed(format.order(), &order);
-            (copy != *format).then(|| (name.clone(), copy))
+            (copy != *format).then(|| (name.clone(), copy, plain_in_order))
         })
         .collect();
-    if !along_loops.is_empty() {
-        out.push(along_loops);
+    // First without copying those already stored so, then copying every one.
+    let needed: Conversion =
+        along.iter().filter(|(_, _, plain)| !plain).map(|(n, f, _)| (n.clone(), f.clone())).collect();
+    let every: Conversion = along.into_iter().map(|(n, f, _)| (n, f)).collect();
+    for conversion in [needed, every] {
+        if !conversion.is_empty() && !out.contains(&conversion) {
+            out.push(conversion);
+        }
     }
     for (name, format) in &sparse {
         for order in permutations(format.order()) {
-            let copy = compressed(format.order(), &order);
-            if copy != *format {
-                out.push(vec![(name.clone(), copy)]);
+            let copy = vec![(name.clone(), compressed(format.order(), &order))];
+            if copy[0].1 != *format && !out.contains(&copy) {
+                out.push(copy);
             }
         }
     }
@@ -129,10 +142,12 @@ mod tests {
         let (i, j) = (stmt.var_named("i").unwrap(), stmt.var_named("j").unwrap());
         let c = candidates(&stmt, declared, &[i, j]);
         assert!(c.iter().all(|conv| conv.iter().all(|(n, _)| n == "B" || n == "C")), "{c:?}");
-        // Both along the loops (B in dcsr, C(j,i) in column order), B alone in dcsr and in
-        // column order, C alone in both orders, then both in dimension order.
+        // Along the loops: C(j,i) in column order alone (B, a CSR read along `i, j`, needs no
+        // copy), then with B in dcsr; then B alone in dcsr and in column order, C alone in row
+        // order (in column order it was the first), then both in dimension order.
         assert_eq!(c.len(), 6, "{c:?}");
-        assert_eq!(c[0], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), compressed(2, &[1, 0]))]);
+        assert_eq!(c[0], vec![("C".to_string(), compressed(2, &[1, 0]))]);
+        assert_eq!(c[1], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), compressed(2, &[1, 0]))]);
         assert_eq!(c[5], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), Format::csf(2))]);
     }
 }

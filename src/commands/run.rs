@@ -582,6 +582,12 @@ fn read_through_views<T: crate::Scalar>(
     let named: Vec<(&str, &Tensor<T>)> =
         split.tensors.iter().zip(&tensors2).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
     let in_place = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options).ok();
+    // Said before a copy's note, which may name the view.
+    for (view, operand) in &views {
+        eprintln!(
+            "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}`"
+        );
+    }
     let lowered = match in_place {
         Some(lowered) => lowered,
         None => match read_through_copies(&split, &shapes2, &formats2, &cin, o, &mut tensors2, options)? {
@@ -589,11 +595,6 @@ fn read_through_views<T: crate::Scalar>(
             None => return Ok(None),
         },
     };
-    for (view, operand) in &views {
-        eprintln!(
-            "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}` above"
-        );
-    }
     (*stmt, *shapes, *parsed_formats, *tensors) = (split, shapes2, formats2, tensors2);
     Ok(Some(lowered))
 }
