@@ -513,6 +513,11 @@ const SORT_BELOW: i64 = 128;
 /// than this many per coordinate.
 const BRANCHLESS_BELOW: i64 = 4;
 
+/// 1 where `cond` holds, else 0 (an index, to add without a branch).
+fn one_if(cond: Expr) -> Expr {
+    Expr::Select(Box::new(cond), Box::new(int(1)), Box::new(int(0)))
+}
+
 /// The word of a row workspace's marks (one bit per coordinate) that holds coordinate `j`.
 fn word(j: Expr) -> Expr {
     bin(BinOp::Shr, j, int(6))
@@ -2169,11 +2174,7 @@ impl Lowerer<'_> {
         listed.extend(drain(sorted_j));
         out.push(Stmt::Assign(
             w.branchless,
-            Expr::Select(
-                Box::new(bin(BinOp::Lt, var(w.products), bin(BinOp::Mul, var(w.count), int(BRANCHLESS_BELOW)))),
-                Box::new(int(1)),
-                Box::new(int(0)),
-            ),
+            one_if(bin(BinOp::Lt, var(w.products), bin(BinOp::Mul, var(w.count), int(BRANCHLESS_BELOW)))),
         ));
         out.push(Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false });
         Ok(out)
@@ -2794,14 +2795,7 @@ impl Lowerer<'_> {
             // make consecutive touches of one word wait on each other. The previous row decides.
             let branchless = vec![
                 list.clone(),
-                Stmt::Assign(
-                    w.count,
-                    bin(
-                        BinOp::Add,
-                        var(w.count),
-                        Expr::Select(Box::new(fresh.clone()), Box::new(int(1)), Box::new(int(0))),
-                    ),
-                ),
+                Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), one_if(fresh.clone()))),
                 set.clone(),
             ];
             let branchy = vec![Stmt::If {

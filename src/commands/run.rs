@@ -564,39 +564,55 @@ fn read_through_views<T: crate::Scalar>(
     options: &LowerOptions,
 ) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
     let Some((split, views)) = stmt.with_views(|name| parsed_formats.contains_key(name)) else { return Ok(None) };
-    let (mut shapes2, mut formats2, mut tensors2) = (shapes.clone(), parsed_formats.clone(), tensors.clone());
+    // The declarations are small: tried on copies. The tensors are not: each view's data is
+    // appended to `tensors` (the views' ids follow the statement's) and taken off on failure.
+    let (mut shapes2, mut formats2) = (shapes.clone(), parsed_formats.clone());
+    let operands = tensors.len();
     for (view, operand) in &views {
         shapes2.insert(view.clone(), shapes[operand].clone());
         formats2.insert(view.clone(), parsed_formats[operand].clone());
         let source = stmt.tensor_named(operand).expect("a view's operand is in the statement");
-        tensors2.push(tensors[nm_ir::id::Id::index(source)].clone());
+        tensors.push(tensors[nm_ir::id::Id::index(source)].clone());
     }
-    let Ok(types) = split.check(&declarations(&split, &shapes2, |n| formats2.get(n).cloned())) else { return Ok(None) };
-    let mut cin = concretize_for(&split, &types);
-    if let Some(s) = &o.schedule {
-        match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
-            Some(scheduled) => cin = scheduled,
-            None => return Ok(None),
+    let lowered = (|| {
+        let Ok(types) = split.check(&declarations(&split, &shapes2, |n| formats2.get(n).cloned())) else {
+            return Ok(None);
+        };
+        let mut cin = concretize_for(&split, &types);
+        if let Some(s) = &o.schedule {
+            match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
+                Some(scheduled) => cin = scheduled,
+                None => return Ok(None),
+            }
+        }
+        let named: Vec<(&str, &Tensor<T>)> = split
+            .tensors
+            .iter()
+            .zip(tensors.iter())
+            .filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?)))
+            .collect();
+        let in_place = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options).ok();
+        // Said before a copy's note, which may name the view.
+        for (view, operand) in &views {
+            eprintln!(
+                "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}`"
+            );
+        }
+        match in_place {
+            Some(lowered) => Ok(Some(lowered)),
+            None => read_through_copies(&split, &shapes2, &formats2, &cin, o, tensors, options),
+        }
+    })()?;
+    match lowered {
+        Some(lowered) => {
+            (*stmt, *shapes, *parsed_formats) = (split, shapes2, formats2);
+            Ok(Some(lowered))
+        }
+        None => {
+            tensors.truncate(operands);
+            Ok(None)
         }
     }
-    let named: Vec<(&str, &Tensor<T>)> =
-        split.tensors.iter().zip(&tensors2).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
-    let in_place = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options).ok();
-    // Said before a copy's note, which may name the view.
-    for (view, operand) in &views {
-        eprintln!(
-            "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}`"
-        );
-    }
-    let lowered = match in_place {
-        Some(lowered) => lowered,
-        None => match read_through_copies(&split, &shapes2, &formats2, &cin, o, &mut tensors2, options)? {
-            Some(lowered) => lowered,
-            None => return Ok(None),
-        },
-    };
-    (*stmt, *shapes, *parsed_formats, *tensors) = (split, shapes2, formats2, tensors2);
-    Ok(Some(lowered))
 }
 
 /// The declarations of `stmt`'s tensors: `shapes`, in `format` (`None`, or a scalar: dense).

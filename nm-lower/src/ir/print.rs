@@ -21,11 +21,8 @@ impl Function {
                 self.write_expr(f, a)?;
                 f.write_str(")")
             }
-            Expr::Unary(op, a) => {
-                f.write_str(match op {
-                    UnOp::Neg => "-",
-                    UnOp::Not | UnOp::TrailingZeros => "!",
-                })?;
+            Expr::Unary(op @ (UnOp::Neg | UnOp::Not), a) => {
+                f.write_str(if *op == UnOp::Neg { "-" } else { "!" })?;
                 self.write_operand(f, a)
             }
             Expr::Binary(op @ (BinOp::Min | BinOp::Max), a, b) => {
