@@ -33,6 +33,22 @@ pub(crate) struct BucketStore<V> {
     combine: Buckets<V>,
 }
 
+/// How many buckets ahead [`BucketStore::drain`] asks for a bucket's first components.
+const AHEAD: usize = 8;
+
+/// Asks the memory system for the cache line at `p`: a hint that changes no result.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE (which `_mm_prefetch` needs) is part of x86_64's baseline, and a prefetch
+    // never faults and changes no memory, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl<V: Value> BucketStore<V> {
     pub fn new(extent: usize, stride: u64) -> Result<Self, IsmError> {
         let oom = |_| IsmError::OutOfMemory(format!("{extent} workspace buckets"));
@@ -90,7 +106,20 @@ impl<V: Value> BucketStore<V> {
     /// (their memory kept).
     pub fn drain(&mut self, out: &mut Run<V>) {
         out.clear();
-        for (b, head) in self.heads.iter_mut().enumerate() {
+        for b in 0..self.heads.len() {
+            // Buckets are allocations of their own, scattered in memory where no hardware
+            // prefetcher follows: ask for the one `AHEAD` first (wing's outer product, 62,032
+            // buckets of 15 components: combining them took 27 of its 50 ms).
+            if let Some(next) = self.heads.get(b + AHEAD)
+                && next.len > 0
+            {
+                prefetch(next.keys);
+                prefetch(next.vals);
+                // A small bucket's second lines too (16 components are two lines of each).
+                prefetch(next.keys.wrapping_add(8));
+                prefetch(next.vals.cast::<V>().wrapping_add(8));
+            }
+            let head = &mut self.heads[b];
             let n = head.len as usize;
             if n > 0 {
                 let (keys, vals) = &self.store[b];

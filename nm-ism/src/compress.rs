@@ -102,15 +102,23 @@ impl<V: Value> Components<V> {
             let crd_l = crd[last].as_mut().expect("compressed");
             pos_l.resize(rows + 1, 0);
             crd_l.reserve(self.keys.len());
-            let mut c = vec![0usize; order];
-            for &key in &self.keys {
-                self.layout.decode(key, &mut c);
-                let mut row = 0usize;
-                for d in 0..last {
-                    row = row * self.layout.extents()[d] + c[d];
+            if order == 2 {
+                for &key in &self.keys {
+                    let (row, col) = self.layout.split2(key);
+                    pos_l[row as usize + 1] += 1;
+                    crd_l.push(col as i64);
                 }
-                pos_l[row + 1] += 1;
-                crd_l.push(((key / stride) % radix) as i64);
+            } else {
+                let mut c = vec![0usize; order];
+                for &key in &self.keys {
+                    self.layout.decode(key, &mut c);
+                    let mut row = 0usize;
+                    for d in 0..last {
+                        row = row * self.layout.extents()[d] + c[d];
+                    }
+                    pos_l[row + 1] += 1;
+                    crd_l.push(((key / stride) % radix) as i64);
+                }
             }
             for x in 1..pos_l.len() {
                 pos_l[x] += pos_l[x - 1];

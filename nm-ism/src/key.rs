@@ -71,6 +71,20 @@ impl KeyLayout {
             && (0..self.extents.len()).all(|d| ((key / self.strides[d]) % self.radices[d]) < self.extents[d] as u64)
     }
 
+    /// The two coordinates of a key of a matrix: a shift and a mask when bit-packed, one
+    /// division when not ([`KeyLayout::decode`] takes two per coordinate).
+    #[inline]
+    pub(crate) fn split2(&self, key: u64) -> (u64, u64) {
+        let stride = self.strides[0];
+        if self.packed {
+            let shift = stride.trailing_zeros();
+            (key >> shift, key & (stride - 1))
+        } else {
+            let row = key / stride;
+            (row, key - row * stride)
+        }
+    }
+
     /// The stride and range of the last coordinate's field.
     pub(crate) fn last_field(&self) -> (u64, u64) {
         (self.strides.last().copied().unwrap_or(1), self.radices.last().copied().unwrap_or(1))

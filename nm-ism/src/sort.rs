@@ -151,6 +151,9 @@ impl<V> Buckets<V> {
 /// Rows longer than this are sorted instead of accumulated in a dense row.
 const DENSE_ROW: u64 = 1 << 22;
 
+/// Buckets of at most this many components are insertion-sorted instead.
+const SORT_AT_MOST: usize = 16;
+
 /// Appends one bucket — components whose keys lie in `base..base + stride` (one first
 /// coordinate), in any order — to `out`, sorted with duplicates combined: in a dense row over
 /// the rest of the key (Gustavson's accumulator) whose touched columns are read back in order
@@ -178,6 +181,26 @@ pub(crate) fn combine_slices<V: Value>(
     if stride == 1 {
         out.keys.push(base);
         out.vals.push(slices.iter().flat_map(|(_, v)| v.iter()).fold(V::ZERO, |s, &v| s + v));
+        return;
+    }
+    let total: usize = slices.iter().map(|(keys, _)| keys.len()).sum();
+    if total <= SORT_AT_MOST {
+        // A few components: sorted where they are. Through the dense row, each would touch
+        // a line of a row as wide as the result (luxembourg's 114,599 columns: 90 ns a bucket).
+        b.pairs.clear();
+        for (keys, vals) in slices {
+            b.pairs.extend(keys.iter().copied().zip(vals.iter().copied()));
+        }
+        for i in 1..b.pairs.len() {
+            let mut j = i;
+            while j > 0 && b.pairs[j - 1].0 > b.pairs[j].0 {
+                b.pairs.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+        for &(k, v) in &b.pairs {
+            out.push_combining(k, v);
+        }
         return;
     }
     if stride > DENSE_ROW {

@@ -24,7 +24,7 @@ pub enum Policy {
     /// by the rest; duplicates combined while gathering.
     Bucket,
     /// `bucket`, switching to a dense array (over the first coordinate × the rest's field) at
-    /// its first flush when that flush combined at least [`Config::DENSE_AFTER`] components
+    /// its first flush (after an eighth of [`Config::capacity`]) when that flush combined at least [`Config::DENSE_AFTER`] components
     /// per coordinate and the dense array fits in a quarter of the memory available: the
     /// products-per-nonzero crossover measured in BENCHMARKS.md ("Sparse against dense
     /// workspace"), decided on the data since the lowering cannot count products.
@@ -333,18 +333,31 @@ enum Stage<V> {
 }
 
 /// The written entries of a dense workspace as a sorted run, the arrays zeroed behind.
-fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8]) -> Run<V> {
-    let mut run = Run::default();
-    for (k, m) in mark.iter_mut().enumerate() {
-        if *m != 0 {
-            run.keys.push(k as u64);
-            run.vals.push(vals[k]);
-            vals[k] = V::ZERO;
-            *m = 0;
+fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8], mut run: Run<V>) -> Run<V> {
+    run.clear();
+    // 64 flags at a time (one OR the compiler vectorizes), one by one only where some are
+    // set: the key space is often far larger than what was written (bcsstk16's outer
+    // product: 1.0 M of 40 M).
+    const CHUNK: usize = 64;
+    for (c, flags) in mark.chunks_mut(CHUNK).enumerate() {
+        if flags.iter().fold(0u8, |any, &m| any | m) == 0 {
+            continue;
+        }
+        for (at, m) in flags.iter_mut().enumerate() {
+            if *m != 0 {
+                let k = c * CHUNK + at;
+                run.keys.push(k as u64);
+                run.vals.push(vals[k]);
+                vals[k] = V::ZERO;
+                *m = 0;
+            }
         }
     }
     run
 }
+
+/// `auto` decides after `Config::capacity / AUTO_SAMPLE` components.
+const AUTO_SAMPLE: usize = 8;
 
 /// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
 pub struct Workspace<V: Value> {
@@ -503,8 +516,12 @@ impl<V: Value> Workspace<V> {
         if let Some(b) = &mut self.buckets {
             self.slot.buckets = b.heads.as_mut_ptr();
             self.slot.shift = b.stride.trailing_zeros() as i64;
-            // Components buffered in all buckets before they are combined into a run.
-            self.slot.cap = self.config.capacity.max(1) as i64;
+            // Components buffered in all buckets before they are combined into a run; `auto`
+            // flushes (and decides) after an eighth of that first: the products before a
+            // dense workspace takes over cost twice as much (bcsstk16's outer product, 18
+            // products per nonzero: 68 ms deciding at 4 Mi components, 38 all dense).
+            let first = self.config.policy == Policy::Auto && !self.decided;
+            self.slot.cap = (self.config.capacity / if first { AUTO_SAMPLE } else { 1 }).max(1) as i64;
         }
     }
 
@@ -647,6 +664,7 @@ impl<V: Value> Workspace<V> {
             }
             self.slot.len = 0;
             self.consider_dense(n)?;
+            self.sync_slot();
             return Ok(());
         }
         match &mut self.stage {
@@ -680,9 +698,9 @@ impl<V: Value> Workspace<V> {
             // What the buckets still hold, then the dense array as one more run.
             self.flush()?;
             let (vals, mark) = self.dense.as_mut().expect("checked");
-            let run = drain_dense(vals, mark);
-            let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             let Stage::Inline(state) = &mut self.stage else { unreachable!("auto runs inline") };
+            let run = drain_dense(vals, mark, state.buffer_for(usize::MAX));
+            let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             state.push(run)?;
             self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + acc_bytes + dense_bytes);
             state.peak = 0;
@@ -695,7 +713,12 @@ impl<V: Value> Workspace<V> {
         if self.dense_on
             && let Some((vals, mark)) = &mut self.dense
         {
-            let run = drain_dense(vals, mark);
+            // Into the largest of the arrays earlier uses gave back (no page faults refilling them).
+            let kept = match &mut self.stage {
+                Stage::Inline(state) => state.buffer_for(usize::MAX),
+                Stage::Pipelined { .. } => Run::default(),
+            };
+            let run = drain_dense(vals, mark, kept);
             let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             self.stats.peak_bytes = self.stats.peak_bytes.max(dense_bytes + run.bytes());
             return Ok(self.components(run));
@@ -744,6 +767,7 @@ impl<V: Value> Workspace<V> {
 
     fn components(&mut self, run: Run<V>) -> Components<V> {
         self.decided = false;
+        self.sync_slot();
         self.stats.unique = run.len() as u64;
         Components { layout: self.layout.clone(), keys: run.keys, vals: run.vals }
     }

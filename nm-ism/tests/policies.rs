@@ -194,11 +194,12 @@ fn the_slot_appends_and_flushes_like_insert() {
     }
 }
 
-/// `auto` turns dense after a first flush with many components per coordinate, keeps what
-/// its buckets had, and starts sparse again on its next use.
+/// `auto` turns dense after a first flush (an eighth of the capacity: 8 of 64 components here)
+/// with many components per coordinate, keeps what its buckets had, and starts sparse again
+/// on its next use.
 #[test]
 fn auto_turns_dense_when_duplicates_are_many() {
-    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 8, ..Config::new(Policy::Auto) }).unwrap();
+    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 64, ..Config::new(Policy::Auto) }).unwrap();
     let mut want: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
     let put = |ws: &mut Workspace<f64>, want: &mut BTreeMap<Vec<usize>, f64>, c: [usize; 2], v: f64| {
         ws.insert(&c, v).unwrap();
@@ -222,7 +223,7 @@ fn auto_turns_dense_when_duplicates_are_many() {
         assert!(unsafe { (*ws.slot()).dense }.is_null(), "a finished auto workspace starts sparse");
     }
     // Few duplicates: it stays sparse.
-    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 8, ..Config::new(Policy::Auto) }).unwrap();
+    let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 64, ..Config::new(Policy::Auto) }).unwrap();
     for n in 0..20 {
         ws.insert(&[n % 4, n % 5], 1.0).unwrap();
     }

@@ -295,6 +295,32 @@ impl Emitter<'_> {
                 let w = &self.f.arrays[*workspace].name;
                 self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
             }
+            Stmt::PrefetchBucket { workspace, bucket, line } => {
+                let a = &self.f.arrays[*workspace];
+                let (w, t) = (&a.name, c_elem(a.elem));
+                let bucket = self.expr(bucket, ScalarType::Index);
+                match line {
+                    crate::ir::BucketLine::Head => {
+                        self.line(depth, &format!("__builtin_prefetch(&{w}->buckets[{bucket}], 1, 3);"))
+                    }
+                    crate::ir::BucketLine::Tail => {
+                        // Integer arithmetic: an empty bucket's data pointers may be null.
+                        self.line(depth, "{");
+                        self.line(depth + 1, &format!("const nms_bucket *b = &{w}->buckets[{bucket}];"));
+                        self.line(
+                            depth + 1,
+                            "__builtin_prefetch((const void *)((uintptr_t)b->keys + 8 * (uintptr_t)b->len), 1, 3);",
+                        );
+                        self.line(
+                            depth + 1,
+                            &format!(
+                                "__builtin_prefetch((const void *)((uintptr_t)b->vals + sizeof({t}) * (uintptr_t)b->len), 1, 3);"
+                            ),
+                        );
+                        self.line(depth, "}");
+                    }
+                }
+            }
             Stmt::Prefetch { array, index } => {
                 let text = format!(
                     "__builtin_prefetch(&{}[{}], 0, 3);",

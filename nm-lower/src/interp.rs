@@ -533,6 +533,20 @@ impl Machine<'_, '_> {
                 let i = self.eval(index)?.index();
                 self.slot(*array, i)?;
             }
+            Stmt::PrefetchBucket { workspace, bucket, .. } => {
+                let b = self.eval(bucket)?.index();
+                let ArrayData::Workspace(w) = &self.arrays[nm_ir::id::Id::index(*workspace)] else {
+                    return Err(self.read_only(*workspace));
+                };
+                let buckets = w.buckets();
+                if b < 0 || b as usize >= buckets {
+                    return Err(InterpError::OutOfBounds {
+                        array: self.f.arrays[*workspace].name.clone(),
+                        index: b,
+                        len: buckets,
+                    });
+                }
+            }
             Stmt::Resize { array, len } => {
                 let n = self.eval(len)?.index().max(0) as usize;
                 if !self.arrays[nm_ir::id::Id::index(*array)].resize(n) {

@@ -65,6 +65,15 @@ impl WorkspaceData {
     }
 
     /// Whether `key`'s first coordinate is `first`.
+    /// How many buckets (first coordinates) the workspace has.
+    pub(crate) fn buckets(&self) -> usize {
+        let extents = match self {
+            WorkspaceData::F32(w) => w.extents(),
+            WorkspaceData::F64(w) => w.extents(),
+        };
+        extents.first().copied().unwrap_or(1)
+    }
+
     pub(crate) fn first_coordinate_is(&self, key: i64, first: i64) -> bool {
         let layout = match self {
             WorkspaceData::F32(w) => w.layout(),

@@ -112,7 +112,8 @@ fn spmm_and_sddmm_prefetch_rows_ahead() {
 
 /// Outer-product SpGEMM (`reorder(k, i, j)`, CSC × CSR → CSR): each product inserted into the
 /// sparse workspace (the bucket of its row, or the dense array once `auto` turned dense), one
-/// `finish` compressing it into the result.
+/// `finish` compressing it into the result; the buckets of the rows ahead in A's columns are
+/// prefetched, the head further ahead than the tail (whose address the head holds).
 #[test]
 fn spgemm_outer_product_through_a_workspace() {
     let f = lowered(
@@ -123,7 +124,11 @@ fn spgemm_outer_product_through_a_workspace() {
             .tensor("A", TensorType::sparse(&[1000, 800], Format::csc()))
             .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
     );
-    check("spgemm_outer.loops", &f.to_string());
+    let text = f.to_string();
+    let (head, tail) = (text.find("prefetch head of C_ws bucket"), text.find("prefetch tail of C_ws bucket"));
+    assert!(head.is_some() && tail.is_some(), "{text}");
+    assert!(text.contains("A1_crd[A1_p0 + 16]") && text.contains("A1_crd[A1_p0 + 8]"), "{text}");
+    check("spgemm_outer.loops", &text);
     check("spgemm_outer.c", &emit(&f));
 }
 

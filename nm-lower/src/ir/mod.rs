@@ -322,6 +322,26 @@ pub enum Stmt {
         /// The element.
         index: Expr,
     },
+    /// Asks for a line of bucket `bucket` of a `bucket`/`auto` workspace ahead of an insert
+    /// into it: its head, or where its next component goes (which reads the head, so it comes
+    /// after the head's own prefetch). A hint like [`Stmt::Prefetch`]; `bucket` is in range.
+    PrefetchBucket {
+        /// The workspace argument.
+        workspace: ArrayId,
+        /// The bucket (a first coordinate).
+        bucket: Expr,
+        /// Which line.
+        line: BucketLine,
+    },
+}
+
+/// The lines of a workspace bucket an insert touches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BucketLine {
+    /// Its head (data pointers, length, capacity).
+    Head,
+    /// Where its next key and value go.
+    Tail,
 }
 
 impl Expr {
@@ -360,7 +380,7 @@ impl Stmt {
             }
             Stmt::While { cond, .. } | Stmt::If { cond, .. } => visit(cond),
             Stmt::Resize { len, .. } => visit(len),
-            Stmt::Prefetch { index, .. } => visit(index),
+            Stmt::Prefetch { index, .. } | Stmt::PrefetchBucket { bucket: index, .. } => visit(index),
             Stmt::Insert { key, first, value, .. } => {
                 visit(key);
                 visit(first);

@@ -130,6 +130,15 @@ impl Function {
                 self.write_expr(f, index)?;
                 writeln!(f, "]")
             }
+            Stmt::PrefetchBucket { workspace, bucket, line } => {
+                let what = match line {
+                    crate::ir::BucketLine::Head => "head",
+                    crate::ir::BucketLine::Tail => "tail",
+                };
+                write!(f, "{pad}prefetch {what} of {} bucket ", self.arrays[*workspace].name)?;
+                self.write_expr(f, bucket)?;
+                writeln!(f)
+            }
             Stmt::Resize { array, len } => {
                 write!(f, "{pad}resize {} to ", self.arrays[*array].name)?;
                 self.write_expr(f, len)?;

@@ -26,6 +26,18 @@ int kernel(nms_array *restrict args) {
     if (INT64_C(1)) {
       for (int64_t A1_p0 = ((int64_t)A1_pos[A0_p0]), A1_p0_end = ((int64_t)A1_pos[(A0_p0 + INT64_C(1))]); A1_p0 < A1_p0_end; A1_p0++) {
         int64_t i = ((int64_t)A1_crd[A1_p0]);
+        if (((A1_p0 + INT64_C(16)) < args[5].len)) {
+          int64_t i_head = ((int64_t)A1_crd[(A1_p0 + INT64_C(16))]);
+          __builtin_prefetch(&C_ws->buckets[i_head], 1, 3);
+        }
+        if (((A1_p0 + INT64_C(8)) < args[5].len)) {
+          int64_t i_tail = ((int64_t)A1_crd[(A1_p0 + INT64_C(8))]);
+          {
+            const nms_bucket *b = &C_ws->buckets[i_tail];
+            __builtin_prefetch((const void *)((uintptr_t)b->keys + 8 * (uintptr_t)b->len), 1, 3);
+            __builtin_prefetch((const void *)((uintptr_t)b->vals + sizeof(double) * (uintptr_t)b->len), 1, 3);
+          }
+        }
         for (int64_t B1_p0 = ((int64_t)B1_pos[B0_p1]), B1_p0_end = ((int64_t)B1_pos[(B0_p1 + INT64_C(1))]); B1_p0 < B1_p0_end; B1_p0++) {
           int64_t j = ((int64_t)B1_crd[B1_p0]);
           {
