@@ -102,6 +102,46 @@ impl<V: Value> BucketStore<V> {
         Ok(())
     }
 
+    /// Every bucket's duplicates combined where it is (each then sorted and unique); returns
+    /// how many components the buckets hold.
+    pub fn combine_in_place(&mut self) -> usize {
+        let mut combined = Run::default();
+        let mut total = 0;
+        for b in 0..self.heads.len() {
+            let n = self.heads[b].len as usize;
+            if n == 0 {
+                continue;
+            }
+            let (keys, vals) = &mut self.store[b];
+            combined.clear();
+            combine_bucket(
+                &keys[..n],
+                &vals[..n],
+                b as u64 * self.stride,
+                self.stride,
+                &mut combined,
+                &mut self.combine,
+            );
+            let unique = combined.len();
+            keys[..unique].copy_from_slice(&combined.keys);
+            vals[..unique].copy_from_slice(&combined.vals);
+            self.heads[b].len = unique as i64;
+            total += unique;
+        }
+        total
+    }
+
+    /// Hands every component to `take` and empties the buckets (their memory kept).
+    pub fn empty_into(&mut self, mut take: impl FnMut(u64, V)) {
+        for (head, (keys, vals)) in self.heads.iter_mut().zip(&self.store) {
+            let n = head.len as usize;
+            for (&k, &v) in keys[..n].iter().zip(&vals[..n]) {
+                take(k, v);
+            }
+            head.len = 0;
+        }
+    }
+
     /// Every bucket combined, in order, into `out` (sorted, unique); the buckets are emptied
     /// (their memory kept).
     pub fn drain(&mut self, out: &mut Run<V>) {

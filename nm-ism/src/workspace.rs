@@ -23,11 +23,11 @@ pub enum Policy {
     /// Counting sort by the first coordinate (flag array over its extent), each bucket sorted
     /// by the rest; duplicates combined while gathering.
     Bucket,
-    /// `bucket`, switching to a dense array (over the first coordinate × the rest's field) at
-    /// its first flush (after an eighth of [`Config::capacity`]) when that flush combined at least [`Config::DENSE_AFTER`] components
-    /// per coordinate and the dense array fits in a quarter of the memory available: the
-    /// products-per-nonzero crossover measured in BENCHMARKS.md ("Sparse against dense
-    /// workspace"), decided on the data since the lowering cannot count products.
+    /// `bucket`, switching to a dense array (over the first coordinate × the rest's field)
+    /// after its first flush — of the first eighth of [`Config::CAPACITY`] components — when
+    /// they combined at least [`Config::DENSE_AFTER`] per coordinate and the dense array fits
+    /// in a quarter of the memory available: decided on the data, since the lowering cannot
+    /// count products (see [`Config::DENSE_AFTER`] for the measurements behind it).
     Auto,
     /// Duplicates combined in a hash table first (`2^⌈log2 n⌉` buckets for `n` components
     /// unless given), then only unique keys sorted.
@@ -106,14 +106,39 @@ impl Config {
     pub const CAPACITY: usize = 1 << 22;
     /// The accumulation array's first size.
     pub const START: usize = 1 << 16;
-    /// Components per distinct coordinate above which `auto` turns dense.
-    pub const DENSE_AFTER: usize = 4;
+    /// Components per distinct coordinate in its first flush above which `auto` turns
+    /// dense. A first flush sees fewer duplicates than the whole (a coordinate's products come
+    /// from all over the reduction): on the shared matrices' outer products (BENCHMARKS.md,
+    /// "Prefetched buckets") the first 512 Ki combined 1.0–1.7 per coordinate where buckets
+    /// won (MIT8, astro-ph, wiki-Vote: 5.1, 3.0, 3.1 over the whole product) and 2.7–12.7
+    /// where the dense array won (Groebner, sparse-images-1024, bcsstk33, bcsstk16: 10.9,
+    /// 28.8, 16.5, 18.0). The threshold was chosen on those seven matrices.
+    pub const DENSE_AFTER: usize = 2;
 
-    /// `policy` with the defaults: [`Config::CAPACITY`] components, double-buffered, not
-    /// pipelined.
+    /// Most components buckets hold by default before they are combined: 256 Mi (4 GiB of
+    /// f64 components).
+    pub const BUCKETS_AT_MOST: usize = 1 << 28;
+
+    /// `policy` with the defaults: [`Config::CAPACITY`] components ([`Config::buckets`] for
+    /// `bucket` and `auto`), double-buffered, not pipelined.
     pub fn new(policy: Policy) -> Self {
-        let capacity = if policy == Policy::Map { 1 } else { Self::CAPACITY };
+        let capacity = match policy {
+            Policy::Map => 1,
+            Policy::Bucket | Policy::Auto => Self::buckets(),
+            _ => Self::CAPACITY,
+        };
         Config { policy, capacity, pipelined: false, double_buffered: true }
+    }
+
+    /// The default number of components buckets hold before they are combined: what fits in
+    /// an eighth of the memory available (16 bytes each), between [`Config::CAPACITY`] and
+    /// [`Config::BUCKETS_AT_MOST`]. Buckets grow only as components arrive, so the bound costs
+    /// nothing until it is reached, and every flush before the end makes a run that later
+    /// merges read again: MIT8's outer product (79 M products, 15.6 M nonzeros) took 1,633 ms
+    /// flushing every 4 Mi components, 924 ms buffering them all; wiki-Vote 64 → 54 ms.
+    pub fn buckets() -> usize {
+        let budget = nm_format::memory::available().map_or(0, |bytes| bytes / 8 / 16);
+        (budget.min(Self::BUCKETS_AT_MOST as u128) as usize).max(Self::CAPACITY)
     }
 }
 
@@ -356,7 +381,7 @@ fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8], mut run: Run<V>) -> Ru
     run
 }
 
-/// `auto` decides after `Config::capacity / AUTO_SAMPLE` components.
+/// `auto` decides on its first `Config::CAPACITY / AUTO_SAMPLE` components.
 const AUTO_SAMPLE: usize = 8;
 
 /// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
@@ -517,37 +542,58 @@ impl<V: Value> Workspace<V> {
             self.slot.buckets = b.heads.as_mut_ptr();
             self.slot.shift = b.stride.trailing_zeros() as i64;
             // Components buffered in all buckets before they are combined into a run; `auto`
-            // flushes (and decides) after an eighth of that first: the products before a
-            // dense workspace takes over cost twice as much (bcsstk16's outer product, 18
-            // products per nonzero: 68 ms deciding at 4 Mi components, 38 all dense).
-            let first = self.config.policy == Policy::Auto && !self.decided;
-            self.slot.cap = (self.config.capacity / if first { AUTO_SAMPLE } else { 1 }).max(1) as i64;
+            // flushes (and looks) after each eighth of that until it decides: the products
+            // before a dense workspace takes over cost twice as much (bcsstk16's outer
+            // product, 18 products per nonzero: 68 ms deciding at 4 Mi components, 38 all
+            // dense).
+            let sampling = self.config.policy == Policy::Auto && !self.decided;
+            let cap = if sampling { self.auto_sample() } else { self.config.capacity };
+            self.slot.cap = cap.max(1) as i64;
         }
     }
 
-    /// `auto` after a flush of `n` components: turns dense when they combined into few
-    /// coordinates and the dense array fits (see [`Policy::Auto`]).
-    fn consider_dense(&mut self, n: usize) -> Result<(), IsmError> {
-        if self.config.policy != Policy::Auto || self.decided {
-            return Ok(());
-        }
+    /// Components `auto` decides on: the first eighth of [`Config::CAPACITY`] (or of the
+    /// capacity when smaller).
+    fn auto_sample(&self) -> usize {
+        (self.config.capacity.min(Config::CAPACITY) / AUTO_SAMPLE).max(1)
+    }
+
+    /// `auto` at its first flush, of `n` components: combines each bucket where it is, then
+    /// moves them into a dense array when they combined into few coordinates and the dense
+    /// array fits (see [`Policy::Auto`]), else goes on with the buckets — either way without
+    /// a run that the end would merge again (wiki-Vote's A·A: 76 ms with that run, 48 without).
+    fn decide(&mut self, n: usize) -> Result<(), IsmError> {
         self.decided = true;
-        let Stage::Inline(state) = &self.stage else { return Ok(()) };
-        let unique: usize = state.runs.iter().map(Run::len).sum();
-        if n < Config::DENSE_AFTER * unique.max(1) {
-            return Ok(());
+        let Some(b) = &mut self.buckets else { return Ok(()) };
+        let unique = b.combine_in_place();
+        self.slot.len = unique as i64;
+        if n >= Config::DENSE_AFTER * unique.max(1) && self.turn_dense() {
+            let (vals, mark) = self.dense.as_mut().expect("turned dense");
+            let b = self.buckets.as_mut().expect("checked");
+            b.empty_into(|k, v| {
+                vals[k as usize] += v;
+                mark[k as usize] = 1;
+            });
+            self.slot.len = 0;
         }
+        self.sync_slot();
+        Ok(())
+    }
+
+    /// Turns `auto` dense, allocating the dense array unless an earlier use left it; `false`
+    /// (staying sparse) when it does not fit.
+    fn turn_dense(&mut self) -> bool {
         let (stride, _) = self.layout.first();
         let len = (self.layout.extents().first().copied().unwrap_or(1) as u128) * stride as u128;
         let bytes = len * (std::mem::size_of::<V>() + 1) as u128;
         if nm_format::memory::available().is_none_or(|a| bytes > a / 4) || bytes > isize::MAX as u128 {
-            return Ok(());
+            return false;
         }
         if self.dense.is_none() {
             let (mut vals, mut mark) = (Vec::new(), Vec::new());
             // Not fitting after all is no error: the buckets go on.
             if vals.try_reserve_exact(len as usize).is_err() || mark.try_reserve_exact(len as usize).is_err() {
-                return Ok(());
+                return false;
             }
             vals.resize(len as usize, V::ZERO);
             mark.resize(len as usize, 0u8);
@@ -555,8 +601,7 @@ impl<V: Value> Workspace<V> {
         }
         // (Kept from an earlier use, zeroed by its finish: not paged in again.)
         self.dense_on = true;
-        self.sync_slot();
-        Ok(())
+        true
     }
 
     /// Doubles a bucket's capacity (generated code calls it through the slot).
@@ -647,6 +692,9 @@ impl<V: Value> Workspace<V> {
             return Ok(());
         }
         self.stats.flushes += 1;
+        if self.config.policy == Policy::Auto && !self.decided {
+            return self.decide(n);
+        }
         if let Some(b) = &mut self.buckets {
             match &mut self.stage {
                 Stage::Inline(state) => {
@@ -663,8 +711,6 @@ impl<V: Value> Workspace<V> {
                 }
             }
             self.slot.len = 0;
-            self.consider_dense(n)?;
-            self.sync_slot();
             return Ok(());
         }
         match &mut self.stage {
@@ -694,6 +740,10 @@ impl<V: Value> Workspace<V> {
     /// empty afterwards and can be used again.
     pub fn finish(&mut self) -> Result<Components<V>, IsmError> {
         let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
+        if self.config.policy == Policy::Auto && !self.decided && self.slot.len > 0 {
+            // Fewer components than the first flush takes: decided on all of them.
+            self.decide(self.slot.len as usize)?;
+        }
         if self.config.policy == Policy::Auto && self.dense_on {
             // What the buckets still hold, then the dense array as one more run.
             self.flush()?;
