@@ -102,12 +102,30 @@ impl<V: Value> BucketStore<V> {
         Ok(())
     }
 
+    /// Asks for the first components of bucket `b + AHEAD`, when there is one. Buckets are
+    /// allocations of their own, scattered in memory where no hardware prefetcher follows
+    /// a pass over them in order (wing's outer product, 62,032 buckets of 15 components:
+    /// combining them took 27 of its 50 ms before).
+    #[inline]
+    fn prefetch_ahead(&self, b: usize) {
+        if let Some(next) = self.heads.get(b + AHEAD)
+            && next.len > 0
+        {
+            prefetch(next.keys);
+            prefetch(next.vals);
+            // A small bucket's second lines too (16 components are two lines of each).
+            prefetch(next.keys.wrapping_add(8));
+            prefetch(next.vals.cast::<V>().wrapping_add(8));
+        }
+    }
+
     /// Every bucket's duplicates combined where it is (each then sorted and unique); returns
     /// how many components the buckets hold.
     pub fn combine_in_place(&mut self) -> usize {
         let mut combined = Run::default();
         let mut total = 0;
         for b in 0..self.heads.len() {
+            self.prefetch_ahead(b);
             let n = self.heads[b].len as usize;
             if n == 0 {
                 continue;
@@ -147,18 +165,7 @@ impl<V: Value> BucketStore<V> {
     pub fn drain(&mut self, out: &mut Run<V>) {
         out.clear();
         for b in 0..self.heads.len() {
-            // Buckets are allocations of their own, scattered in memory where no hardware
-            // prefetcher follows: ask for the one `AHEAD` first (wing's outer product, 62,032
-            // buckets of 15 components: combining them took 27 of its 50 ms).
-            if let Some(next) = self.heads.get(b + AHEAD)
-                && next.len > 0
-            {
-                prefetch(next.keys);
-                prefetch(next.vals);
-                // A small bucket's second lines too (16 components are two lines of each).
-                prefetch(next.keys.wrapping_add(8));
-                prefetch(next.vals.cast::<V>().wrapping_add(8));
-            }
+            self.prefetch_ahead(b);
             let head = &mut self.heads[b];
             let n = head.len as usize;
             if n > 0 {

@@ -740,10 +740,6 @@ impl<V: Value> Workspace<V> {
     /// empty afterwards and can be used again.
     pub fn finish(&mut self) -> Result<Components<V>, IsmError> {
         let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
-        if self.config.policy == Policy::Auto && !self.decided && self.slot.len > 0 {
-            // Fewer components than the first flush takes: decided on all of them.
-            self.decide(self.slot.len as usize)?;
-        }
         if self.config.policy == Policy::Auto && self.dense_on {
             // What the buckets still hold, then the dense array as one more run.
             self.flush()?;
@@ -784,6 +780,9 @@ impl<V: Value> Workspace<V> {
             self.slot.len = 0;
             return Ok(self.components(sorted));
         }
+        // `auto` finished before its first flush stays sparse: fewer components than that
+        // seldom pay for scanning a dense array, and deciding would combine them twice.
+        self.decided = true;
         self.flush()?;
         let all = match &mut self.stage {
             Stage::Inline(state) => {

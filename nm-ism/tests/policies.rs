@@ -222,9 +222,8 @@ fn auto_turns_dense_when_duplicates_are_many() {
         // SAFETY: as above.
         assert!(unsafe { (*ws.slot()).dense }.is_null(), "a finished auto workspace starts sparse");
     }
-    // Finished before its first flush: decided on what it has (5 components on one
-    // coordinate: dense; 5 on 4: sparse), nothing lost either way.
-    for (coords, dense) in [(vec![[1, 2]; 5], true), (vec![[0, 1], [1, 2], [2, 3], [3, 4], [1, 2]], false)] {
+    // Finished before its first flush (which would decide): stays sparse, loses nothing.
+    for (coords, dense) in [(vec![[1, 2]; 5], "duplicates"), (vec![[0, 1], [1, 2], [2, 3], [3, 4], [1, 2]], "few")] {
         let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 64, ..Config::new(Policy::Auto) }).unwrap();
         let mut want: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
         for (n, c) in coords.into_iter().enumerate() {
@@ -232,7 +231,7 @@ fn auto_turns_dense_when_duplicates_are_many() {
         }
         let done = ws.finish().unwrap();
         let got: BTreeMap<Vec<usize>, f64> = (0..done.len()).map(|i| (done.coords(i), done.values()[i])).collect();
-        assert_eq!(got, want, "turned dense: {dense}");
+        assert_eq!(got, want, "{dense}");
     }
     // Few duplicates: it stays sparse.
     let mut ws = Workspace::<f64>::new(&[4, 5], Config { capacity: 64, ..Config::new(Policy::Auto) }).unwrap();
