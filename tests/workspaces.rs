@@ -27,8 +27,9 @@ fn configs() -> Vec<Option<Config>> {
     for policy in [Policy::Bucket, Policy::Hash(Some(8)), Policy::Coord] {
         out.push(Some(Config { capacity: 5, pipelined: true, double_buffered: false, ..Config::new(policy) }));
     }
-    // `auto` with a flush late enough to see duplicates (it turns dense on dense-ish products).
-    out.push(Some(Config { capacity: 128, ..Config::new(Policy::Auto) }));
+    // `auto` with a first flush late enough to see duplicates (an eighth of the capacity, 128
+    // components: it turns dense on dense-ish products).
+    out.push(Some(Config { capacity: 1024, ..Config::new(Policy::Auto) }));
     out
 }
 

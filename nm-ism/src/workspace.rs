@@ -106,8 +106,7 @@ impl Config {
     pub const CAPACITY: usize = 1 << 22;
     /// The accumulation array's first size.
     pub const START: usize = 1 << 16;
-    /// Components per distinct coordinate in its first flush above which `auto` turns
-    /// dense. A first flush sees fewer duplicates than the whole (a coordinate's products come
+    /// Components per distinct coordinate in its first flush from which `auto` turns dense. A first flush sees fewer duplicates than the whole (a coordinate's products come
     /// from all over the reduction): on the shared matrices' outer products (BENCHMARKS.md,
     /// "Prefetched buckets") the first 512 Ki combined 1.0–1.7 per coordinate where buckets
     /// won (MIT8, astro-ph, wiki-Vote: 5.1, 3.0, 3.1 over the whole product) and 2.7–12.7
@@ -542,10 +541,9 @@ impl<V: Value> Workspace<V> {
             self.slot.buckets = b.heads.as_mut_ptr();
             self.slot.shift = b.stride.trailing_zeros() as i64;
             // Components buffered in all buckets before they are combined into a run; `auto`
-            // flushes (and looks) after each eighth of that until it decides: the products
-            // before a dense workspace takes over cost twice as much (bcsstk16's outer
-            // product, 18 products per nonzero: 68 ms deciding at 4 Mi components, 38 all
-            // dense).
+            // decides after its first few: the products before a dense workspace takes over
+            // cost twice as much (bcsstk16's outer product, 18 products per nonzero: 68 ms
+            // deciding at 4 Mi components, 38 all dense).
             let sampling = self.config.policy == Policy::Auto && !self.decided;
             let cap = if sampling { self.auto_sample() } else { self.config.capacity };
             self.slot.cap = cap.max(1) as i64;
