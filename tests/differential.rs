@@ -192,7 +192,14 @@ fn random_case(rng: &mut Pcg64) -> Case {
             Policy::Vector,
         ];
         let policy = policies[rng.random_range(0..policies.len())];
-        Config { capacity: rng.random_range(1..=9), pipelined: rng.random_bool(0.3), ..Config::new(policy) }
+        // Small capacities flush often; `auto` decides on an eighth of its capacity, so it
+        // gets a larger one half the time (else it always decides on one component).
+        let capacity = if policy == Policy::Auto && rng.random_bool(0.5) {
+            rng.random_range(8..=64)
+        } else {
+            rng.random_range(1..=9)
+        };
+        Config { capacity, pipelined: rng.random_bool(0.3), ..Config::new(policy) }
     });
     // Now and then the first operand read again in the reverse order (`B(i,j) + B(j,i)`): its
     // reversed dimensions get equal sizes. It adds no tensor: both reads are of `B`'s data.
