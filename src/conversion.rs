@@ -56,6 +56,15 @@ pub fn candidates(
     // First without copying those already stored so, then copying every one.
     let needed: Conversion =
         along.iter().filter(|(_, _, plain)| !plain).map(|(n, f, _)| (n.clone(), f.clone())).collect();
+    // Last of all, for a dense result, the copies along the loops with a dense outermost
+    // level (CSC rather than DCSC): a `where` producer cannot walk a compressed level along a
+    // loop outside it (`A(i,k) = B(i,j)*C(j,k) + D(i,k)`: the inner product reads C by
+    // columns). A sparse result would then store every coordinate the dense loop visits.
+    let dense_result = declared(result).is_none_or(|f| f == Format::dense(f.order()));
+    let dense_root: Conversion = match dense_result {
+        true => needed.iter().map(|(n, f)| (n.clone(), with_dense_root(f))).collect(),
+        false => Vec::new(),
+    };
     let every: Conversion = along.into_iter().map(|(n, f, _)| (n, f)).collect();
     for conversion in [needed, every] {
         if !conversion.is_empty() && !out.contains(&conversion) {
@@ -76,7 +85,18 @@ pub fn candidates(
             out.push(all);
         }
     }
+    if !dense_root.is_empty() && !out.contains(&dense_root) {
+        out.push(dense_root);
+    }
     out
+}
+
+/// `format` (every level compressed, see [`compressed`]) with its first level dense.
+fn with_dense_root(format: &Format) -> Format {
+    let mut kinds = vec![LevelKind::COMPRESSED; format.order()];
+    kinds[0] = LevelKind::Dense;
+    let modes: Vec<usize> = format.levels().iter().map(|l| l.expr.dim()).collect();
+    Format::by_letters(&kinds, Some(&modes)).expect("the same mode order")
 }
 
 /// Every level compressed, levels in `mode_order`.
@@ -149,5 +169,10 @@ mod tests {
         assert_eq!(c[0], vec![("C".to_string(), compressed(2, &[1, 0]))]);
         assert_eq!(c[1], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), compressed(2, &[1, 0]))]);
         assert_eq!(c[5], vec![("B".to_string(), Format::csf(2)), ("C".to_string(), Format::csf(2))]);
+        // Into a dense result, last of all C's column-order copy with a dense first level (CSC).
+        let into_dense = |n: &str| if n == "A" { None } else { declared(n) };
+        let c = candidates(&stmt, into_dense, &[i, j]);
+        assert_eq!(c.len(), 7, "{c:?}");
+        assert_eq!(c[6], vec![("C".to_string(), Format::csc())]);
     }
 }

@@ -464,21 +464,33 @@ fn vector_wise_nm_operands_through_the_compiler() {
 
 /// Operands the lowering cannot read as declared are read through a CSF copy in a mode order
 /// it can read (vector-wise N:M in a sum, CSC in a row-order merge, a CSR operand read
-/// transposed into a sparse result), with the same results as the dense reference.
+/// transposed into a sparse result) or a CSC one (a CSR operand of an inner product inside a
+/// sum), with the same results as the dense reference.
 #[test]
 fn operands_unreadable_as_declared_are_read_through_a_copy() {
-    let cases: [(&str, [Decl<'_>; 3]); 3] = [
+    let cases: Vec<(&str, Vec<Decl<'_>>)> = vec![
         (
             "A(i,j) = B(i,j) + C(i,j)",
-            [("A", &[9, 16], "dense", 1.0), ("B", &[9, 16], "nm(2,4,4)", 0.9), ("C", &[9, 16], "csr", 0.3)],
+            vec![("A", &[9, 16], "dense", 1.0), ("B", &[9, 16], "nm(2,4,4)", 0.9), ("C", &[9, 16], "csr", 0.3)],
         ),
         (
             "A(i,j) = B(i,j) * C(i,j)",
-            [("A", &[10, 7], "csr", 1.0), ("B", &[10, 7], "csr", 0.5), ("C", &[10, 7], "csc", 0.5)],
+            vec![("A", &[10, 7], "csr", 1.0), ("B", &[10, 7], "csr", 0.5), ("C", &[10, 7], "csc", 0.5)],
         ),
         (
             "A(i,j) = B(i,j) + C(j,i)",
-            [("A", &[6, 8], "csr", 1.0), ("B", &[6, 8], "csr", 0.4), ("C", &[8, 6], "csr", 0.4)],
+            vec![("A", &[6, 8], "csr", 1.0), ("B", &[6, 8], "csr", 0.4), ("C", &[8, 6], "csr", 0.4)],
+        ),
+        // The inner product the sum needs reads C by columns, and a `where` producer cannot
+        // walk a compressed level along the loop outside it: C through a CSC copy.
+        (
+            "A(i,k) = B(i,j) * C(j,k) + D(i,k)",
+            vec![
+                ("A", &[7, 5], "dense", 1.0),
+                ("B", &[7, 9], "csr", 0.4),
+                ("C", &[9, 5], "csr", 0.4),
+                ("D", &[7, 5], "csr", 0.3),
+            ],
         ),
     ];
     for (seed, (expr, decls)) in cases.iter().enumerate() {
