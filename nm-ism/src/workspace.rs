@@ -106,7 +106,8 @@ impl Config {
     pub const CAPACITY: usize = 1 << 22;
     /// The accumulation array's first size.
     pub const START: usize = 1 << 16;
-    /// Components per distinct coordinate in its first flush from which `auto` turns dense. A first flush sees fewer duplicates than the whole (a coordinate's products come
+    /// Components per distinct coordinate in its first flush from which `auto` turns dense.
+    /// A first flush sees fewer duplicates than the whole (a coordinate's products come
     /// from all over the reduction): on the shared matrices' outer products (BENCHMARKS.md,
     /// "Prefetched buckets") the first 512 Ki combined 1.0–1.7 per coordinate where buckets
     /// won (MIT8, astro-ph, wiki-Vote: 5.1, 3.0, 3.1 over the whole product) and 2.7–12.7
@@ -230,6 +231,12 @@ impl<V: Value> MergeState<V> {
         let pick = fits
             .unwrap_or_else(|| (0..self.pool.len()).max_by_key(|&i| self.pool[i].keys.capacity()).expect("a kept run"));
         self.pool.swap_remove(pick)
+    }
+
+    /// The largest run earlier uses gave back (or a fresh one), for a drain of unknown size:
+    /// refilling it faults no fresh pages.
+    fn largest_kept(&mut self) -> Run<V> {
+        self.buffer_for(usize::MAX)
     }
 
     fn give_back(&mut self, mut run: Run<V>) {
@@ -559,10 +566,10 @@ impl<V: Value> Workspace<V> {
     /// `auto` at its first flush, of `n` components: combines each bucket where it is, then
     /// moves them into a dense array when they combined into few coordinates and the dense
     /// array fits (see [`Policy::Auto`]), else goes on with the buckets — either way without
-    /// a run that the end would merge again (wiki-Vote's A·A: 76 ms with that run, 48 without).
-    fn decide(&mut self, n: usize) -> Result<(), IsmError> {
+    /// a run that the end would merge again (wiki-Vote's A·A: 99 ms with that run, 55 without).
+    fn decide(&mut self, n: usize) {
         self.decided = true;
-        let Some(b) = &mut self.buckets else { return Ok(()) };
+        let Some(b) = &mut self.buckets else { return };
         let unique = b.combine_in_place();
         self.slot.len = unique as i64;
         if n >= Config::DENSE_AFTER * unique.max(1) && self.turn_dense() {
@@ -575,7 +582,6 @@ impl<V: Value> Workspace<V> {
             self.slot.len = 0;
         }
         self.sync_slot();
-        Ok(())
     }
 
     /// Turns `auto` dense, allocating the dense array unless an earlier use left it; `false`
@@ -691,7 +697,8 @@ impl<V: Value> Workspace<V> {
         }
         self.stats.flushes += 1;
         if self.config.policy == Policy::Auto && !self.decided {
-            return self.decide(n);
+            self.decide(n);
+            return Ok(());
         }
         if let Some(b) = &mut self.buckets {
             match &mut self.stage {
@@ -743,7 +750,7 @@ impl<V: Value> Workspace<V> {
             self.flush()?;
             let (vals, mark) = self.dense.as_mut().expect("checked");
             let Stage::Inline(state) = &mut self.stage else { unreachable!("auto runs inline") };
-            let run = drain_dense(vals, mark, state.buffer_for(usize::MAX));
+            let run = drain_dense(vals, mark, state.largest_kept());
             let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
             state.push(run)?;
             self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + acc_bytes + dense_bytes);
@@ -757,9 +764,8 @@ impl<V: Value> Workspace<V> {
         if self.dense_on
             && let Some((vals, mark)) = &mut self.dense
         {
-            // Into the largest of the arrays earlier uses gave back (no page faults refilling them).
             let kept = match &mut self.stage {
-                Stage::Inline(state) => state.buffer_for(usize::MAX),
+                Stage::Inline(state) => state.largest_kept(),
                 Stage::Pipelined { .. } => Run::default(),
             };
             let run = drain_dense(vals, mark, kept);
