@@ -61,10 +61,8 @@ pub fn candidates(
     // loop outside it (`A(i,k) = B(i,j)*C(j,k) + D(i,k)`: the inner product reads C by
     // columns). A sparse result would then store every coordinate the dense loop visits.
     let dense_result = declared(result).is_none_or(|f| f == Format::dense(f.order()));
-    let dense_root: Conversion = match dense_result {
-        true => needed.iter().map(|(n, f)| (n.clone(), with_dense_root(f))).collect(),
-        false => Vec::new(),
-    };
+    let dense_root: Conversion =
+        if dense_result { needed.iter().map(|(n, f)| (n.clone(), with_dense_root(f))).collect() } else { Vec::new() };
     let every: Conversion = along.into_iter().map(|(n, f, _)| (n, f)).collect();
     for conversion in [needed, every] {
         if !conversion.is_empty() && !out.contains(&conversion) {

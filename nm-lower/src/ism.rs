@@ -64,7 +64,6 @@ impl WorkspaceData {
         }
     }
 
-    /// Whether `key`'s first coordinate is `first`.
     /// How many buckets (first coordinates) the workspace has.
     pub(crate) fn buckets(&self) -> usize {
         let extents = match self {
@@ -74,6 +73,7 @@ impl WorkspaceData {
         extents.first().copied().unwrap_or(1)
     }
 
+    /// Whether `key`'s first coordinate is `first`.
     pub(crate) fn first_coordinate_is(&self, key: i64, first: i64) -> bool {
         let layout = match self {
             WorkspaceData::F32(w) => w.layout(),
