@@ -5,17 +5,22 @@
 //! or `f64`, following the structure of NM-SpMM on a CPU:
 //!
 //! - **B is packed once** ([`NmMatrix::new`]), column group by column group: each group's kept
-//!   length-`L` vectors for all windows in one contiguous panel, their offsets unpacked from
-//!   the bit-packed metadata beside them. nm-format stores windows outermost, so one group's
-//!   vectors lie a whole window row apart (16 KiB at k = n = 1024, L = 32): walked in place,
-//!   every vector was a TLB miss and the kernel ran at 6 GFLOP/s.
-//! - **Register tiling**: a tile of `MR` rows of `C` × one column group (`L` lanes) is summed in
-//!   registers over the whole reduction: per kept vector, `MR` broadcasts of `A` and `MR × L`
-//!   fused multiply-adds; each `C` element is written once.
-//! - **SIMD by runtime dispatch**: the same kernel is compiled for AVX-512, for AVX2+FMA and
-//!   for the baseline, and the best the CPU has is chosen when the call runs
-//!   ([`Isa::detect`]); `L` is a compile-time constant for `L` ∈ {1, 4, 8, 16, 32} (vectorized
-//!   lanes), any other `L` runs a generic loop.
+//!   length-`L` vectors for all windows in one contiguous panel, with the row of `B` each one
+//!   came from (window · M + the offset unpacked from the bit-packed metadata). nm-format
+//!   stores windows outermost, so one group's vectors lie a whole window row apart (16 KiB at
+//!   k = n = 1024, L = 32): walked in place, every vector was a TLB miss and the kernel ran at
+//!   6 GFLOP/s.
+//! - **Register tiling**: a tile of `R` rows of `C` × one column group (`L` lanes) is summed in
+//!   registers over the whole reduction: per kept vector, `R` broadcasts of `A` and `R × L`
+//!   fused multiply-adds; each `C` element is written once. `R` is 8 with AVX-512 (32 vector
+//!   registers) and 6 with AVX2 (16).
+//! - **A's rows transposed per block**: the tile's `R` values of one column of `A` share one
+//!   cache line, padded to a power of two so they never straddle two; where windows keep at
+//!   most a quarter of their rows, the rows ahead are prefetched.
+//! - **SIMD by runtime dispatch**: the tiles are written in AVX-512 and in AVX2+FMA
+//!   intrinsics, a portable loop serves the baseline, and the best the CPU has is chosen when
+//!   the call runs ([`Isa::detect`]); `L` is a compile-time constant for `L` ∈ {1, 4, 8, 16,
+//!   32}, any other `L` runs a generic loop.
 //! - **Cache blocking**: rows are taken in blocks that share each column group's vectors of `B`
 //!   while they are in cache; **threads** take row blocks dynamically.
 //!
@@ -27,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use nm_format::{LevelStorage, Tensor, Value};
 
 /// A value type the kernels compute in.
-pub trait Real: Value + avx512::Simd {
+pub trait Real: Value + simd::Simd {
     /// `self * a + b`, fused (one rounding) where the instruction set has FMA.
     fn mul_add(self, a: Self, b: Self) -> Self;
 }
@@ -66,6 +71,20 @@ pub enum SpmmError {
         /// B's rows.
         rows: usize,
     },
+    /// B's metadata names a row outside its window.
+    #[error("B's metadata names row {offset} of a window of {window}")]
+    Metadata {
+        /// The offset found.
+        offset: usize,
+        /// The window length `M`.
+        window: usize,
+    },
+    /// B's rows (padded to whole windows) do not fit the kernel's 32-bit row numbers.
+    #[error("B has {rows} rows, more than the N:M kernel's 32-bit row numbers reach")]
+    TooLarge {
+        /// B's rows.
+        rows: usize,
+    },
     /// The result does not validate as a tensor (it always should).
     #[error(transparent)]
     Tensor(#[from] nm_format::TensorError),
@@ -101,8 +120,10 @@ pub struct NmMatrix<'a, T> {
     pub groups: usize,
     /// The kept vectors, group-major: `((g·windows + w)·N + t)·L + lane`.
     values: Vec<T>,
-    /// Each kept vector's row offset in its window, in the same `(g, w, t)` order.
-    offsets: Vec<u16>,
+    /// Each kept vector's row of B (`w·M + offset`, below `windows·M`; rows past `k` are the
+    /// zero padding of the last window), in the same `(g, w, t)` order: one group's kept
+    /// vectors are one flat loop, where window and offset cost a loop and a multiply each.
+    kept_rows: Vec<u32>,
     _tensor: std::marker::PhantomData<&'a Tensor<T>>,
 }
 
@@ -116,14 +137,25 @@ impl<'a, T: Real> NmMatrix<'a, T> {
         let (rows, cols) = (b.shape()[0], b.shape()[1]);
         let (keep, windows, groups) = (n as usize, rows.div_ceil(m as usize), cols.div_ceil(l));
         let stored = b.values();
+        let window = m as usize;
+        if u32::try_from(windows * window).is_err() {
+            return Err(SpmmError::TooLarge { rows });
+        }
         let mut values = Vec::with_capacity(stored.len());
-        let mut offsets = Vec::with_capacity(meta.len());
+        let mut kept_rows = Vec::with_capacity(meta.len());
         for g in 0..groups {
             for w in 0..windows {
                 // nm-format's order: ((w·groups + g)·N + t).
                 let first = (w * groups + g) * keep;
                 values.extend_from_slice(&stored[first * l..(first + keep) * l]);
-                offsets.extend((first..first + keep).map(|q| meta.get(q) as u16));
+                for q in first..first + keep {
+                    // nm-format validated the metadata; the kernels index A by it unchecked.
+                    let offset = meta.get(q) as usize;
+                    if offset >= window {
+                        return Err(SpmmError::Metadata { offset, window });
+                    }
+                    kept_rows.push((w * window + offset) as u32);
+                }
             }
         }
         Ok(NmMatrix {
@@ -135,9 +167,27 @@ impl<'a, T: Real> NmMatrix<'a, T> {
             windows,
             groups,
             values,
-            offsets,
+            kept_rows,
             _tensor: std::marker::PhantomData,
         })
+    }
+
+    /// Group `g`'s kept vectors: indices into `kept_rows` (and, times `L`, into `values`).
+    fn group(&self, g: usize) -> std::ops::Range<usize> {
+        g * self.windows * self.n..(g + 1) * self.windows * self.n
+    }
+
+    /// Whether the kernels prefetch the rows of A's transposed tile they will read: where
+    /// windows keep at most a quarter of their rows, each kept vector reads a new line of it,
+    /// and the loads stalled the FMAs (1:8 at 1024 × 4096 × 4096 on a Zen 3: 61 → 70–73
+    /// GFLOP/s); at 4:8 the lines are shared and the prefetches cost more than they save.
+    fn prefetch(&self) -> bool {
+        4 * self.n <= self.m
+    }
+
+    /// B's rows padded to whole windows: the rows the SIMD kernels' transposed A tiles hold.
+    fn padded_rows(&self) -> usize {
+        self.windows * self.m
     }
 
     /// Useful multiply-adds of `C = A·B` with `A` of `m` rows: `m·k·n·N/M`.
@@ -181,10 +231,27 @@ impl Isa {
     }
 }
 
-/// Rows of `C` per register tile.
-const MR: usize = 8;
-/// Rows per block a thread takes: the tiles of a block reuse each group's vectors of `B`.
-const BLOCK_ROWS: usize = 64;
+/// Rows of `C` per register tile of the AVX-512 kernel (and the baseline): 8 rows × 2
+/// vectors of accumulators leave 14 of the 32 registers for B.
+const ROWS_512: usize = 8;
+/// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
+const PREFETCH_AHEAD: usize = 8;
+/// Rows per register tile of the AVX2 kernel: 6 rows × 2 vectors of accumulators, 2 of B and
+/// the broadcast of A fill 15 of the 16 registers (8 rows spilled).
+const ROWS_256: usize = 6;
+/// Register tiles per row block a thread takes: a block's tiles reuse each group's vectors of
+/// `B` while they are in cache.
+const TILES_PER_BLOCK: usize = 8;
+
+impl Isa {
+    /// Rows per register tile of this instruction set's kernel.
+    fn tile_rows(self) -> usize {
+        match self {
+            Isa::Avx2 => ROWS_256,
+            Isa::Avx512 | Isa::Baseline => ROWS_512,
+        }
+    }
+}
 
 /// `C = A·B` into a new dense tensor: `A` a dense matrix (`m × b.rows`), on `threads` threads.
 /// The one entry point the command, the Rust API and the C library share.
@@ -226,19 +293,25 @@ pub fn spmm_with<T: Real>(
     check("C", m * b.cols, c.len())?;
     check("B's values", b.windows * b.groups * b.n * b.l, b.values.len())?;
     let isa = if isa.supported() { isa } else { Isa::Baseline };
-    let blocks = m.div_ceil(BLOCK_ROWS);
+    let block_rows = TILES_PER_BLOCK * isa.tile_rows();
+    let blocks = m.div_ceil(block_rows);
     let next = AtomicUsize::new(0);
     let out = SharedOut(c.as_mut_ptr(), c.len());
-    let work = || loop {
-        let block = next.fetch_add(1, Ordering::Relaxed);
-        if block >= blocks {
-            break;
+    let work = || {
+        // One transposed block per thread, reused: allocated per block, its pages were
+        // faulted in and zeroed every time (2.5 of 5 ms at 1024³, 1:8, AVX2).
+        let mut a_t = Vec::new();
+        loop {
+            let block = next.fetch_add(1, Ordering::Relaxed);
+            if block >= blocks {
+                break;
+            }
+            let (lo, hi) = (block * block_rows, ((block + 1) * block_rows).min(m));
+            // SAFETY: blocks are disjoint row ranges, each taken by one thread; `c` is borrowed
+            // mutably for the whole call and outlives the scope.
+            let rows = unsafe { out.rows(lo * b.cols, hi * b.cols) };
+            block_rows_of(isa, a, lo, hi, b, rows, &mut a_t);
         }
-        let (lo, hi) = (block * BLOCK_ROWS, ((block + 1) * BLOCK_ROWS).min(m));
-        // SAFETY: blocks are disjoint row ranges, each taken by one thread; `c` is borrowed
-        // mutably for the whole call and outlives the scope.
-        let rows = unsafe { out.rows(lo * b.cols, hi * b.cols) };
-        block_rows(isa, a, lo, hi, b, rows);
     };
     on_threads(threads.min(blocks), work);
     Ok(())
@@ -278,16 +351,28 @@ impl<T> SharedOut<T> {
     }
 }
 
+/// Elements from one row of a transposed tile of `rows` rows to the next: a power of two, so
+/// that one row's values never straddle two cache lines (6 rows of f32 in 24 bytes did, and
+/// 1:8 ran at 54 against 4:8's 86 GFLOP/s).
+const fn row_stride(rows: usize) -> usize {
+    rows.next_power_of_two()
+}
+
+/// A register tile in intrinsics: `R` rows × group `g`'s `L` lanes from the tile's rows of A
+/// transposed (`a_t[kk·R + i]`, `k × R`).
+type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_, T>, usize) -> [[T; L]; R];
+
 /// Rows `lo..hi` of `C` (`c` holds exactly them), every column group.
-fn block_rows<T: Real>(isa: Isa, a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
+/// `a_t` is the thread's buffer for the transposed block.
+fn block_rows_of<T: Real>(isa: Isa, a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T], a_t: &mut Vec<T>) {
     macro_rules! lanes {
         ($run:ident) => {
             match b.l {
-                1 => $run::<T, 1>(a, lo, hi, b, c),
-                4 => $run::<T, 4>(a, lo, hi, b, c),
-                8 => $run::<T, 8>(a, lo, hi, b, c),
-                16 => $run::<T, 16>(a, lo, hi, b, c),
-                32 => $run::<T, 32>(a, lo, hi, b, c),
+                1 => $run::<T, 1>(a, lo, hi, b, c, a_t),
+                4 => $run::<T, 4>(a, lo, hi, b, c, a_t),
+                8 => $run::<T, 8>(a, lo, hi, b, c, a_t),
+                16 => $run::<T, 16>(a, lo, hi, b, c, a_t),
+                32 => $run::<T, 32>(a, lo, hi, b, c, a_t),
                 _ => generic_l(a, lo, hi, b, c),
             }
         };
@@ -305,46 +390,83 @@ fn block_rows<T: Real>(isa: Isa, a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_,
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-fn block_avx512<T: Real, const L: usize>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
-    block::<T, L, true, true>(a, lo, hi, b, c)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn block_avx2<T: Real, const L: usize>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
-    block::<T, L, true, false>(a, lo, hi, b, c)
-}
-
-fn block_baseline<T: Real, const L: usize>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
-    block::<T, L, false, false>(a, lo, hi, b, c)
-}
-
-/// The rows `lo..hi`, group by group, `MR` rows at a time; `FMA` chooses fused multiply-adds
-/// (only where the instruction set has them: elsewhere `mul_add` is a library call).
-#[inline(always)]
-fn block<T: Real, const L: usize, const FMA: bool, const AVX512: bool>(
+fn block_avx512<T: Real, const L: usize>(
     a: &[T],
     lo: usize,
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
+    a_t: &mut Vec<T>,
+) {
+    let tile: SimdTile<T, L, ROWS_512> =
+        if b.prefetch() { T::tile_avx512::<L, true> } else { T::tile_avx512::<L, false> };
+    let simd = L.is_multiple_of(T::LANES_512).then_some(tile);
+    block::<T, L, true, ROWS_512>(a, lo, hi, b, c, a_t, simd)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn block_avx2<T: Real, const L: usize>(
+    a: &[T],
+    lo: usize,
+    hi: usize,
+    b: &NmMatrix<'_, T>,
+    c: &mut [T],
+    a_t: &mut Vec<T>,
+) {
+    let tile: SimdTile<T, L, ROWS_256> = if b.prefetch() { T::tile_avx2::<L, true> } else { T::tile_avx2::<L, false> };
+    let simd = L.is_multiple_of(T::LANES_256).then_some(tile);
+    block::<T, L, true, ROWS_256>(a, lo, hi, b, c, a_t, simd)
+}
+
+fn block_baseline<T: Real, const L: usize>(
+    a: &[T],
+    lo: usize,
+    hi: usize,
+    b: &NmMatrix<'_, T>,
+    c: &mut [T],
+    a_t: &mut Vec<T>,
+) {
+    block::<T, L, false, ROWS_512>(a, lo, hi, b, c, a_t, None)
+}
+
+/// The rows `lo..hi`, group by group, `R` rows at a time, each tile by `simd` where the
+/// instruction set has a tile in intrinsics for this `L`, else by [`tile`]; `FMA` chooses
+/// fused multiply-adds (only where the instruction set has them: elsewhere `mul_add` is a
+/// library call).
+#[inline(always)]
+fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
+    a: &[T],
+    lo: usize,
+    hi: usize,
+    b: &NmMatrix<'_, T>,
+    c: &mut [T],
+    a_t: &mut Vec<T>,
+    simd: Option<SimdTile<T, L, R>>,
 ) {
     let (k, n) = (b.rows, b.cols);
-    // With AVX-512, the block's rows of A are first transposed tile by tile (`k × MR`): the
-    // tile's MR values of a kept column then share one cache line, where reading them from MR
-    // rows touched MR lines per kept vector (the bottleneck at high sparsity: 1:8 ran at 70%
+    // For the intrinsics, the block's rows of A are first transposed tile by tile (`k × R`):
+    // the tile's R values of a kept column then share one cache line, where reading them from
+    // R rows touched R lines per kept vector (the bottleneck at high sparsity: 1:8 ran at 70%
     // of 4:8's rate).
-    let packed = AVX512 && L.is_multiple_of(T::LANES);
-    let tiles = (hi - lo).div_ceil(MR);
-    let mut a_t: Vec<T> = Vec::new();
-    if packed {
-        a_t.resize(tiles * k * MR, T::ZERO);
-        for (t, tile_t) in a_t.chunks_exact_mut(k * MR).enumerate() {
-            for i in 0..MR {
+    // The padding rows of B's last window read zero rows of the transposed tile, so the
+    // kernels index it without a check.
+    let tiles = (hi - lo).div_ceil(R);
+    let kp = b.padded_rows();
+    let stride = row_stride(R);
+    if simd.is_some() {
+        // Rows past `k` are never written: zero since the buffer was first grown for this `B`
+        // (a block never needs more tiles than the first, full one).
+        if a_t.len() < tiles * kp * stride {
+            a_t.clear();
+            a_t.resize(tiles * kp * stride, T::ZERO);
+        }
+        for (t, tile_t) in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride).enumerate() {
+            for i in 0..R {
                 // Past the block's end, the last row again (computed, not stored).
-                let row = (lo + t * MR + i).min(hi - 1);
+                let row = (lo + t * R + i).min(hi - 1);
                 for (kk, &x) in a[row * k..(row + 1) * k].iter().enumerate() {
-                    tile_t[kk * MR + i] = x;
+                    tile_t[kk * stride + i] = x;
                 }
             }
         }
@@ -353,48 +475,57 @@ fn block<T: Real, const L: usize, const FMA: bool, const AVX512: bool>(
         let width = L.min(n - g * L);
         let mut r = lo;
         while r < hi {
-            let rows = MR.min(hi - r);
+            let rows = R.min(hi - r);
             // The tile's rows of A; past the block's end, the last row again (computed, not stored).
             let row = |i: usize| {
                 let i = (r + i).min(hi - 1);
                 &a[i * k..(i + 1) * k]
             };
-            let acc = if packed {
-                let t = (r - lo) / MR;
-                // SAFETY: `AVX512` is set only by `block_avx512`, whose caller checked the CPU.
-                unsafe { avx512::tile::<T, L>(&a_t[t * k * MR..(t + 1) * k * MR], b, g) }
-            } else {
-                let a_rows: [&[T]; MR] = std::array::from_fn(row);
-                tile::<T, L, FMA>(&a_rows, b, g)
+            let acc = match simd {
+                Some(simd) => {
+                    let t = (r - lo) / R;
+                    // SAFETY: `simd` is set only by `block_avx512` / `block_avx2` for their own
+                    // instruction set, whose callers checked the CPU.
+                    unsafe { simd(&a_t[t * kp * stride..(t + 1) * kp * stride], b, g) }
+                }
+                None => {
+                    let a_rows: [&[T]; R] = std::array::from_fn(row);
+                    tile::<T, L, FMA, R>(&a_rows, b, g)
+                }
             };
             for (i, sums) in acc.iter().enumerate().take(rows) {
                 let at = (r + i - lo) * n + g * L;
-                c[at..at + width].copy_from_slice(&sums[..width]);
+                if width == L {
+                    // A constant length: moves inlined, where `width` called memmove (4%).
+                    c[at..at + L].copy_from_slice(sums);
+                } else {
+                    c[at..at + width].copy_from_slice(&sums[..width]);
+                }
             }
-            r += MR;
+            r += R;
         }
     }
 }
 
-/// One register tile: `MR` rows × group `g`'s `L` lanes, summed over every kept vector.
+/// One register tile: `R` rows × group `g`'s `L` lanes, summed over every kept vector.
 #[inline(always)]
-fn tile<T: Real, const L: usize, const FMA: bool>(a_rows: &[&[T]; MR], b: &NmMatrix<'_, T>, g: usize) -> [[T; L]; MR] {
-    let mut acc = [[T::ZERO; L]; MR];
-    let k = b.rows;
-    let full = k / b.m;
-    for w in 0..b.windows {
-        let first = (g * b.windows + w) * b.n;
-        for q in first..first + b.n {
-            let kk = w * b.m + b.offsets[q] as usize;
-            if w >= full && kk >= k {
-                continue; // a padding row of the last window: zero in B, no column of A
-            }
-            let v: &[T; L] = b.values[q * L..q * L + L].try_into().expect("L values per kept vector");
-            for (sums, row) in acc.iter_mut().zip(a_rows) {
-                let x = row[kk];
-                for (s, &y) in sums.iter_mut().zip(v) {
-                    *s = if FMA { x.mul_add(y, *s) } else { *s + x * y };
-                }
+fn tile<T: Real, const L: usize, const FMA: bool, const R: usize>(
+    a_rows: &[&[T]; R],
+    b: &NmMatrix<'_, T>,
+    g: usize,
+) -> [[T; L]; R] {
+    let mut acc = [[T::ZERO; L]; R];
+    let kept = b.group(g);
+    let values = &b.values[kept.start * L..kept.end * L];
+    for (&kk, v) in b.kept_rows[kept].iter().zip(values.chunks_exact(L)) {
+        let kk = kk as usize;
+        if kk >= b.rows {
+            continue; // a padding row of the last window: zero in B, no column of A
+        }
+        for (sums, row) in acc.iter_mut().zip(a_rows) {
+            let x = row[kk];
+            for (s, &y) in sums.iter_mut().zip(v) {
+                *s = if FMA { x.mul_add(y, *s) } else { *s + x * y };
             }
         }
     }
@@ -404,23 +535,21 @@ fn tile<T: Real, const L: usize, const FMA: bool>(a_rows: &[&[T]; MR], b: &NmMat
 /// Any `L` (not one of the compiled lane counts): the same loops with `L` at run time.
 fn generic_l<T: Real>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
     let (k, n, l) = (b.rows, b.cols, b.l);
-    let full = k / b.m;
     let mut acc = vec![T::ZERO; l];
     for i in lo..hi {
         let row = &a[i * k..(i + 1) * k];
         for g in 0..b.groups {
             acc.fill(T::ZERO);
-            for w in 0..b.windows {
-                let first = (g * b.windows + w) * b.n;
-                for q in first..first + b.n {
-                    let kk = w * b.m + b.offsets[q] as usize;
-                    if w >= full && kk >= k {
-                        continue;
-                    }
-                    let x = row[kk];
-                    for (s, &y) in acc.iter_mut().zip(&b.values[q * l..(q + 1) * l]) {
-                        *s += x * y;
-                    }
+            let kept = b.group(g);
+            let values = &b.values[kept.start * l..kept.end * l];
+            for (&kk, v) in b.kept_rows[kept].iter().zip(values.chunks_exact(l)) {
+                let kk = kk as usize;
+                if kk >= k {
+                    continue;
+                }
+                let x = row[kk];
+                for (s, &y) in acc.iter_mut().zip(v) {
+                    *s += x * y;
                 }
             }
             let width = l.min(n - g * l);
@@ -430,101 +559,161 @@ fn generic_l<T: Real>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mu
     }
 }
 
-/// The register tile in AVX-512 intrinsics: the compiler did not vectorize the generic tile
-/// across lanes (64 scalar FMAs per kept vector: 6 GFLOP/s at 1024³, f32, 2:8). Here each row
-/// keeps `L / LANES` vector accumulators; per kept vector, its `L` values are loaded once and
-/// each row's `A` element is broadcast into one FMA per accumulator.
-mod avx512 {
-    use super::{MR, NmMatrix};
+/// The register tiles in intrinsics, AVX-512 and AVX2: the compiler did not vectorize the
+/// generic tile across lanes (64 scalar FMAs per kept vector: 6 GFLOP/s at 1024³, f32, 2:8;
+/// 4 GFLOP/s on a Zen 3 with AVX2). Here each row keeps `L / LANES` vector accumulators; per
+/// kept vector, its `L` values are loaded once and each row's `A` element is broadcast into
+/// one FMA per accumulator.
+mod simd {
+    use super::{NmMatrix, PREFETCH_AHEAD, ROWS_256, ROWS_512};
 
-    /// A value type with 512-bit vector operations.
+    /// A value type with 512- and 256-bit vector operations.
     pub trait Simd: Copy {
-        /// Elements per vector.
-        const LANES: usize;
-        /// One tile (see [`tile`]), in AVX-512 for this type.
+        /// Elements per 512-bit vector.
+        const LANES_512: usize;
+        /// Elements per 256-bit vector.
+        const LANES_256: usize;
+
+        /// One AVX-512 tile (`ROWS_512` rows × group `g`) from the tile's rows of A transposed
+        /// (`a_t[kk·ROWS_512 + i]`); `L` is a multiple of `LANES_512`.
         ///
         /// # Safety
         /// The CPU supports AVX-512F.
-        unsafe fn tile<const L: usize>(a_t: &[Self], b: &NmMatrix<'_, Self>, g: usize) -> [[Self; L]; MR]
+        unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
+            a_t: &[Self],
+            b: &NmMatrix<'_, Self>,
+            g: usize,
+        ) -> [[Self; L]; ROWS_512]
         where
             Self: Sized;
 
-        /// Columns `start..start + 4·LANES` of one `nv24` row of `C` (all of them within `n`):
-        /// the sum over the row's kept entries `(column, value)` of value × B's row segment.
+        /// One AVX2 tile (`ROWS_256` rows × group `g`), likewise; `L` is a multiple of
+        /// `LANES_256`.
         ///
         /// # Safety
-        /// The CPU supports AVX-512F; `start + 4·LANES <= n`; every column below `k` indexes a
-        /// row of `b` (`k × n`).
+        /// The CPU supports AVX2 and FMA.
+        unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
+            a_t: &[Self],
+            b: &NmMatrix<'_, Self>,
+            g: usize,
+        ) -> [[Self; L]; ROWS_256]
+        where
+            Self: Sized;
+
+        /// Columns `start..start + 4·LANES_512` of one `nv24` row of `C` (all of them within
+        /// `n`): the sum over the row's kept entries `(column, value)` of value × B's row segment.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512F; `start + 4·LANES_512 <= n`; every column below `k`
+        /// indexes a row of `b` (`k × n`).
         unsafe fn nv24_chunk(kept: &[(u32, Self)], k: usize, b: &[Self], n: usize, start: usize, out: &mut [Self])
         where
             Self: Sized;
     }
 
-    /// The tile for group `g` from the tile's rows of A transposed (`a_t[kk·MR + i]`, `k × MR`);
-    /// `L` is a multiple of `T::LANES`.
-    ///
-    /// # Safety
-    /// The CPU supports AVX-512F.
-    #[inline(always)]
-    pub unsafe fn tile<T: Simd, const L: usize>(a_t: &[T], b: &NmMatrix<'_, T>, g: usize) -> [[T; L]; MR] {
-        // SAFETY: the caller's contract.
-        unsafe { T::tile::<L>(a_t, b, g) }
+    /// The body of a tile function: `$rows` rows × group `g`, two vectors per row at a time
+    /// (AVX-512: 8 rows × 2 = 16 accumulators, which leaves registers for B; AVX2: 6 × 2 = 12
+    /// of 16 registers). Wider rows (f64 with L = 32) take several passes: all four vectors
+    /// at once spilled (39 against OpenBLAS's 51 GFLOP/s).
+    macro_rules! tile_body {
+        ($a_t:ident, $b:ident, $g:ident, $t:ty, $lanes:expr, $rows:expr, $vec:ty,
+         $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
+            use std::arch::x86_64::*;
+            const PASS: usize = 2;
+            let vectors = L / $lanes;
+            let kept = $b.group($g);
+            let kept_rows = &$b.kept_rows[kept.clone()];
+            // What makes the unchecked reads below in bounds: `kept_rows` are below
+            // `padded_rows` (checked by `NmMatrix::new`) and the group's values exist.
+            assert_eq!($a_t.len(), $b.padded_rows() * super::row_stride($rows), "a transposed tile of padded rows");
+            assert!(kept.end * L <= $b.values.len(), "group {} within B's values", $g);
+            let mut out = [[0.0; L]; $rows];
+            for first_vector in (0..vectors).step_by(PASS) {
+                let count = PASS.min(vectors - first_vector);
+                let lane0 = first_vector * $lanes;
+                let mut acc: [[$vec; PASS]; $rows] = [[$zero(); PASS]; $rows];
+                let mut v = $b.values[kept.start * L..].as_ptr();
+                for (q, &kk) in kept_rows.iter().enumerate() {
+                    if PREFETCH && let Some(&ahead) = kept_rows.get(q + PREFETCH_AHEAD) {
+                        let line = $a_t.as_ptr().wrapping_add(ahead as usize * super::row_stride($rows));
+                        _mm_prefetch::<_MM_HINT_T0>(line.cast());
+                    }
+                    // SAFETY: `kk < padded_rows`, so the tile's `$rows` values of row `kk` are
+                    // within `a_t` (asserted above).
+                    let column = unsafe { $a_t.as_ptr().add(kk as usize * super::row_stride($rows)) };
+                    let mut bv: [$vec; PASS] = [$zero(); PASS];
+                    for (j, slot) in bv.iter_mut().enumerate().take(count) {
+                        // SAFETY: `v` points at this kept vector's `L` values (asserted above);
+                        // `lane0 + (j + 1)·LANES <= L`.
+                        *slot = unsafe { $load(v.add(lane0 + j * $lanes)) };
+                    }
+                    for (i, sums) in acc.iter_mut().enumerate() {
+                        // SAFETY: `i < $rows`, within the row's values (see `column`).
+                        let x = $set1(unsafe { *column.add(i) });
+                        for j in 0..count {
+                            sums[j] = $fmadd(x, bv[j], sums[j]);
+                        }
+                    }
+                    // SAFETY: at most one past the group's last value (asserted above).
+                    v = unsafe { v.add(L) };
+                }
+                for (row, sums) in out.iter_mut().zip(&acc) {
+                    for j in 0..count {
+                        // SAFETY: `row` holds `L` elements, `lane0 + (j + 1)·LANES <= L`.
+                        unsafe { $store(row.as_mut_ptr().add(lane0 + j * $lanes), sums[j]) };
+                    }
+                }
+            }
+            out
+        }};
     }
 
     macro_rules! simd {
-        ($t:ty, $lanes:expr, $vec:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {
+        ($t:ty, $lanes512:expr, $lanes256:expr,
+         [$v512:ty, $zero512:ident, $load512:ident, $set512:ident, $fma512:ident, $store512:ident],
+         [$v256:ty, $zero256:ident, $load256:ident, $set256:ident, $fma256:ident, $store256:ident]) => {
             impl Simd for $t {
-                const LANES: usize = $lanes;
+                const LANES_512: usize = $lanes512;
+                const LANES_256: usize = $lanes256;
 
                 #[cfg(target_arch = "x86_64")]
-                unsafe fn tile<const L: usize>(a_t: &[$t], b: &NmMatrix<'_, $t>, g: usize) -> [[$t; L]; MR] {
+                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
+                    a_t: &[$t],
+                    b: &NmMatrix<'_, $t>,
+                    g: usize,
+                ) -> [[$t; L]; ROWS_512] {
                     #[target_feature(enable = "avx512f")]
-                    fn run<const L: usize>(a_t: &[$t], b: &NmMatrix<'_, $t>, g: usize) -> [[$t; L]; MR] {
-                        use std::arch::x86_64::*;
-                        // Two vectors per row at a time: 8 rows × 2 = 16 accumulators, which
-                        // leaves registers for B; wider rows (f64 with L = 32) take two passes
-                        // (all four at once spilled: 39 against OpenBLAS's 51 GFLOP/s).
-                        const PASS: usize = 2;
-                        let vectors = L / $lanes;
-                        let (k, full) = (b.rows, b.rows / b.m);
-                        let mut out = [[0.0; L]; MR];
-                        for first_vector in (0..vectors).step_by(PASS) {
-                            let count = PASS.min(vectors - first_vector);
-                            let lane0 = first_vector * $lanes;
-                            let mut acc: [[$vec; PASS]; MR] = [[$zero(); PASS]; MR];
-                            for w in 0..b.windows {
-                                let first = (g * b.windows + w) * b.n;
-                                for q in first..first + b.n {
-                                    let kk = w * b.m + b.offsets[q] as usize;
-                                    if w >= full && kk >= k {
-                                        continue;
-                                    }
-                                    let v = &b.values[q * L + lane0..q * L + L];
-                                    let mut bv: [$vec; PASS] = [$zero(); PASS];
-                                    for (j, slot) in bv.iter_mut().enumerate().take(count) {
-                                        // SAFETY: `v` holds `L - lane0` elements, `(j + 1)·LANES` of them here.
-                                        *slot = unsafe { $load(v.as_ptr().add(j * $lanes)) };
-                                    }
-                                    let column = &a_t[kk * MR..kk * MR + MR];
-                                    for (sums, &a) in acc.iter_mut().zip(column) {
-                                        let x = $set1(a);
-                                        for j in 0..count {
-                                            sums[j] = $fmadd(x, bv[j], sums[j]);
-                                        }
-                                    }
-                                }
-                            }
-                            for (row, sums) in out.iter_mut().zip(&acc) {
-                                for j in 0..count {
-                                    // SAFETY: `row` holds `L` elements, `lane0 + (j + 1)·LANES <= L`.
-                                    unsafe { $store(row.as_mut_ptr().add(lane0 + j * $lanes), sums[j]) };
-                                }
-                            }
-                        }
-                        out
+                    fn run<const L: usize, const PREFETCH: bool>(
+                        a_t: &[$t],
+                        b: &NmMatrix<'_, $t>,
+                        g: usize,
+                    ) -> [[$t; L]; ROWS_512] {
+                        tile_body!(
+                            a_t, b, g, $t, $lanes512, ROWS_512, $v512, $zero512, $load512, $set512, $fma512, $store512
+                        )
                     }
                     // SAFETY: the caller checked that the CPU supports AVX-512F.
-                    unsafe { run::<L>(a_t, b, g) }
+                    unsafe { run::<L, PREFETCH>(a_t, b, g) }
+                }
+
+                #[cfg(target_arch = "x86_64")]
+                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
+                    a_t: &[$t],
+                    b: &NmMatrix<'_, $t>,
+                    g: usize,
+                ) -> [[$t; L]; ROWS_256] {
+                    #[target_feature(enable = "avx2,fma")]
+                    fn run<const L: usize, const PREFETCH: bool>(
+                        a_t: &[$t],
+                        b: &NmMatrix<'_, $t>,
+                        g: usize,
+                    ) -> [[$t; L]; ROWS_256] {
+                        tile_body!(
+                            a_t, b, g, $t, $lanes256, ROWS_256, $v256, $zero256, $load256, $set256, $fma256, $store256
+                        )
+                    }
+                    // SAFETY: the caller checked that the CPU supports AVX2 and FMA.
+                    unsafe { run::<L, PREFETCH>(a_t, b, g) }
                 }
 
                 #[cfg(target_arch = "x86_64")]
@@ -532,23 +721,23 @@ mod avx512 {
                     #[target_feature(enable = "avx512f")]
                     fn run(kept: &[(u32, $t)], k: usize, b: &[$t], n: usize, start: usize, out: &mut [$t]) {
                         use std::arch::x86_64::*;
-                        let mut acc = [$zero(); 4];
+                        let mut acc = [$zero512(); 4];
                         for &(column, x) in kept {
                             let column = column as usize;
                             if column >= k {
                                 continue;
                             }
-                            let segment = &b[column * n + start..column * n + start + 4 * $lanes];
-                            let x = $set1(x);
+                            let segment = &b[column * n + start..column * n + start + 4 * $lanes512];
+                            let x = $set512(x);
                             for (j, sum) in acc.iter_mut().enumerate() {
                                 // SAFETY: `segment` holds 4·LANES elements.
-                                *sum = $fmadd(x, unsafe { $load(segment.as_ptr().add(j * $lanes)) }, *sum);
+                                *sum = $fma512(x, unsafe { $load512(segment.as_ptr().add(j * $lanes512)) }, *sum);
                             }
                         }
-                        assert!(out.len() >= 4 * $lanes, "a chunk of 4 vectors");
+                        assert!(out.len() >= 4 * $lanes512, "a chunk of 4 vectors");
                         for (j, sum) in acc.iter().enumerate() {
                             // SAFETY: `out` holds 4·LANES elements (asserted).
-                            unsafe { $store(out.as_mut_ptr().add(j * $lanes), *sum) };
+                            unsafe { $store512(out.as_mut_ptr().add(j * $lanes512), *sum) };
                         }
                     }
                     // SAFETY: the caller checked that the CPU supports AVX-512F.
@@ -556,8 +745,21 @@ mod avx512 {
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn tile<const L: usize>(_: &[$t], _: &NmMatrix<'_, $t>, _: usize) -> [[$t; L]; MR] {
+                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
+                    _: &[$t],
+                    _: &NmMatrix<'_, $t>,
+                    _: usize,
+                ) -> [[$t; L]; ROWS_512] {
                     unreachable!("AVX-512 is only selected on x86-64")
+                }
+
+                #[cfg(not(target_arch = "x86_64"))]
+                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
+                    _: &[$t],
+                    _: &NmMatrix<'_, $t>,
+                    _: usize,
+                ) -> [[$t; L]; ROWS_256] {
+                    unreachable!("AVX2 is only selected on x86-64")
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
@@ -568,8 +770,20 @@ mod avx512 {
         };
     }
 
-    simd!(f32, 16, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps);
-    simd!(f64, 8, __m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd);
+    simd!(
+        f32,
+        16,
+        8,
+        [__m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps],
+        [__m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps]
+    );
+    simd!(
+        f64,
+        8,
+        4,
+        [__m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd],
+        [__m256d, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_storeu_pd]
+    );
 }
 
 /// `C = A·B` with `A` (`m×k`) in `nv24` — element-wise 2:4 along each row: every block of 4
@@ -610,7 +824,7 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     let tasks = m.div_ceil(rows_per_task);
     let next = AtomicUsize::new(0);
     let out = SharedOut(c.as_mut_ptr(), c.len());
-    let chunk = 4 * T::LANES;
+    let chunk = 4 * T::LANES_512;
     let work = || loop {
         let task = next.fetch_add(1, Ordering::Relaxed);
         if task >= tasks {

@@ -37,8 +37,14 @@ fn check_all<T: Real>() {
     let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()).collect();
     for (keep, window) in [(1, 2), (2, 4), (1, 4), (2, 8), (3, 8), (1, 8), (4, 16), (16, 32)] {
         for l in [1, 4, 8, 16, 32, 3] {
-            // Multiples of M and L, then ragged ones (and more rows than a block).
-            for (m, k, n) in [(8, 2 * window as usize, 2 * l), (70, 3 * window as usize + 1, 2 * l + 1)] {
+            // Multiples of M and L, then ragged ones: more rows than a block, then several
+            // blocks per thread (the transposed block is reused).
+            let shapes = [
+                (8, 2 * window as usize, 2 * l),
+                (70, 3 * window as usize + 1, 2 * l + 1),
+                (200, 5 * window as usize + 3, l + 2),
+            ];
+            for (m, k, n) in shapes {
                 let (b, dense_b) = nm_matrix::<T>(k, n, keep, window, l, &mut rng);
                 let a = integers::<T>(m * k, &mut rng);
                 let expected = reference(&a, &dense_b, m, k, n);
