@@ -118,8 +118,15 @@ pub struct NmMatrix<'a, T> {
     pub windows: usize,
     /// Column groups (`⌈n / L⌉`).
     pub groups: usize,
-    /// The kept vectors, group-major: `((g·windows + w)·N + t)·L + lane`.
+    /// The kept vectors, group by group, each group's in strips of `strip` lanes: group `g`,
+    /// strip `s`, kept vector `q` of the group (in `(w, t)` order), lane `j` of the strip at
+    /// `g·K·L + s·K·strip + q·strip + j` with `K = windows·N`.
     values: Vec<T>,
+    /// Lanes per strip: one cache line's worth where `L` is a multiple of it, else `L`. A
+    /// pass of the kernels over some of `L`'s lanes then streams one contiguous strip, where
+    /// whole vectors made it read a line and skip the rest (f64 with L = 32 on AVX2: four
+    /// passes each reading 64 of every 256 bytes).
+    strip: usize,
     /// Each kept vector's row of B (`w·M + offset`, below `windows·M`; rows past `k` are the
     /// zero padding of the last window), in the same `(g, w, t)` order: one group's kept
     /// vectors are one flat loop, where window and offset cost a loop and a multiply each.
@@ -141,13 +148,22 @@ impl<'a, T: Real> NmMatrix<'a, T> {
         if u32::try_from(windows * window).is_err() {
             return Err(SpmmError::TooLarge { rows });
         }
+        let line = 64 / std::mem::size_of::<T>();
+        let strip = if l.is_multiple_of(line) { line } else { l };
         let mut values = Vec::with_capacity(stored.len());
         let mut kept_rows = Vec::with_capacity(meta.len());
         for g in 0..groups {
+            for s in 0..l / strip {
+                for w in 0..windows {
+                    // nm-format's order: ((w·groups + g)·N + t).
+                    let first = (w * groups + g) * keep;
+                    for q in first..first + keep {
+                        values.extend_from_slice(&stored[q * l + s * strip..q * l + (s + 1) * strip]);
+                    }
+                }
+            }
             for w in 0..windows {
-                // nm-format's order: ((w·groups + g)·N + t).
                 let first = (w * groups + g) * keep;
-                values.extend_from_slice(&stored[first * l..(first + keep) * l]);
                 for q in first..first + keep {
                     // nm-format validated the metadata; the kernels index A by it unchecked.
                     let offset = meta.get(q) as usize;
@@ -167,6 +183,7 @@ impl<'a, T: Real> NmMatrix<'a, T> {
             windows,
             groups,
             values,
+            strip,
             kept_rows,
             _tensor: std::marker::PhantomData,
         })
@@ -175,6 +192,13 @@ impl<'a, T: Real> NmMatrix<'a, T> {
     /// Group `g`'s kept vectors: indices into `kept_rows` (and, times `L`, into `values`).
     fn group(&self, g: usize) -> std::ops::Range<usize> {
         g * self.windows * self.n..(g + 1) * self.windows * self.n
+    }
+
+    /// Group `g`'s strips: for each, its first lane and its values (`strip` per kept vector).
+    fn strips(&self, g: usize) -> impl Iterator<Item = (usize, &[T])> {
+        let kept = self.group(g);
+        let values = &self.values[kept.start * self.l..kept.end * self.l];
+        values.chunks_exact(kept.len() * self.strip).enumerate().map(|(s, strip)| (s * self.strip, strip))
     }
 
     /// Whether the kernels prefetch the rows of A's transposed tile they will read: where
@@ -515,17 +539,18 @@ fn tile<T: Real, const L: usize, const FMA: bool, const R: usize>(
     g: usize,
 ) -> [[T; L]; R] {
     let mut acc = [[T::ZERO; L]; R];
-    let kept = b.group(g);
-    let values = &b.values[kept.start * L..kept.end * L];
-    for (&kk, v) in b.kept_rows[kept].iter().zip(values.chunks_exact(L)) {
-        let kk = kk as usize;
-        if kk >= b.rows {
-            continue; // a padding row of the last window: zero in B, no column of A
-        }
-        for (sums, row) in acc.iter_mut().zip(a_rows) {
-            let x = row[kk];
-            for (s, &y) in sums.iter_mut().zip(v) {
-                *s = if FMA { x.mul_add(y, *s) } else { *s + x * y };
+    let kept_rows = &b.kept_rows[b.group(g)];
+    for (lane0, strip) in b.strips(g) {
+        for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip)) {
+            let kk = kk as usize;
+            if kk >= b.rows {
+                continue; // a padding row of the last window: zero in B, no column of A
+            }
+            for (sums, row) in acc.iter_mut().zip(a_rows) {
+                let x = row[kk];
+                for (s, &y) in sums[lane0..].iter_mut().zip(v) {
+                    *s = if FMA { x.mul_add(y, *s) } else { *s + x * y };
+                }
             }
         }
     }
@@ -540,16 +565,17 @@ fn generic_l<T: Real>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mu
         let row = &a[i * k..(i + 1) * k];
         for g in 0..b.groups {
             acc.fill(T::ZERO);
-            let kept = b.group(g);
-            let values = &b.values[kept.start * l..kept.end * l];
-            for (&kk, v) in b.kept_rows[kept].iter().zip(values.chunks_exact(l)) {
-                let kk = kk as usize;
-                if kk >= k {
-                    continue;
-                }
-                let x = row[kk];
-                for (s, &y) in acc.iter_mut().zip(v) {
-                    *s += x * y;
+            let kept_rows = &b.kept_rows[b.group(g)];
+            for (lane0, strip) in b.strips(g) {
+                for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip)) {
+                    let kk = kk as usize;
+                    if kk >= k {
+                        continue;
+                    }
+                    let x = row[kk];
+                    for (s, &y) in acc[lane0..].iter_mut().zip(v) {
+                        *s += x * y;
+                    }
                 }
             }
             let width = l.min(n - g * l);
@@ -613,55 +639,85 @@ mod simd {
 
     /// The body of a tile function: `$rows` rows × group `g`, two vectors per row at a time
     /// (AVX-512: 8 rows × 2 = 16 accumulators, which leaves registers for B; AVX2: 6 × 2 = 12
-    /// of 16 registers). Wider rows (f64 with L = 32) take several passes: all four vectors
-    /// at once spilled (39 against OpenBLAS's 51 GFLOP/s).
+    /// of 16 registers). Wider rows (f64 with L = 32) take several passes, each a call: all
+    /// four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
+    /// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
     macro_rules! tile_body {
-        ($a_t:ident, $b:ident, $g:ident, $t:ty, $lanes:expr, $rows:expr, $vec:ty,
+        ($feature:literal, $a_t:ident, $b:ident, $g:ident, $t:ty, $lanes:expr, $rows:expr, $vec:ty,
          $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
-            use std::arch::x86_64::*;
-            const PASS: usize = 2;
-            let vectors = L / $lanes;
-            let kept = $b.group($g);
-            let kept_rows = &$b.kept_rows[kept.clone()];
-            // What makes the unchecked reads below in bounds: `kept_rows` are below
-            // `padded_rows` (checked by `NmMatrix::new`) and the group's values exist.
-            assert_eq!($a_t.len(), $b.padded_rows() * super::row_stride($rows), "a transposed tile of padded rows");
-            assert!(kept.end * L <= $b.values.len(), "group {} within B's values", $g);
-            let mut out = [[0.0; L]; $rows];
-            for first_vector in (0..vectors).step_by(PASS) {
-                let count = PASS.min(vectors - first_vector);
-                let lane0 = first_vector * $lanes;
-                let mut acc: [[$vec; PASS]; $rows] = [[$zero(); PASS]; $rows];
-                let mut v = $b.values[kept.start * L..].as_ptr();
+            /// Lanes `lane0..lane0 + COUNT·LANES` of the tile's rows into `out`.
+            #[target_feature(enable = $feature)]
+            #[inline(never)]
+            fn pass<const L: usize, const PREFETCH: bool, const COUNT: usize>(
+                a_t: &[$t],
+                kept_rows: &[u32],
+                values: &[$t],
+                strip: usize,
+                lane0: usize,
+                out: &mut [[$t; L]; $rows],
+            ) {
+                use std::arch::x86_64::*;
+                let stride = super::row_stride($rows);
+                // What makes the unchecked reads below in bounds: the caller's `kept_rows`
+                // are below `padded_rows` (checked by `NmMatrix::new`), and `a_t` holds that
+                // many rows (asserted by the caller); the group's values are whole strips of
+                // whole vectors (asserted here).
+                let kept = kept_rows.len();
+                assert!(
+                    values.len() == kept * L
+                        && L.is_multiple_of(strip)
+                        && strip.is_multiple_of($lanes)
+                        && lane0 + COUNT * $lanes <= L,
+                    "the kept vectors' values in strips"
+                );
+                // Vector `j`'s lanes in the first kept vector; the next kept vector's are a strip on.
+                let start: [usize; COUNT] = std::array::from_fn(|j| {
+                    let lane = lane0 + j * $lanes;
+                    lane / strip * kept * strip + lane % strip
+                });
+                let mut acc: [[$vec; COUNT]; $rows] = [[$zero(); COUNT]; $rows];
+                let mut at = 0;
                 for (q, &kk) in kept_rows.iter().enumerate() {
                     if PREFETCH && let Some(&ahead) = kept_rows.get(q + PREFETCH_AHEAD) {
-                        let line = $a_t.as_ptr().wrapping_add(ahead as usize * super::row_stride($rows));
-                        _mm_prefetch::<_MM_HINT_T0>(line.cast());
+                        _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead as usize * stride).cast());
                     }
                     // SAFETY: `kk < padded_rows`, so the tile's `$rows` values of row `kk` are
-                    // within `a_t` (asserted above).
-                    let column = unsafe { $a_t.as_ptr().add(kk as usize * super::row_stride($rows)) };
-                    let mut bv: [$vec; PASS] = [$zero(); PASS];
-                    for (j, slot) in bv.iter_mut().enumerate().take(count) {
-                        // SAFETY: `v` points at this kept vector's `L` values (asserted above);
-                        // `lane0 + (j + 1)·LANES <= L`.
-                        *slot = unsafe { $load(v.add(lane0 + j * $lanes)) };
-                    }
+                    // within `a_t` (see above).
+                    let column = unsafe { a_t.as_ptr().add(kk as usize * stride) };
+                    // SAFETY: `start[j] + at = (strip of the lane)·kept·strip + q·strip + lane % strip`
+                    // with `q < kept` and `lane % strip + LANES <= strip`: within the strip's
+                    // `kept·strip` values, within `values` (asserted above).
+                    let bv: [$vec; COUNT] =
+                        std::array::from_fn(|j| unsafe { $load(values.as_ptr().add(start[j] + at)) });
                     for (i, sums) in acc.iter_mut().enumerate() {
                         // SAFETY: `i < $rows`, within the row's values (see `column`).
                         let x = $set1(unsafe { *column.add(i) });
-                        for j in 0..count {
+                        for j in 0..COUNT {
                             sums[j] = $fmadd(x, bv[j], sums[j]);
                         }
                     }
-                    // SAFETY: at most one past the group's last value (asserted above).
-                    v = unsafe { v.add(L) };
+                    at += strip;
                 }
                 for (row, sums) in out.iter_mut().zip(&acc) {
-                    for j in 0..count {
-                        // SAFETY: `row` holds `L` elements, `lane0 + (j + 1)·LANES <= L`.
+                    for j in 0..COUNT {
+                        // SAFETY: `row` holds `L` elements, `lane0 + COUNT·LANES <= L`.
                         unsafe { $store(row.as_mut_ptr().add(lane0 + j * $lanes), sums[j]) };
                     }
+                }
+            }
+
+            let kept = $b.group($g);
+            let kept_rows = &$b.kept_rows[kept.clone()];
+            let values = &$b.values[kept.start * L..kept.end * L];
+            assert_eq!($a_t.len(), $b.padded_rows() * super::row_stride($rows), "a transposed tile of padded rows");
+            let mut out = [[0.0; L]; $rows];
+            let vectors = L / $lanes;
+            for first_vector in (0..vectors).step_by(2) {
+                let lane0 = first_vector * $lanes;
+                if vectors - first_vector >= 2 {
+                    pass::<L, PREFETCH, 2>($a_t, kept_rows, values, $b.strip, lane0, &mut out);
+                } else {
+                    pass::<L, PREFETCH, 1>($a_t, kept_rows, values, $b.strip, lane0, &mut out);
                 }
             }
             out
@@ -689,7 +745,8 @@ mod simd {
                         g: usize,
                     ) -> [[$t; L]; ROWS_512] {
                         tile_body!(
-                            a_t, b, g, $t, $lanes512, ROWS_512, $v512, $zero512, $load512, $set512, $fma512, $store512
+                            "avx512f", a_t, b, g, $t, $lanes512, ROWS_512, $v512, $zero512, $load512, $set512, $fma512,
+                            $store512
                         )
                     }
                     // SAFETY: the caller checked that the CPU supports AVX-512F.
@@ -709,7 +766,8 @@ mod simd {
                         g: usize,
                     ) -> [[$t; L]; ROWS_256] {
                         tile_body!(
-                            a_t, b, g, $t, $lanes256, ROWS_256, $v256, $zero256, $load256, $set256, $fma256, $store256
+                            "avx2,fma", a_t, b, g, $t, $lanes256, ROWS_256, $v256, $zero256, $load256, $set256,
+                            $fma256, $store256
                         )
                     }
                     // SAFETY: the caller checked that the CPU supports AVX2 and FMA.
