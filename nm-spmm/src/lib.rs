@@ -684,11 +684,12 @@ mod simd {
                     // SAFETY: `kk < padded_rows`, so the tile's `$rows` values of row `kk` are
                     // within `a_t` (see above).
                     let column = unsafe { a_t.as_ptr().add(kk as usize * stride) };
-                    // SAFETY: `start[j] + at = (strip of the lane)·kept·strip + q·strip + lane % strip`
-                    // with `q < kept` and `lane % strip + LANES <= strip`: within the strip's
-                    // `kept·strip` values, within `values` (asserted above).
-                    let bv: [$vec; COUNT] =
-                        std::array::from_fn(|j| unsafe { $load(values.as_ptr().add(start[j] + at)) });
+                    let bv: [$vec; COUNT] = std::array::from_fn(|j| {
+                        // SAFETY: `start[j] + at` is (the lane's strip)·kept·strip + q·strip +
+                        // lane % strip with `q < kept` and `lane % strip + LANES <= strip`:
+                        // within the strip's `kept·strip` values, within `values` (asserted).
+                        unsafe { $load(values.as_ptr().add(start[j] + at)) }
+                    });
                     for (i, sums) in acc.iter_mut().enumerate() {
                         // SAFETY: `i < $rows`, within the row's values (see `column`).
                         let x = $set1(unsafe { *column.add(i) });
