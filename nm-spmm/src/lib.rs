@@ -341,17 +341,15 @@ pub fn spmm_with<T: Real>(
     Ok(())
 }
 
-/// Runs `work` (which takes tasks until none are left) on `threads` threads, or on this one.
+/// Runs `work` (which takes tasks until none are left) on `threads` threads: this one and
+/// `threads - 1` spawned.
 fn on_threads(threads: usize, work: impl Fn() + Sync) {
-    if threads <= 1 {
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(&work);
+        }
         work();
-    } else {
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(&work);
-            }
-        });
-    }
+    });
 }
 
 /// `C`'s memory, handed to the threads, each of which writes its own rows.
