@@ -99,7 +99,9 @@ fn the_flop_count_is_the_useful_one() {
 fn nv24_times_dense() {
     fn check<T: Real>() {
         let mut rng = Pcg64::seed_from_u64(11);
-        for (m, k, n) in [(8, 16, 64), (37, 22, 70), (1, 3, 5), (40, 64, 130)] {
+        // Then several tasks of rows, several chunks of k (the last ragged) and whole and
+        // ragged chunks of columns.
+        for (m, k, n) in [(8, 16, 64), (37, 22, 70), (1, 3, 5), (40, 64, 130), (150, 203, 97), (70, 130, 64)] {
             let raw = Tensor::from_dense(&[m, k], &integers::<T>(m * k, &mut rng), &Format::dense(2)).unwrap();
             let (a, _) = raw.prune(&Format::nv24(2)).unwrap();
             let b = integers::<T>(k * n, &mut rng);
