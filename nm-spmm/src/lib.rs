@@ -101,7 +101,7 @@ pub enum SpmmError {
 }
 
 /// A `k×n` matrix in `nm(N,M,L)`, packed for [`spmm`]: panels of kept vectors per column
-/// group, offsets unpacked.
+/// group, with the row of B each came from.
 #[derive(Clone, Debug)]
 pub struct NmMatrix<'a, T> {
     /// Kept rows per window.
@@ -323,7 +323,7 @@ pub fn spmm_with<T: Real>(
     let out = SharedOut(c.as_mut_ptr(), c.len());
     let work = || {
         // One transposed block per thread, reused: allocated per block, its pages were
-        // faulted in and zeroed every time (2.5 of 5 ms at 1024³, 1:8, AVX2).
+        // faulted in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
         let mut a_t = Vec::new();
         loop {
             let block = next.fetch_add(1, Ordering::Relaxed);
