@@ -318,26 +318,11 @@ pub fn spmm_with<T: Real>(
     check("B's values", b.windows * b.groups * b.n * b.l, b.values.len())?;
     let isa = if isa.supported() { isa } else { Isa::Baseline };
     let block_rows = TILES_PER_BLOCK * isa.tile_rows();
-    let blocks = m.div_ceil(block_rows);
-    let next = AtomicUsize::new(0);
-    let out = SharedOut(c.as_mut_ptr(), c.len());
-    let work = || {
-        // One transposed block per thread, reused: allocated per block, its pages were
-        // faulted in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
-        let mut a_t = Vec::new();
-        loop {
-            let block = next.fetch_add(1, Ordering::Relaxed);
-            if block >= blocks {
-                break;
-            }
-            let (lo, hi) = (block * block_rows, ((block + 1) * block_rows).min(m));
-            // SAFETY: blocks are disjoint row ranges, each taken by one thread; `c` is borrowed
-            // mutably for the whole call and outlives the scope.
-            let rows = unsafe { out.rows(lo * b.cols, hi * b.cols) };
-            block_rows_of(isa, a, lo, hi, b, rows, &mut a_t);
-        }
-    };
-    on_threads(threads.min(blocks), work);
+    // One transposed block per thread, reused: allocated per block, its pages were faulted
+    // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
+    row_blocks(c, m, b.cols, block_rows, threads, |a_t: &mut Vec<T>, lo, hi, rows| {
+        block_rows_of(isa, a, lo, hi, b, rows, a_t)
+    });
     Ok(())
 }
 
@@ -350,6 +335,37 @@ fn on_threads(threads: usize, work: impl Fn() + Sync) {
         }
         work();
     });
+}
+
+/// Rows `0..m` of `c` (`m × n`) in blocks of `block_rows`, taken by `threads` threads as they
+/// finish the previous one: `body(scratch, lo, hi, rows lo..hi of c)`, with a scratch value
+/// per thread kept from block to block.
+fn row_blocks<T: Send, S: Default>(
+    c: &mut [T],
+    m: usize,
+    n: usize,
+    block_rows: usize,
+    threads: usize,
+    body: impl Fn(&mut S, usize, usize, &mut [T]) + Sync,
+) {
+    let blocks = m.div_ceil(block_rows);
+    let next = AtomicUsize::new(0);
+    let out = SharedOut(c.as_mut_ptr(), c.len());
+    let work = || {
+        let mut scratch = S::default();
+        loop {
+            let block = next.fetch_add(1, Ordering::Relaxed);
+            if block >= blocks {
+                break;
+            }
+            let (lo, hi) = (block * block_rows, ((block + 1) * block_rows).min(m));
+            // SAFETY: blocks are disjoint row ranges, each taken by one thread; `c` is borrowed
+            // mutably for the whole call and outlives the scope.
+            let rows = unsafe { out.rows(lo * n, hi * n) };
+            body(&mut scratch, lo, hi, rows);
+        }
+    };
+    on_threads(threads.min(blocks), work);
 }
 
 /// `C`'s memory, handed to the threads, each of which writes its own rows.
@@ -778,6 +794,30 @@ mod simd {
         }};
     }
 
+    /// A tile method of [`Simd`]: `tile_body!` compiled for one instruction set.
+    macro_rules! tile_method {
+        ($name:ident, $feature:literal, $t:ty, $lanes:expr, $rows:expr,
+         [$vec:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident]) => {
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn $name<const L: usize, const PREFETCH: bool>(
+                a_t: &[$t],
+                b: &NmMatrix<'_, $t>,
+                g: usize,
+            ) -> [[$t; L]; $rows] {
+                #[target_feature(enable = $feature)]
+                fn run<const L: usize, const PREFETCH: bool>(
+                    a_t: &[$t],
+                    b: &NmMatrix<'_, $t>,
+                    g: usize,
+                ) -> [[$t; L]; $rows] {
+                    tile_body!($feature, a_t, b, g, $t, $lanes, $rows, $vec, $zero, $load, $set1, $fmadd, $store)
+                }
+                // SAFETY: the caller checked that the CPU supports the instruction set.
+                unsafe { run::<L, PREFETCH>(a_t, b, g) }
+            }
+        };
+    }
+
     macro_rules! simd {
         ($t:ty, $lanes512:expr, $lanes256:expr,
          [$v512:ty, $zero512:ident, $load512:ident, $set512:ident, $fma512:ident, $store512:ident],
@@ -787,47 +827,22 @@ mod simd {
                 const LANES_512: usize = $lanes512;
                 const LANES_256: usize = $lanes256;
 
-                #[cfg(target_arch = "x86_64")]
-                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
-                    a_t: &[$t],
-                    b: &NmMatrix<'_, $t>,
-                    g: usize,
-                ) -> [[$t; L]; ROWS_512] {
-                    #[target_feature(enable = "avx512f")]
-                    fn run<const L: usize, const PREFETCH: bool>(
-                        a_t: &[$t],
-                        b: &NmMatrix<'_, $t>,
-                        g: usize,
-                    ) -> [[$t; L]; ROWS_512] {
-                        tile_body!(
-                            "avx512f", a_t, b, g, $t, $lanes512, ROWS_512, $v512, $zero512, $load512, $set512, $fma512,
-                            $store512
-                        )
-                    }
-                    // SAFETY: the caller checked that the CPU supports AVX-512F.
-                    unsafe { run::<L, PREFETCH>(a_t, b, g) }
-                }
-
-                #[cfg(target_arch = "x86_64")]
-                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
-                    a_t: &[$t],
-                    b: &NmMatrix<'_, $t>,
-                    g: usize,
-                ) -> [[$t; L]; ROWS_256] {
-                    #[target_feature(enable = "avx2,fma")]
-                    fn run<const L: usize, const PREFETCH: bool>(
-                        a_t: &[$t],
-                        b: &NmMatrix<'_, $t>,
-                        g: usize,
-                    ) -> [[$t; L]; ROWS_256] {
-                        tile_body!(
-                            "avx2,fma", a_t, b, g, $t, $lanes256, ROWS_256, $v256, $zero256, $load256, $set256,
-                            $fma256, $store256
-                        )
-                    }
-                    // SAFETY: the caller checked that the CPU supports AVX2 and FMA.
-                    unsafe { run::<L, PREFETCH>(a_t, b, g) }
-                }
+                tile_method!(
+                    tile_avx512,
+                    "avx512f",
+                    $t,
+                    $lanes512,
+                    ROWS_512,
+                    [$v512, $zero512, $load512, $set512, $fma512, $store512]
+                );
+                tile_method!(
+                    tile_avx2,
+                    "avx2,fma",
+                    $t,
+                    $lanes256,
+                    ROWS_256,
+                    [$v256, $zero256, $load256, $set256, $fma256, $store256]
+                );
 
                 #[cfg(target_arch = "x86_64")]
                 unsafe fn transpose8(rows: &[&[$t]; 8], out: &mut [$t]) {
@@ -1054,8 +1069,6 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     // entries of those rows of B to its segment of C, kept in a contiguous tile. (Row by row
     // over all of B, every row re-read B from memory; over whole columns of B, every FMA
     // waited on L2: 9–13 GFLOP/s at 1024³ on a Zen 3.)
-    let next = AtomicUsize::new(0);
-    let out = SharedOut(c.as_mut_ptr(), c.len());
     let chunk = NV24_VECTORS * T::LANES_256;
     // B's whole column chunks packed panel by panel (`k × chunk`, row-major): the rows of one
     // chunk lie `n` apart in B, 4 KiB at n = 1024 f32, and evicted each other likewise.
@@ -1066,49 +1079,37 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
             packed.extend_from_slice(&row[p * chunk..(p + 1) * chunk]);
         }
     }
-    let work = || {
-        let mut tile = Vec::new();
-        loop {
-            let task = next.fetch_add(1, Ordering::Relaxed);
-            if task >= tasks {
-                break;
-            }
-            let (lo, hi) = (task * rows_per_task, ((task + 1) * rows_per_task).min(m));
-            // SAFETY: tasks are disjoint row ranges, each taken by one thread; `c` is borrowed
-            // mutably for the whole call.
-            let rows = unsafe { out.rows(lo * n, hi * n) };
-            let task_entries = &entries[lo * per_row..hi * per_row];
-            for start in (0..n).step_by(chunk) {
-                let width = chunk.min(n - start);
-                tile.clear();
-                tile.resize((hi - lo) * chunk, T::ZERO);
-                for first in (0..per_row).step_by(depth) {
-                    let each = depth.min(per_row - first);
-                    let chunk_entries = &task_entries[(hi - lo) * first..(hi - lo) * (first + each)];
-                    for (kept, part) in chunk_entries.chunks_exact(each).zip(tile.chunks_exact_mut(chunk)) {
-                        let part = &mut part[..width];
-                        match isa {
-                            // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the
-                            // chunk is whole, so packed: its panel has `k` rows of `chunk`.
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx512 | Isa::Avx2 if width == chunk => unsafe {
-                                let panel = &packed[start * k..(start + chunk) * k];
-                                T::nv24_chunk(isa == Isa::Avx512, kept, k, panel, chunk, 0, part)
-                            },
-                            // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
-                            _ => nv24_columns::<T, false>(kept, k, b, n, start, part),
-                        }
+    row_blocks(c, m, n, rows_per_task, threads, |tile: &mut Vec<T>, lo, hi, rows| {
+        let task_entries = &entries[lo * per_row..hi * per_row];
+        for start in (0..n).step_by(chunk) {
+            let width = chunk.min(n - start);
+            tile.clear();
+            tile.resize((hi - lo) * chunk, T::ZERO);
+            for first in (0..per_row).step_by(depth) {
+                let each = depth.min(per_row - first);
+                let chunk_entries = &task_entries[(hi - lo) * first..(hi - lo) * (first + each)];
+                for (kept, part) in chunk_entries.chunks_exact(each).zip(tile.chunks_exact_mut(chunk)) {
+                    let part = &mut part[..width];
+                    match isa {
+                        // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the
+                        // chunk is whole, so packed: its panel has `k` rows of `chunk`.
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 | Isa::Avx2 if width == chunk => unsafe {
+                            let panel = &packed[start * k..(start + chunk) * k];
+                            T::nv24_chunk(isa == Isa::Avx512, kept, k, panel, chunk, 0, part)
+                        },
+                        // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
+                        _ => nv24_columns::<T, false>(kept, k, b, n, start, part),
                     }
                 }
-                for (row, sums) in rows.chunks_exact_mut(n).zip(tile.chunks_exact(chunk)) {
-                    row[start..start + width].copy_from_slice(&sums[..width]);
-                }
+            }
+            for (row, sums) in rows.chunks_exact_mut(n).zip(tile.chunks_exact(chunk)) {
+                row[start..start + width].copy_from_slice(&sums[..width]);
             }
         }
-    };
-    on_threads(threads.min(tasks), work);
+    });
     Ok(())
 }
 
