@@ -308,3 +308,86 @@ fn two_rows_iterators_on_one_level_have_arrays_of_their_own() {
     };
     case.check(&[""]);
 }
+
+#[test]
+fn true_convolutions_with_the_filter_flipped() {
+    // `I(i + 2 - r)`: the filter read backwards, as scipy.signal.convolve does. The level is
+    // walked in increasing coordinate order, so a loop order where the negative-coefficient
+    // variable would resolve a compressed level is refused, by name; every other order runs.
+    let cases = [
+        Case {
+            expr: "O(i) = I(i+2-r) * F(r)",
+            decls: &[("O", &[40], "d", 1.0), ("I", &[42], "s", 0.3), ("F", &[3], "dense", 1.0)],
+            sizes: &[],
+            seed: 11,
+        },
+        Case {
+            expr: "O(i) = I(i+2-r) * F(r)",
+            decls: &[("O", &[40], "s", 1.0), ("I", &[42], "coo", 0.3), ("F", &[3], "dense", 1.0)],
+            sizes: &[],
+            seed: 12,
+        },
+        Case {
+            expr: "O(i,j) = I(i+2-r, j+2-q) * F(r,q)",
+            decls: &[("O", &[9, 11], "dense", 1.0), ("I", &[11, 13], "csr", 0.25), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 13,
+        },
+        Case {
+            expr: "O(i,j) = I(i+2-r, j+2-q) * F(r,q)",
+            decls: &[("O", &[9, 11], "dcsr", 1.0), ("I", &[11, 13], "dcsr", 0.25), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 14,
+        },
+        Case {
+            expr: "O(i,j,k) = I(i+2-r, j+2-q, k+2-p) * F(r,q,p)",
+            decls: &[("O", &[6, 5, 7], "dense", 1.0), ("I", &[8, 7, 9], "csf", 0.2), ("F", &[3, 3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 15,
+        },
+    ];
+    for case in &cases {
+        let (operands, expected) = case.data();
+        let stmt = parse(case.expr).unwrap();
+        let vars: Vec<String> = stmt.vars.iter().map(|(_, v)| v.name.clone()).collect();
+        let vars: Vec<&str> = vars.iter().map(String::as_str).collect();
+        let mut schedules = vec![String::new()];
+        if vars.len() <= 4 {
+            schedules.extend(reorders(&vars));
+        } else {
+            // The 3-D case: filter outermost, and each filter variable before its own.
+            schedules.extend(["reorder(r,q,p,i,j,k)".to_string(), "reorder(r,i,q,j,p,k)".to_string()]);
+        }
+        let (mut ran, mut refused) = (0, 0);
+        for schedule in &schedules {
+            let mut p = Program::new(case.expr).unwrap();
+            for &(name, shape, format, _) in case.decls {
+                p = p.tensor(name, shape, format).unwrap();
+            }
+            if !schedule.is_empty() {
+                p = p.schedule(schedule);
+            }
+            match p.compile::<f64>(Backend::Interp) {
+                Err(e) => {
+                    assert!(schedule != "", "{}: the default order must run: {e}", case.expr);
+                    assert!(e.to_string().contains("negative coefficient"), "{} [{schedule}]: {e}", case.expr);
+                    refused += 1;
+                }
+                Ok(_) => {
+                    for backend in [Backend::Interp, Backend::Jit] {
+                        assert_eq!(
+                            case.run(schedule, &operands, backend),
+                            expected,
+                            "{} [{schedule}] {backend:?}",
+                            case.expr
+                        );
+                    }
+                    ran += 1;
+                }
+            }
+        }
+        // Orders with each negative-coefficient variable outside the variable it slides
+        // against run (half of them per pair, at least).
+        assert!(ran * 2 >= schedules.len(), "{}: {ran} orders ran, {refused} refused", case.expr);
+    }
+}

@@ -1520,10 +1520,24 @@ impl Lowerer<'_> {
                         level.kind
                     ));
                 }
+                // A negative coefficient (a true convolution, `I(i + 2 - r)`): the level is
+                // walked in its order, so the variable that resolves it must grow with the
+                // coordinate. Other variables with negative coefficients are bound outside it,
+                // in dense loops (no window skipping: filters are small); a window's reach
+                // is then only that of positive ones.
                 if t.terms.iter().any(|&(c, _)| c < 0) {
-                    return unsupported(format!(
-                        "a negative coefficient in a compound subscript on `{tname}`'s compressed level {l}"
-                    ));
+                    let negative_inside =
+                        t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w.index()].is_none());
+                    if coefficient(t, v) < 0 && last {
+                        return unsupported(format!(
+                            "`{name}` resolves `{tname}`'s compressed level {l} with a negative coefficient \
+                             (its coordinates are walked in increasing order): loop over `{name}` before \
+                             the subscript's other variables"
+                        ));
+                    }
+                    if coefficient(t, v) < 0 || negative_inside {
+                        continue;
+                    }
                 }
                 if split_inner.is_some() {
                     return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));

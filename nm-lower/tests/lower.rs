@@ -312,11 +312,13 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         e,
         "cannot lower this statement yet: a `where` producer reading `A`'s compressed level 0 along the outer loop `i`"
     );
-    // A sliding window that runs backwards over a compressed level (a convolution's flipped
-    // kernel) is not iterated by subsections yet.
+    // A compressed level walked in increasing coordinate order cannot be resolved by a
+    // variable with a negative coefficient (a window running backwards): `i` must be bound
+    // outside `p` (the default order, which runs: `negative_coefficients_bound_outside`).
     assert_eq!(
-        err("O(i) = I(5-i+p) * F(p)", "", ("O", &[4]), &[("I", &[8], sv(), 1), ("F", &[3], None, 2)]),
-        "cannot lower this statement yet: a negative coefficient in a compound subscript on `I`'s compressed level 0"
+        err("O(i) = I(5-i+p) * F(p)", "reorder(p, i)", ("O", &[4]), &[("I", &[8], sv(), 1), ("F", &[3], None, 2)]),
+        "cannot lower this statement yet: `i` resolves `I`'s compressed level 0 with a negative coefficient \
+         (its coordinates are walked in increasing order): loop over `i` before the subscript's other variables"
     );
 }
 
@@ -660,4 +662,15 @@ fn f32_kernels_match_the_dense_reference_too() {
         };
         assert_eq!(got.to_dense().unwrap(), expected, "{expr}");
     }
+}
+
+#[test]
+fn negative_coefficients_bound_outside() {
+    // `O(i) = I(5 - i + p) * F(p)`: `i` is bound by a dense loop, `p` resolves I's level from
+    // the window starting at `5 - i`; checked against the sum written out.
+    let sv = || Some(Format::parse("s", 1).unwrap());
+    let (o, d) = run("O(i) = I(5-i+p) * F(p)", "", ("O", &[4]), &[("I", &[8], sv(), 1), ("F", &[3], None, 2)]).unwrap();
+    let expected: Vec<f64> = (0..4).map(|i| (0..3).map(|p| d[0][5 - i + p] * d[1][p]).sum()).collect();
+    assert!(expected.iter().any(|&x| x != 0.0), "an all-zero result checks little");
+    assert_eq!(o, expected);
 }
