@@ -369,7 +369,7 @@ fn true_convolutions_with_the_filter_flipped() {
             }
             match p.compile::<f64>(Backend::Interp) {
                 Err(e) => {
-                    assert!(schedule != "", "{}: the default order must run: {e}", case.expr);
+                    assert!(!schedule.is_empty(), "{}: the default order must run: {e}", case.expr);
                     assert!(e.to_string().contains("negative coefficient"), "{} [{schedule}]: {e}", case.expr);
                     refused += 1;
                 }
