@@ -96,7 +96,7 @@ impl Program {
         Ok(self.declare(name, shape, f))
     }
 
-    fn declare(mut self, name: &str, shape: &[usize], f: Format) -> Program {
+    pub(crate) fn declare(mut self, name: &str, shape: &[usize], f: Format) -> Program {
         let dense = f == Format::dense(f.order());
         let ty =
             if dense || shape.is_empty() { TensorType::dense(shape) } else { TensorType::sparse(shape, f.clone()) };
@@ -175,7 +175,58 @@ impl Program {
                 return Ok(kernel);
             }
         }
+        // A sum whose terms need loop orders of their own (`B(i,k) * C(k,j) + D(i,j)` into
+        // CSR): each reduced term into a temporary by a kernel of its own, then the sum.
+        if self.schedule.is_none()
+            && let Some(kernel) = self.compile_split::<T>(backend)?
+        {
+            return Ok(kernel);
+        }
         Err(Error::Lower(first))
+    }
+
+    /// The kernel of [`IndexNotation::split_reduced_terms`]' combined statement, with the
+    /// kernels of its terms as parts; `None` when the statement does not split or a part does
+    /// not lower. A temporary with every variable of the result is stored in the result's
+    /// format, any other dense.
+    fn compile_split<T: Scalar>(&self, backend: Backend) -> Result<Option<Kernel<T>>, Error> {
+        let Some(split) = self.stmt.split_reduced_terms() else { return Ok(None) };
+        let result = self.stmt.tensor_name(self.stmt.lhs.tensor);
+        let Some((shape, format)) = self.shapes.get(result).cloned() else { return Ok(None) };
+        let lhs_vars: Vec<&str> =
+            self.stmt.lhs.subscripts.iter().flat_map(|t| t.vars()).map(|v| self.stmt.var_name(v)).collect();
+        let mut temporaries = Vec::new();
+        for term in &split.terms {
+            let vars: Vec<&str> = term.lhs.subscripts.iter().flat_map(|t| t.vars()).map(|v| term.var_name(v)).collect();
+            let dims: Vec<usize> =
+                vars.iter().map(|v| lhs_vars.iter().position(|w| w == v).map_or(1, |d| shape[d])).collect();
+            let f = match &format {
+                Some(f) if vars.len() == lhs_vars.len() => f.clone(),
+                _ => Format::dense(dims.len().max(1)),
+            };
+            temporaries.push((term.tensor_name(term.lhs.tensor).to_string(), dims, f));
+        }
+        let mut parts = Vec::new();
+        for (term, (name, dims, f)) in split.terms.iter().zip(&temporaries) {
+            let program = Program { stmt: term.clone(), ..self.clone() }.declare(name, dims, f.clone());
+            match program.compile::<T>(backend) {
+                Ok(kernel) => parts.push((name.clone(), kernel)),
+                Err(Error::Lower(_)) => return Ok(None),
+                Err(other) => return Err(other),
+            }
+        }
+        let mut program = Program { stmt: split.combined, ..self.clone() };
+        for (name, dims, f) in &temporaries {
+            program = program.declare(name, dims, f.clone());
+        }
+        match program.compile::<T>(backend) {
+            Ok(mut kernel) => {
+                kernel.parts = parts;
+                Ok(Some(kernel))
+            }
+            Err(Error::Lower(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
     }
 
     /// The kernel with some operands read through a copy: the first conversion that lowers.
@@ -240,6 +291,7 @@ impl Program {
             conversions: Vec::new(),
             declared: HashMap::new(),
             views: Vec::new(),
+            parts: Vec::new(),
             _value: std::marker::PhantomData,
         })
     }
@@ -304,6 +356,9 @@ pub struct Kernel<T> {
     /// Reads of an operand in another order than its first, given a tensor of their own:
     /// `(view, operand)`, the view bound to the operand's tensor at each run.
     views: Vec<(String, String)>,
+    /// Kernels run first, each computing a temporary this kernel reads (`(temporary, kernel)`:
+    /// see [`IndexNotation::split_reduced_terms`]).
+    parts: Vec<(String, Kernel<T>)>,
     _value: std::marker::PhantomData<T>,
 }
 
@@ -313,7 +368,21 @@ impl<T: Scalar> Kernel<T> {
     /// is the same bit for bit.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
+        self.parts = std::mem::take(&mut self.parts).into_iter().map(|(n, k)| (n, k.with_threads(threads))).collect();
         self
+    }
+
+    /// The kernels that run before this one, each computing a temporary it reads: a sum
+    /// whose terms need loop orders of their own (`A(i,j) = B(i,k) * C(k,j) + D(i,j)` into
+    /// CSR runs `t0(i,j) = B(i,k) * C(k,j)`, then `A(i,j) = t0(i,j) + D(i,j)`); empty for one
+    /// kernel.
+    pub fn parts(&self) -> &[(String, Kernel<T>)] {
+        &self.parts
+    }
+
+    /// The statement this kernel runs (the combined one when it has [`Kernel::parts`]).
+    pub fn statement(&self) -> &IndexNotation {
+        &self.stmt
     }
 
     /// Whether runs can use several threads.
@@ -355,6 +424,20 @@ impl<T: Scalar> Kernel<T> {
 
     /// Runs on the operands (by name; each in its declared format) and returns the result.
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        if !self.parts.is_empty() {
+            let mut temporaries = Vec::with_capacity(self.parts.len());
+            for (name, part) in &self.parts {
+                temporaries.push((name.as_str(), part.run(operands)?));
+            }
+            let mut all = operands.to_vec();
+            all.extend(temporaries.iter().map(|(n, t)| (*n, t)));
+            return self.run_parts_done(&all);
+        }
+        self.run_parts_done(operands)
+    }
+
+    /// [`Kernel::run`] once the parts' temporaries are among the operands.
+    fn run_parts_done(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
         let mut with_views = operands.to_vec();
         for (view, operand) in &self.views {
             if let Some(&(_, t)) = operands.iter().find(|(n, _)| n == operand) {

@@ -1,5 +1,8 @@
 //! The Rust API: a sparse result through the C back end, and the errors of each stage.
 
+mod common;
+
+use common::{Dense, operand, reference};
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::{Duplicates, Format, Tensor};
 use nmsparse::{Backend, Error, Program};
@@ -218,4 +221,72 @@ fn row_ranges_with_nothing_at_the_end_join_on_two_threads() {
     let a = kernel.run(&[("B", &b)]).unwrap();
     let expected: Vec<f64> = dense.iter().map(|v| v * 2.0).collect();
     assert_eq!(a.to_dense().unwrap(), expected);
+}
+
+#[test]
+fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
+    // (statement, declarations (name, shape, format), parts expected). `B(i,k) * C(k,j) +
+    // D(i,j)` into CSR has no single loop order (D would be added once per k): the product
+    // runs into a temporary by Gustavson's SpGEMM, then the sum merges it with D.
+    type Decl<'a> = (&'a str, &'a [usize], &'a str);
+    let cases: [(&str, &[Decl<'_>], usize); 4] = [
+        (
+            "A(i,j) = B(i,k) * C(k,j) + D(i,j)",
+            &[("A", &[12, 10], "csr"), ("B", &[12, 9], "csr"), ("C", &[9, 10], "csr"), ("D", &[12, 10], "csr")],
+            1,
+        ),
+        (
+            "A(i,j) = D(i,j) * 2 - B(i,k) * C(k,j) + E(i,l) * F(l,j)",
+            &[
+                ("A", &[12, 10], "dcsr"),
+                ("B", &[12, 9], "csr"),
+                ("C", &[9, 10], "csr"),
+                ("D", &[12, 10], "csr"),
+                ("E", &[12, 7], "csr"),
+                ("F", &[7, 10], "csc"),
+            ],
+            2,
+        ),
+        (
+            "A(i,j) = -(B(i,k) * C(k,j)) + D(i,j)",
+            &[("A", &[12, 10], "csr"), ("B", &[12, 9], "csr"), ("C", &[9, 10], "csr"), ("D", &[12, 10], "csr")],
+            1,
+        ),
+        // One kernel runs it (the reduction is a scalar `where` per row): not split.
+        (
+            "A(i,j) = B(i,k) * c(k) + D(i,j)",
+            &[("A", &[12, 10], "csr"), ("B", &[12, 9], "csr"), ("c", &[9], "s"), ("D", &[12, 10], "csr")],
+            0,
+        ),
+    ];
+    for (seed, (expr, decls, parts)) in cases.into_iter().enumerate() {
+        let stmt = nmsparse::ir::notation::parse(expr).unwrap();
+        let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
+        let mut operands = Vec::new();
+        let mut program = Program::new(expr).unwrap();
+        for (k, &(name, shape, format)) in decls.iter().enumerate() {
+            program = program.tensor(name, shape, format).unwrap();
+            let id = stmt.tensor_named(name).unwrap();
+            d.shapes[nmsparse::ir::id::Id::index(id)] = shape.to_vec();
+            if id == stmt.lhs.tensor {
+                continue;
+            }
+            let f = Format::parse(format, shape.len()).unwrap();
+            let list = uniform::<f64>(shape, 0.3, Values::SmallIntegers(4), 10 * seed as u64 + k as u64);
+            let t = operand(&list, &f).unwrap();
+            d.arrays[nmsparse::ir::id::Id::index(id)] = Some(t.to_dense().unwrap());
+            operands.push((name, t));
+        }
+        let expected = reference(expr, &d);
+        assert!(expected.iter().any(|&x| x != 0.0), "{expr}: an all-zero result checks little");
+        let args: Vec<(&str, &Tensor<f64>)> = operands.iter().map(|(n, t)| (*n, t)).collect();
+        for backend in [Backend::Interp, Backend::Jit] {
+            let kernel = program.compile::<f64>(backend).unwrap_or_else(|e| panic!("{expr} {backend:?}: {e}"));
+            assert_eq!(kernel.parts().len(), parts, "{expr}: {}", kernel.statement());
+            let result = kernel.with_threads(2).run(&args).unwrap_or_else(|e| panic!("{expr} {backend:?}: {e}"));
+            let declared = Format::parse(decls[0].2, 2).unwrap();
+            assert_eq!(result.format(), &declared, "{expr}");
+            assert_eq!(result.to_dense().unwrap(), expected, "{expr} {backend:?}");
+        }
+    }
 }

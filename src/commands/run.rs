@@ -379,7 +379,14 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             Some(lowered) => lowered,
             None => match read_through_views(&mut stmt, &mut shapes, &mut parsed_formats, o, &mut tensors, &options)? {
                 Some(lowered) => lowered,
-                None => return Err(CommandError(first.to_string())),
+                None => {
+                    let result_shape = shapes[stmt.tensor_name(result_id)].clone();
+                    let declared = Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes };
+                    return match run_split(&stmt, &declared, &tensors, &result_shape, o, out)? {
+                        Some(out) => Ok(out),
+                        None => Err(CommandError(first.to_string())),
+                    };
+                }
             },
         },
     };
@@ -490,6 +497,78 @@ struct Timing {
     /// The assembly kernel's time, when there was one.
     assemble: Option<Duration>,
     compute: Vec<Duration>,
+}
+
+/// What the command knows of a statement's tensors and index variables.
+struct Declared<'a> {
+    shapes: &'a HashMap<String, Vec<usize>>,
+    formats: &'a HashMap<String, Format>,
+    sizes: &'a HashMap<String, usize>,
+}
+
+/// A sum whose terms need loop orders of their own (`A(i,j) = B(i,k) * C(k,j) + D(i,j)` into
+/// CSR): run as the API runs it ([`crate::Kernel::parts`]), each reduced term into a
+/// temporary by a kernel of its own, then the sum; the timings cover every kernel. `None`
+/// when the statement does not split or a part does not lower.
+fn run_split<T: crate::Scalar>(
+    stmt: &IndexNotation,
+    declared: &Declared<'_>,
+    tensors: &[Option<Tensor<T>>],
+    result_shape: &[usize],
+    o: &RunOptions,
+    mut out: String,
+) -> Result<Option<String>, CommandError> {
+    if o.schedule.is_some() || stmt.split_reduced_terms().is_none() {
+        return Ok(None);
+    }
+    let error = |e: crate::Error| CommandError(e.to_string());
+    let mut program = crate::Program::new(&o.expr).map_err(error)?;
+    for (_, t) in stmt.tensors.iter() {
+        let shape = &declared.shapes[&t.name];
+        let format = declared.formats.get(&t.name).cloned().unwrap_or_else(|| Format::dense(shape.len().max(1)));
+        program = program.declare(&t.name, shape, format);
+    }
+    for (name, &n) in declared.sizes {
+        if stmt.var_named(name).is_some() {
+            program = program.index_size(name, n);
+        }
+    }
+    let compile_start = Instant::now();
+    let kernel = match program.compile::<T>(o.backend) {
+        Ok(kernel) if !kernel.parts().is_empty() => kernel.with_threads(o.threads),
+        Ok(_) | Err(crate::Error::Lower(_)) => return Ok(None),
+        Err(e) => return Err(error(e)),
+    };
+    let compile = compile_start.elapsed();
+    let mut kernels: Vec<(&IndexNotation, &crate::Kernel<T>)> =
+        kernel.parts().iter().map(|(_, k)| (k.statement(), k)).collect();
+    kernels.push((kernel.statement(), &kernel));
+    let described: Vec<String> = kernels.iter().map(|(s, _)| format!("`{s}`")).collect();
+    eprintln!("note: no one loop nest runs `{stmt}`: it runs as {}", described.join(", then "));
+    for (s, k) in &kernels {
+        if o.print_loops
+            && let Some(f) = k.loops()
+        {
+            print!("// {s}\n{f}");
+        }
+        if o.print_compute
+            && let Some(f) = k.loops()
+        {
+            print!("// {s}\n{}", emit(f));
+        }
+    }
+    let named: Vec<(&str, &Tensor<T>)> =
+        stmt.tensors.iter().zip(tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
+    let mut times = Vec::new();
+    let mut result = None;
+    for _ in 0..o.time.unwrap_or(1).max(1) {
+        let start = Instant::now();
+        result = Some(kernel.run(&named).map_err(error)?);
+        times.push(start.elapsed());
+    }
+    let result = result.expect("one run at least");
+    let timing = Timing { compile, compile_note: " (every kernel of the split)", assemble: None, compute: times };
+    finish(o, stmt, result_shape, &result, &timing, std::mem::take(&mut out)).map(Some)
 }
 
 /// Lowers with some operands read through a copy (see [`crate::conversion`]): the first

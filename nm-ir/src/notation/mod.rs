@@ -11,6 +11,8 @@ pub(crate) mod parse;
 mod print;
 pub use print::Scope;
 mod reduce;
+mod split;
+pub use split::SplitTerms;
 
 pub use check::{Declarations, SemanticError, TensorType, Types, ValueType};
 pub use parse::{ParseError, parse};
