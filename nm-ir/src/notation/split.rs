@@ -22,22 +22,23 @@ impl IndexNotation {
     /// with every operand in its storage order (`D` must be added once per `(i,j)`, not per
     /// `k`); the split runs Gustavson's SpGEMM into `t0`, then a merge.
     pub fn split_reduced_terms(&self) -> Option<SplitTerms> {
-        let free = self.free_vars();
+        // The terms are those of the statement with its sums placed (taco's rule): a variable
+        // summed over several terms (`B(i,k) + C(j,k)`: `k` in both) keeps them one term, as
+        // a term without it inside that sum counts once per value of it.
+        let r = self.with_reductions();
+        let free = r.free_vars();
         let mut leaves = Vec::new();
-        self.additive_leaves(self.rhs, &mut leaves);
+        r.additive_leaves(r.rhs, &mut leaves);
         if leaves.len() < 2 {
             return None;
         }
         let reduced = |e: ExprId| {
             let mut stack = vec![e];
             while let Some(n) = stack.pop() {
-                match &self.exprs[n] {
-                    Expr::Sum(..) => return true,
-                    Expr::Access(a) if a.subscripts.iter().flat_map(|t| t.vars()).any(|v| !free.contains(&v)) => {
-                        return true;
-                    }
-                    _ => stack.extend(self.children(n)),
+                if let Expr::Sum(..) = r.exprs[n] {
+                    return true;
                 }
+                stack.extend(r.children(n));
             }
             false
         };
@@ -45,6 +46,11 @@ impl IndexNotation {
         if split.is_empty() {
             return None;
         }
+        let text_of = |s: &IndexNotation, e: ExprId| {
+            let mut text = String::new();
+            s.write_expr(&mut text, e).expect("writing to a String");
+            text
+        };
         let mut names = Vec::new();
         let mut terms = Vec::new();
         for &e in &split {
@@ -53,18 +59,31 @@ impl IndexNotation {
                 .find(|n| self.tensor_named(n).is_none() && !names.contains(n))
                 .expect("a free name");
             let used: Vec<IndexVarId> =
-                self.accesses(e).iter().flat_map(|a| a.subscripts.iter()).flat_map(|t| t.vars()).collect();
-            let vars: Vec<&str> = free.iter().filter(|v| used.contains(v)).map(|&v| self.var_name(v)).collect();
+                r.accesses(e).iter().flat_map(|a| a.subscripts.iter()).flat_map(|t| t.vars()).collect();
+            let vars: Vec<&str> = free.iter().filter(|v| used.contains(v)).map(|&v| r.var_name(v)).collect();
             let access = if vars.is_empty() { name.clone() } else { format!("{name}({})", vars.join(",")) };
-            let mut text = format!("{access} = ");
-            self.write_expr(&mut text, e).expect("writing to a String");
-            terms.push(parse(&text).expect("printed index notation parses back"));
+            // Without its outer sums where placing them again gives the same term (the
+            // default loop orders then see a product: Gustavson's SpGEMM for `B(i,k) *
+            // C(k,j)`), else with them written out.
+            let mut inner = e;
+            while let Expr::Sum(_, a) = r.exprs[inner] {
+                inner = a;
+            }
+            let bare =
+                parse(&format!("{access} = {}", text_of(&r, inner))).expect("printed index notation parses back");
+            let placed = bare.with_reductions();
+            let term = if text_of(&placed, placed.rhs) == text_of(&r, e) {
+                bare
+            } else {
+                parse(&format!("{access} = {}", text_of(&r, e))).expect("printed index notation parses back")
+            };
+            terms.push(term);
             names.push(name);
         }
         let mut text = String::new();
-        self.write_access(&mut text, &self.lhs).expect("writing to a String");
-        text.push_str(if self.op == AssignOp::Accumulate { " += " } else { " = " });
-        self.write_skeleton(&mut text, self.rhs, &split, &terms);
+        r.write_access(&mut text, &r.lhs).expect("writing to a String");
+        text.push_str(if r.op == AssignOp::Accumulate { " += " } else { " = " });
+        r.write_skeleton(&mut text, r.rhs, &split, &terms);
         let combined = parse(&text).expect("printed index notation parses back");
         Some(SplitTerms { terms, combined })
     }
@@ -127,19 +146,24 @@ mod tests {
         assert_eq!(
             split("t0(i,j) += -(B(i,k) * c(k)) - E(i,j) * 2 + sum(l, F(j,l) * g(l))").unwrap(),
             (
-                vec!["t1(i) = B(i,k) * c(k)".to_string(), "t2(j) = sum(l, F(j,l) * g(l))".to_string()],
+                vec!["t1(i) = B(i,k) * c(k)".to_string(), "t2(j) = F(j,l) * g(l)".to_string()],
                 "t0(i,j) += -t1(i) - E(i,j) * 2 + t2(j)".to_string()
             )
         );
         assert_eq!(
             split("a(i) = B(i,j) * x(j) + sum(k, c(k))").unwrap().0,
-            vec!["t0(i) = B(i,j) * x(j)".to_string(), "t1 = sum(k, c(k))".to_string()]
+            vec!["t0(i) = B(i,j) * x(j)".to_string(), "t1 = c(k)".to_string()]
         );
     }
 
     #[test]
     fn nothing_to_split_is_none() {
         assert_eq!(split("A(i,j) = B(i,k) * C(k,j)"), None);
+        // `k` summed over both terms (C counts once per k): one term, as the differential
+        // tests found when terms were split before the sums were placed.
+        assert_eq!(split("A(i,j) = B(i,j) + C(l,k) + D(j,k)"), None);
+        assert_eq!(split("A(i) = B(i) - C(l,k,j,i) + D(2*l+i)"), None);
+        assert_eq!(split("A(i) = B(i,k) - C(l+k+1,k) - D(2*i+1,l,j)"), None);
         assert_eq!(split("A(i,j) = B(i,j) + C(j,i) * D(i,j)"), None);
         assert_eq!(split("A(i,j) = (B(i,j) + C(i,j)) * D(i,k) * E(k,j)"), None);
     }
