@@ -147,7 +147,9 @@ impl Program {
     ///
     /// An operand the lowering cannot read as declared (an N:M format in a sum, a mode order
     /// against the loop order, ...) is read through a copy in CSF in a mode order it can
-    /// read, made at each run ([`Kernel::conversions`] lists them).
+    /// read, made at each run ([`Kernel::conversions`] lists them). A sum whose terms need
+    /// loop orders of their own and that no copy helps runs as several kernels, each term with
+    /// a reduction into a temporary first ([`Kernel::parts`]).
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let first = match self.compile_declared::<T>(backend) {
             Err(Error::Lower(e)) => e,
