@@ -516,7 +516,7 @@ fn run_split<T: crate::Scalar>(
     tensors: &[Option<Tensor<T>>],
     result_shape: &[usize],
     o: &RunOptions,
-    mut out: String,
+    out: String,
 ) -> Result<Option<String>, CommandError> {
     if o.schedule.is_some() || stmt.split_reduced_terms().is_none() {
         return Ok(None);
@@ -568,7 +568,7 @@ fn run_split<T: crate::Scalar>(
     }
     let result = result.expect("one run at least");
     let timing = Timing { compile, compile_note: " (every kernel of the split)", assemble: None, compute: times };
-    finish(o, stmt, result_shape, &result, &timing, std::mem::take(&mut out)).map(Some)
+    finish(o, stmt, result_shape, &result, &timing, out).map(Some)
 }
 
 /// Lowers with some operands read through a copy (see [`crate::conversion`]): the first
