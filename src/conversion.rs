@@ -56,13 +56,25 @@ pub fn candidates(
     // First without copying those already stored so, then copying every one.
     let needed: Conversion =
         along.iter().filter(|(_, _, plain)| !plain).map(|(n, f, _)| (n.clone(), f.clone())).collect();
-    // Last of all, for a dense result, the copies along the loops with a dense outermost
-    // level (CSC rather than DCSC): a `where` producer cannot walk a compressed level along a
-    // loop outside it (`A(i,k) = B(i,j)*C(j,k) + D(i,k)`: the inner product reads C by
-    // columns). A sparse result would then store every coordinate the dense loop visits.
+    // Last of all, the copies along the loops with a dense outermost level (CSC rather than
+    // DCSC): a `where` producer cannot walk a compressed level along a loop outside it
+    // (`A(i,k) = B(i,j)*C(j,k) + D(i,k)`: the inner product reads C by columns; `A(i) =
+    // B(i,k) + C(l,k)`: the sum over `l` reads C by columns). Into a sparse result only where
+    // the dense level's variable is summed over: one of the result's would store every
+    // coordinate the dense loop visits.
     let dense_result = declared(result).is_none_or(|f| f == Format::dense(f.order()));
-    let dense_root: Conversion =
-        if dense_result { needed.iter().map(|(n, f)| (n.clone(), with_dense_root(f))).collect() } else { Vec::new() };
+    let in_result = |v: IndexVarId| stmt.lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v));
+    let root_summed = |name: &str, copy: &Format| {
+        let Some(access) = stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name) else {
+            return false;
+        };
+        let root = copy.levels()[0].expr.dim();
+        access.subscripts[root].vars().all(|v| !in_result(v))
+    };
+    let dense_root: Conversion = needed
+        .iter()
+        .map(|(n, f)| (n.clone(), if dense_result || root_summed(n, f) { with_dense_root(f) } else { f.clone() }))
+        .collect();
     let every: Conversion = along.into_iter().map(|(n, f, _)| (n, f)).collect();
     for conversion in [needed, every] {
         if !conversion.is_empty() && !out.contains(&conversion) {
@@ -172,5 +184,27 @@ mod tests {
         let c = candidates(&stmt, into_dense, &[i, j]);
         assert_eq!(c.len(), 7, "{c:?}");
         assert_eq!(c[6], vec![("C".to_string(), Format::csc())]);
+    }
+
+    #[test]
+    fn a_sparse_result_gets_a_dense_root_only_over_a_summed_variable() {
+        // `A(i) = B(i,k) + C(l,k)`: C read along `k, l` — CSC, whose dense level is `k`,
+        // summed over, so the sparse result stores no more coordinates.
+        let stmt = nm_ir::notation::parse("A(i) = B(i,k) + C(l,k)").unwrap();
+        let declared = |n: &str| match n {
+            "A" => Some(Format::parse("s", 1).unwrap()),
+            "B" => Some(Format::csr()),
+            _ => Some(Format::csr()),
+        };
+        let order = ["i", "k", "l"].map(|v| stmt.var_named(v).unwrap());
+        let c = candidates(&stmt, declared, &order);
+        assert_eq!(c[0], vec![("C".to_string(), compressed(2, &[1, 0]))]);
+        assert_eq!(c.last(), Some(&vec![("C".to_string(), Format::csc())]));
+        // `A(i,j) = B(i,j) + C(j,i)` into CSR: C's dense level would be `i`, a result
+        // variable: no such candidate.
+        let stmt = nm_ir::notation::parse("A(i,j) = B(i,j) + C(j,i)").unwrap();
+        let order = ["i", "j"].map(|v| stmt.var_named(v).unwrap());
+        let c = candidates(&stmt, |_: &str| Some(Format::csr()), &order);
+        assert!(!c.iter().flatten().any(|(_, f)| f.levels()[0].kind == LevelKind::Dense), "{c:?}");
     }
 }

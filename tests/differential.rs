@@ -271,16 +271,18 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
                     return Ok(None);
                 }
                 if std::env::var_os("NMSPARSE_DIFF_REFUSALS").is_some() {
-                    eprintln!("refused: {e}");
+                    eprintln!("refused: {e}\n  in {} {:?} [{:?}]", case.expr, case.tensors, case.schedule);
                 }
                 return Ok(Some(false));
             }
             Err(e) => return Err(format!("{} {:?}: {e}", case.expr, case.tensors)),
         };
-        let got = kernel
-            .with_threads(case.threads)
-            .run(&args)
-            .map_err(|e| format!("{} {:?}: {e}", case.expr, case.tensors))?;
+        let got = kernel.with_threads(case.threads).run(&args).map_err(|e| {
+            format!(
+                "{} {:?}: {e} (sizes {:?}, densities {:?}, {} threads, {backend:?})",
+                case.expr, case.tensors, case.sizes, case.densities, case.threads
+            )
+        })?;
         let got: Vec<f64> = got.to_dense().unwrap().into_iter().map(Into::into).collect();
         if got != expected {
             return Err(format!(

@@ -285,7 +285,13 @@ enum Subsection {
 #[derive(Clone, Debug)]
 enum Subrange {
     Start(VarId, VarId),
-    Rows { starts: ArrayId, first: Expr },
+    /// The children of a level a `where` producer reads along an outer loop (see
+    /// `Lowering::guide`): `[from, to)`, empty where that level has no entry.
+    Children(VarId, VarId),
+    Rows {
+        starts: ArrayId,
+        first: Expr,
+    },
 }
 
 /// The arrays of every tensor, in kernel parameter order: the result's values first, then each
@@ -1480,6 +1486,7 @@ impl Lowerer<'_> {
         let mut sparse: Vec<(usize, usize)> = Vec::new();
         let mut dense: Vec<(usize, usize)> = Vec::new();
         let mut subsections: Vec<Subsection> = Vec::new();
+        let mut guided: Vec<(usize, usize)> = Vec::new();
         for &k in &reads {
             let a = &self.accesses[k];
             let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
@@ -1553,10 +1560,26 @@ impl Lowerer<'_> {
                 if level.kind == LevelKind::Dense {
                     dense.push((k, l))
                 } else if !consumer_reads.contains(&k) {
-                    return unsupported(format!(
-                        "a `where` producer reading `{}`'s compressed level {l} along the outer loop `{name}`",
-                        self.cin.tensors[a.tensor].name
-                    ));
+                    // A `where` producer's read along this outer loop: followed by a cursor
+                    // that hands the producer the level's children, or none (see `guide`).
+                    // Not along a loop over the result's coordinates into a sparse result:
+                    // the temporary, dense to the merge, would have it store every one.
+                    let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
+                    if sparse_result && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v)) {
+                        return unsupported(format!(
+                            "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a coordinate \
+                             of the sparse result",
+                            self.cin.tensors[a.tensor].name
+                        ));
+                    }
+                    if !self.guidable(k, l) {
+                        return unsupported(format!(
+                            "a `where` producer reading `{}`'s level {l} ({}) along the outer loop `{name}`: \
+                             it needs an ordered, unique compressed level with a compressed level below",
+                            self.cin.tensors[a.tensor].name, level.kind
+                        ));
+                    }
+                    guided.push((k, l));
                 } else {
                     sparse.push((k, l));
                     subsections.push(Subsection::Plain);
@@ -1578,6 +1601,10 @@ impl Lowerer<'_> {
         }
         let loop_var = self.f.var(&name, ScalarType::Index);
         self.bound[v.index()] = Some(loop_var);
+        // (A guide's cursor moves on with the loop: its iterations run in order.)
+        let parallel = parallel && guided.is_empty();
+        let guides_open = self.windows.len();
+        let (guide_setup, guide_step) = self.guide(&guided, loop_var);
         let bound: Vec<IndexVarId> =
             self.bound.iter().enumerate().filter(|(_, b)| b.is_some()).map(|(i, _)| IndexVarId::new(i)).collect();
         let lattice = {
@@ -1625,7 +1652,7 @@ impl Lowerer<'_> {
             segmented[n] = !kind.is_unique() && !alone && !matches!(subsections[n], Subsection::Window { .. });
         }
         // Positions and ends of the sparse iterators.
-        let mut out = Vec::new();
+        let mut out = guide_setup.clone();
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
         let mut ranges = Vec::new(); // (first position, one past the last)
         let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
@@ -1662,6 +1689,8 @@ impl Lowerer<'_> {
             let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).map(|w| w.2.clone());
             let range = match &window {
                 Some(Subrange::Start(lo, hi)) => (var(*lo), var(*hi)),
+                // (`level_range` took it.)
+                Some(Subrange::Children(..)) => range,
                 Some(Subrange::Rows { starts, first }) => {
                     (load(*starts, bin(BinOp::Sub, parent.clone(), first.clone())), range.1)
                 }
@@ -1812,6 +1841,7 @@ impl Lowerer<'_> {
                     .expect("a sparse iterator");
                 body.push(Stmt::Decl(loop_var, min));
             }
+            body.extend(guide_step.iter().cloned());
             lw.locate(&mut body, &dense);
             // Cases: the points whose sparse iterators are among this loop's, most specific first.
             let mut chain: Vec<(Expr, Vec<Stmt>)> = Vec::new();
@@ -1894,7 +1924,7 @@ impl Lowerer<'_> {
             let (mut p, end, _, crd) = cursors[0].clone();
             let (k, l) = sparse[0];
             let (mut start, mut stop) = ranges[0].clone();
-            let mut setup = Vec::new();
+            let mut setup = guide_setup;
             if let Coordinates::Mapped { .. } = crd {
                 // The range the searches above narrowed.
                 setup = std::mem::take(&mut out);
@@ -1904,6 +1934,7 @@ impl Lowerer<'_> {
                     .fresh_var(&format!("{}{l}_q", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
             }
             let mut body = vec![Stmt::Decl(loop_var, crd.at(var(p)))];
+            body.extend(guide_step.iter().cloned());
             let mut inner = Vec::new();
             self.locate(&mut inner, &dense);
             let saved = (self.positions.clone(), self.bound.clone());
@@ -1925,6 +1956,7 @@ impl Lowerer<'_> {
                 _ => body.extend(inner),
             }
             setup.push(Stmt::For { var: p, start, end: stop, body, parallel });
+            self.unguide(&guided, guides_open);
             return Ok(setup);
         }
         if dense_driven {
@@ -1974,13 +2006,88 @@ impl Lowerer<'_> {
             }
         }
         self.bound[v.index()] = None;
+        self.unguide(&guided, guides_open);
         Ok(out)
+    }
+
+    /// Whether a `where` producer's read of access `k`'s level `l` can follow an outer loop
+    /// (see [`Self::guide`]).
+    fn guidable(&self, k: usize, l: usize) -> bool {
+        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let levels = o.format.levels();
+        let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l);
+        levels[l].kind == LevelKind::COMPRESSED
+            && o.structured[l].is_none()
+            && l + 1 < levels.len()
+            && o.pos[l + 1].is_some()
+            && o.structured[l + 1].is_none()
+            && (l == 0 || self.positions[k][l - 1].is_some())
+            && !matches!(window, Some((_, _, Subrange::Rows { .. } | Subrange::Start(..))))
+    }
+
+    /// A `where` producer's read of a compressed level along an outer loop (`t = Σ_l C(k,l)`
+    /// in the loop over `k`, C stored by columns): a cursor moves on to the loop's value, and
+    /// the producer walks the children of the entry there — or none where the level has no
+    /// entry, which is what a zero slice of C contributes to whatever the producer computes.
+    /// Returns the cursor's declarations and the step each iteration starts with; the level
+    /// stays resolved (and its children's range open) until [`Self::unguide`].
+    fn guide(&mut self, guided: &[(usize, usize)], v: VarId) -> (Vec<Stmt>, Vec<Stmt>) {
+        let (mut setup, mut step) = (Vec::new(), Vec::new());
+        for &(k, l) in guided {
+            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+            let parent = match l.checked_sub(1) {
+                None => int(0),
+                Some(up) => var(self.positions[k][up].expect("checked by guidable")),
+            };
+            let (start, end) = self.level_range(&o, k, l, parent);
+            let p = self.f.fresh_var(&format!("{tname}{l}_at"), ScalarType::Index);
+            let e = self.f.fresh_var(&format!("{tname}{l}_at_end"), ScalarType::Index);
+            let lo = self.f.fresh_var(&format!("{tname}{}_from", l + 1), ScalarType::Index);
+            let hi = self.f.fresh_var(&format!("{tname}{}_to", l + 1), ScalarType::Index);
+            setup.push(Stmt::Decl(p, start));
+            setup.push(Stmt::Decl(e, end));
+            let (crd, pos) = (o.crd[l].expect("compressed"), o.pos[l + 1].expect("checked by guidable"));
+            let live = bin(BinOp::Lt, var(p), var(e));
+            step.push(Stmt::While {
+                cond: bin(BinOp::And, live.clone(), bin(BinOp::Lt, load(crd, var(p)), var(v))),
+                body: vec![Stmt::Assign(p, bin(BinOp::Add, var(p), int(1)))],
+            });
+            step.push(Stmt::Decl(lo, int(0)));
+            step.push(Stmt::Decl(hi, int(0)));
+            step.push(Stmt::If {
+                cond: bin(BinOp::And, live, bin(BinOp::Eq, load(crd, var(p)), var(v))),
+                then: vec![
+                    Stmt::Assign(lo, load(pos, var(p))),
+                    Stmt::Assign(hi, load(pos, bin(BinOp::Add, var(p), int(1)))),
+                ],
+                otherwise: vec![],
+            });
+            self.positions[k][l] = Some(p);
+            self.windows.push((k, l + 1, Subrange::Children(lo, hi)));
+        }
+        (setup, step)
+    }
+
+    fn unguide(&mut self, guided: &[(usize, usize)], open: usize) {
+        self.windows.truncate(open);
+        for &(k, l) in guided {
+            self.positions[k][l] = None;
+        }
     }
 
     /// The positions of access `k`'s level `l` under the parent position `parent`: from the
     /// level's `pos` (up to the end of the parent's segment when the parent is walked segment
     /// by segment), N per block of M of a structured level, the parent's own for a singleton.
+    /// (Under a guide, its children's range: see [`Self::guide`].)
     fn level_range(&self, o: &Operand, k: usize, l: usize, parent: Expr) -> (Expr, Expr) {
+        let children = self.windows.iter().rev().find_map(|w| match w {
+            &(a, b, Subrange::Children(from, to)) if a == k && b == l => Some((from, to)),
+            _ => None,
+        });
+        if let Some((from, to)) = children {
+            return (var(from), var(to));
+        }
         let parent_end = match self.segment(k, l) {
             Some(end) => var(end),
             None => bin(BinOp::Add, parent.clone(), int(1)),

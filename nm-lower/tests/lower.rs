@@ -302,15 +302,19 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
     );
     assert_eq!(e, "cannot lower this statement yet: variables made by bound");
+    // A `where` producer follows a compressed level along an outer loop only where the level
+    // below is compressed too (an empty range stands for a missing entry; see
+    // `where_producers_follow_compressed_levels_along_outer_loops`).
     let e = err(
         "y(i) = b(i) - A(i,j) * x(j)",
         "",
         ("y", &[4]),
-        &[("b", &[4], None, 1), ("A", &[4, 3], Some(Format::csf(2)), 2), ("x", &[3], None, 3)],
+        &[("b", &[4], None, 1), ("A", &[4, 3], Some(Format::parse("sd", 2).unwrap()), 2), ("x", &[3], None, 3)],
     );
     assert_eq!(
         e,
-        "cannot lower this statement yet: a `where` producer reading `A`'s compressed level 0 along the outer loop `i`"
+        "cannot lower this statement yet: a `where` producer reading `A`'s level 0 (compressed) along the outer \
+         loop `i`: it needs an ordered, unique compressed level with a compressed level below"
     );
     // A compressed level walked in increasing coordinate order cannot be resolved by a
     // variable with a negative coefficient (a window running backwards): `i` must be bound
@@ -320,6 +324,36 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         "cannot lower this statement yet: `i` resolves `I`'s compressed level 0 with a negative coefficient \
          (its coordinates are walked in increasing order): loop over `i` before the subscript's other variables"
     );
+}
+
+#[test]
+fn where_producers_follow_compressed_levels_along_outer_loops() {
+    // `t = Σ_j A(i,j)·x(j)` inside the loop over `i` (a dense `b` makes it visit every row):
+    // DCSR's rows are followed by a cursor, rows without entries contribute nothing.
+    let (m, n) = (20, 5);
+    for seed in [2, 5] {
+        let (y, d) = run(
+            "y(i) = b(i) - A(i,j) * x(j)",
+            "",
+            ("y", &[m]),
+            &[("b", &[m], None, 1), ("A", &[m, n], Some(Format::csf(2)), seed), ("x", &[n], None, 3)],
+        )
+        .unwrap();
+        assert!((0..m).any(|i| (0..n).all(|j| d[1][i * n + j] == 0.0)), "a row of A without entries");
+        let expected: Vec<f64> =
+            (0..m).map(|i| d[0][i] - (0..n).map(|j| d[1][i * n + j] * d[2][j]).sum::<f64>()).collect();
+        assert_eq!(y, expected);
+    }
+    // Two levels followed, the producer summing the third: `t = Σ_k C(i,j,k)` along `i, j`.
+    let (y, d) = run(
+        "A(i,j) = B(i,j) + C(i,j,k)",
+        "",
+        ("A", &[4, 5]),
+        &[("B", &[4, 5], None, 7), ("C", &[4, 5, 6], Some(Format::csf(3)), 8)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..20).map(|ij| d[0][ij] + (0..6).map(|k| d[1][ij * 6 + k]).sum::<f64>()).collect();
+    assert_eq!(y, expected);
 }
 
 /// Runs `expr` into a sparse result of `format` on both back ends; returns the result (from the
