@@ -25,7 +25,7 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
     // Dense tensors can be read in any order, but their storage order is the fast one (SpMM
     // walks B's rows, MTTKRP keeps l innermost): follow every tensor's order when one loop
     // order can, else only the sparse levels'.
-    let every_order = every_level_ordered(types);
+    let every_order = every_level_ordered(stmt, types);
     let order = match IterationGraph::build(stmt, &every_order).concordant_order(&preferred, stmt) {
         Ok(order) => order,
         Err(_) => match IterationGraph::build(stmt, types).concordant_order(&preferred, stmt) {
@@ -104,15 +104,26 @@ fn sliding_last(
 
 /// `types` with every tensor's levels made compressed (same dimension order), so that the
 /// iteration graph orders every tensor's dimensions, dense ones included. Blocked formats
-/// keep their own levels.
-fn every_level_ordered(types: &Types) -> Types {
+/// keep their own levels; so does a dense tensor read through a compound subscript: its
+/// storage order would put the filter's loops outside the image's columns (`i, r, j, q`),
+/// where the output-stationary order (`i, j, r, q`) sums each element in a register and
+/// vectorizes over `j` (a dense 3×3 convolution of 999², 0.94 against 0.73 ms).
+fn every_level_ordered(stmt: &IndexNotation, types: &Types) -> Types {
     use nm_format::{Format, LevelKind};
+    let compound: Vec<usize> = stmt
+        .accesses(stmt.rhs)
+        .into_iter()
+        .filter(|a| a.subscripts.iter().any(|t| t.is_compound()))
+        .map(|a| crate::id::Id::index(a.tensor))
+        .collect();
     let tensors = types
         .tensors
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(id, t)| {
             let order = t.shape.len();
-            if order == 0 {
+            let dense = t.format.as_ref().is_none_or(|f| f.levels().iter().all(|l| l.kind == LevelKind::Dense));
+            if order == 0 || (dense && compound.contains(&id)) {
                 return t.clone();
             }
             let modes: Vec<usize> = match &t.format {

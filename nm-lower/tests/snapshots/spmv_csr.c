@@ -22,7 +22,7 @@ int kernel(nms_array *restrict args) {
         int64_t j = ((int64_t)A1_crd[A1_p0]);
         acc = (acc + (A_vals[A1_p0] * x_vals[((INT64_C(0) * INT64_C(800)) + j)]));
       }
-      y_vals[((INT64_C(0) * INT64_C(1000)) + i)] += acc;
+      y_vals[((INT64_C(0) * INT64_C(1000)) + i)] = acc;
     }
   }
   return 0;
