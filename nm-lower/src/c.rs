@@ -96,7 +96,7 @@ impl Emitter<'_> {
             Expr::Load(a, _) => self.f.arrays[*a].elem.scalar(),
             Expr::Unary(UnOp::Not, _) => ScalarType::Bool,
             Expr::Unary(UnOp::Neg, a) => self.ty(a),
-            Expr::Unary(UnOp::TrailingZeros, _) => ScalarType::Index,
+            Expr::Unary(UnOp::TrailingZeros | UnOp::ClearLowestBit, _) => ScalarType::Index,
             Expr::Binary(op, a, b) => match op {
                 BinOp::Lt | BinOp::Le | BinOp::Eq | BinOp::Ne | BinOp::And | BinOp::Or => ScalarType::Bool,
                 _ => self.joint(a, b),
@@ -134,6 +134,11 @@ impl Emitter<'_> {
             // The lowering applies it to nonzero words only (`__builtin_ctzll(0)` is undefined).
             Expr::Unary(UnOp::TrailingZeros, a) => {
                 format!("((int64_t)__builtin_ctzll((uint64_t)({})))", self.expr(a, ScalarType::Index))
+            }
+            // On the unsigned bits: `x - 1` must not overflow (x = INT64_MIN). gcc emits `blsr`.
+            Expr::Unary(UnOp::ClearLowestBit, a) => {
+                let x = self.expr(a, ScalarType::Index);
+                format!("((int64_t)((uint64_t)({x}) & ((uint64_t)({x}) - 1)))")
             }
             Expr::Binary(op, a, b) => {
                 let t = match op {

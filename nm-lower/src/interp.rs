@@ -584,6 +584,10 @@ impl Machine<'_, '_> {
                 self.arrays[nm_ir::id::Id::index(*a)].get(slot)
             }
             Expr::Unary(UnOp::Not, a) => Scalar::Bool(!self.eval(a)?.truth()),
+            Expr::Unary(UnOp::ClearLowestBit, a) => {
+                let v = self.eval(a)?.index();
+                Scalar::Index(v & v.wrapping_sub(1))
+            }
             Expr::Unary(UnOp::TrailingZeros, a) => match self.eval(a)?.index() {
                 0 => return Err(InterpError::TrailingZerosOfZero),
                 v => Scalar::Index(v.trailing_zeros() as i64),

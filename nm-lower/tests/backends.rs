@@ -327,6 +327,39 @@ fn trailing_zeros_agree_on_both_back_ends() {
 }
 
 #[test]
+fn clearing_the_lowest_bit_agrees_on_both_back_ends() {
+    // out[i] = words[i] & (words[i] - 1), on the 64 bits: the top bit alone (INT64_MIN as an
+    // index, where `x - 1` would overflow a signed subtraction) and zero included.
+    let mut f = Function::new("blsr");
+    let words = f.array("words", ElemType::U64, Role::Scratch, false);
+    let out = f.array("out", ElemType::U64, Role::Scratch, true);
+    let i = f.var("i", ScalarType::Index);
+    f.body = vec![Stmt::For {
+        var: i,
+        start: int(0),
+        end: nm_lower::ir::Expr::Len(words),
+        parallel: false,
+        body: vec![Stmt::Store {
+            array: out,
+            index: var(i),
+            value: nm_lower::ir::Expr::Unary(UnOp::ClearLowestBit, Box::new(load(words, var(i)))),
+            accumulate: false,
+        }],
+    }];
+    let input = vec![1u64, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50, 0];
+    let expected: Vec<u64> = vec![0, 0b1010000, 0, u64::MAX - 1, 1 << 50, 0];
+    let mut by_interp = vec![ArrayData::U64(input.clone()), ArrayData::U64(vec![7; input.len()])];
+    interpret(&f, &mut by_interp).unwrap();
+    let mut by_c = vec![ArrayData::U64(input), ArrayData::U64(vec![7; 6])];
+    CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
+    for arrays in [by_interp, by_c] {
+        let ArrayData::U64(got) = &arrays[1] else { unreachable!() };
+        assert_eq!(got, &expected);
+    }
+    assert!(f.to_string().contains("out[i] = clear_lowest(words[i])"), "{f}");
+}
+
+#[test]
 fn the_ir_prints() {
     let text = spmv(4, ElemType::F64, ScalarType::F64, 2.0, true).to_string();
     assert_eq!(

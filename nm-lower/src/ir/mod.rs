@@ -164,6 +164,8 @@ pub enum UnOp {
     Not,
     /// The number of trailing zero bits of a nonzero index (the lowest set bit's position).
     TrailingZeros,
+    /// An index with its lowest set bit cleared (`x & (x - 1)` on the 64 bits).
+    ClearLowestBit,
 }
 
 /// Binary operators; comparisons and `and`/`or` produce a `Bool`.

@@ -16,6 +16,11 @@ impl Function {
                 self.write_expr(f, i)?;
                 f.write_str("]")
             }
+            Expr::Unary(UnOp::ClearLowestBit, a) => {
+                f.write_str("clear_lowest(")?;
+                self.write_expr(f, a)?;
+                f.write_str(")")
+            }
             Expr::Unary(UnOp::TrailingZeros, a) => {
                 f.write_str("ctz(")?;
                 self.write_expr(f, a)?;

@@ -130,11 +130,9 @@ int kernel(nms_array *restrict args) {
           int64_t j_bits = ((int64_t)C_wmark[j_word]);
           int64_t j_base = (j_word * INT64_C(64));
           while ((j_bits != INT64_C(0))) {
-            int64_t j_low = ((int64_t)__builtin_ctzll((uint64_t)(j_bits)));
-            C_wlist[C_wn] = (j_base + j_low);
+            C_wlist[C_wn] = (j_base + ((int64_t)__builtin_ctzll((uint64_t)(j_bits))));
             C_wn = (C_wn + INT64_C(1));
-            j_bits = ((int64_t)((uint64_t)(((int64_t)((uint64_t)(j_bits) >> (uint64_t)(j_low)))) >> (uint64_t)(INT64_C(1))));
-            j_base = ((j_base + j_low) + INT64_C(1));
+            j_bits = ((int64_t)((uint64_t)(j_bits) & ((uint64_t)(j_bits) - 1)));
           }
         }
       }
