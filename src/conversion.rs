@@ -30,12 +30,13 @@ pub fn candidates(
         .filter(|(_, f)| *f != Format::dense(f.order()))
         .collect();
     let mut out: Vec<Conversion> = Vec::new();
+    let first_access = |name: &str| stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name);
     // The mode order of each operand's first access that follows the loop order, with whether
     // the operand is already stored so in dense and compressed levels (CSR along `i, j`).
     let along: Vec<(String, Format, bool)> = sparse
         .iter()
         .filter_map(|(name, format)| {
-            let access = stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name)?;
+            let access = first_access(name)?;
             let rank = |d: usize| {
                 access.subscripts[d]
                     .as_var()
@@ -65,11 +66,8 @@ pub fn candidates(
     let dense_result = declared(result).is_none_or(|f| f == Format::dense(f.order()));
     let in_result = |v: IndexVarId| stmt.lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v));
     let root_summed = |name: &str, copy: &Format| {
-        let Some(access) = stmt.accesses(stmt.rhs).into_iter().find(|a| stmt.tensor_name(a.tensor) == name) else {
-            return false;
-        };
         let root = copy.levels()[0].expr.dim();
-        access.subscripts[root].vars().all(|v| !in_result(v))
+        first_access(name).is_some_and(|a| a.subscripts[root].vars().all(|v| !in_result(v)))
     };
     let dense_root: Conversion = needed
         .iter()
@@ -193,7 +191,6 @@ mod tests {
         let stmt = nm_ir::notation::parse("A(i) = B(i,k) + C(l,k)").unwrap();
         let declared = |n: &str| match n {
             "A" => Some(Format::parse("s", 1).unwrap()),
-            "B" => Some(Format::csr()),
             _ => Some(Format::csr()),
         };
         let order = ["i", "k", "l"].map(|v| stmt.var_named(v).unwrap());

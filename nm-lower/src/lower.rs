@@ -1419,7 +1419,7 @@ impl Lowerer<'_> {
                 }
                 // Every loop outside over a result variable: the sum is the element's whole
                 // value, stored (no `+=`: the row then needs no buffer, and the compiler
-                // vectorizes the loop around it — a dense 3×3 convolution 1.0 → 0.6 ms).
+                // vectorizes the loop around it — a dense 3×3 convolution of 999², 1.06 → 0.74 ms).
                 None => {
                     let whole = self.repeating == 0
                         && self.bound.iter().enumerate().all(|(w, b)| {
