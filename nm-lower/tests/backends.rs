@@ -291,12 +291,12 @@ fn bad_arguments_and_out_of_bounds_accesses_are_errors() {
     assert_eq!(interpret(&f, &mut short).unwrap_err().to_string(), "index 0 is outside `A_vals` (length 0)");
 }
 
-#[test]
-fn trailing_zeros_agree_on_both_back_ends() {
-    // out[i] = ctz(words[i]) for nonzero words, the top bit alone among them.
-    let mut f = Function::new("ctz");
+/// `out[i] = op(words[i])` over 64-bit words: the kernel, and its output on both back ends
+/// (which must agree).
+fn unary_on_words(op: UnOp, out_elem: ElemType, input: &[u64]) -> (Function, Vec<i128>) {
+    let mut f = Function::new("unary");
     let words = f.array("words", ElemType::U64, Role::Scratch, false);
-    let out = f.array("out", ElemType::I64, Role::Scratch, true);
+    let out = f.array("out", out_elem, Role::Scratch, true);
     let i = f.var("i", ScalarType::Index);
     f.body = vec![Stmt::For {
         var: i,
@@ -306,20 +306,36 @@ fn trailing_zeros_agree_on_both_back_ends() {
         body: vec![Stmt::Store {
             array: out,
             index: var(i),
-            value: nm_lower::ir::Expr::Unary(UnOp::TrailingZeros, Box::new(load(words, var(i)))),
+            value: nm_lower::ir::Expr::Unary(op, Box::new(load(words, var(i)))),
             accumulate: false,
         }],
     }];
-    let input = vec![1u64, 2, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50];
-    let expected: Vec<i64> = vec![0, 1, 3, 63, 0, 40];
-    let mut by_interp = vec![ArrayData::U64(input.clone()), ArrayData::I64(vec![0; input.len()])];
+    let fresh = || match out_elem {
+        ElemType::U64 => ArrayData::U64(vec![7; input.len()]),
+        _ => ArrayData::I64(vec![7; input.len()]),
+    };
+    let mut by_interp = vec![ArrayData::U64(input.to_vec()), fresh()];
     interpret(&f, &mut by_interp).unwrap();
-    let mut by_c = vec![ArrayData::U64(input), ArrayData::I64(vec![0; 6])];
+    let mut by_c = vec![ArrayData::U64(input.to_vec()), fresh()];
     CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
-    for arrays in [by_interp, by_c] {
-        let ArrayData::I64(got) = &arrays[1] else { unreachable!() };
-        assert_eq!(got, &expected);
-    }
+    let values = |arrays: &[ArrayData]| -> Vec<i128> {
+        match &arrays[1] {
+            ArrayData::U64(v) => v.iter().map(|&x| x as i128).collect(),
+            ArrayData::I64(v) => v.iter().map(|&x| x as i128).collect(),
+            _ => unreachable!(),
+        }
+    };
+    assert_eq!(values(&by_interp), values(&by_c), "{f}");
+    let got = values(&by_c);
+    (f, got)
+}
+
+#[test]
+fn trailing_zeros_agree_on_both_back_ends() {
+    // ctz of nonzero words, the top bit alone among them.
+    let input = [1u64, 2, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50];
+    let (f, got) = unary_on_words(UnOp::TrailingZeros, ElemType::I64, &input);
+    assert_eq!(got, vec![0, 1, 3, 63, 0, 40]);
     assert!(f.to_string().contains("out[i] = ctz(words[i])"), "{f}");
     // Zero has no lowest set bit (undefined in C): the interpreter says so.
     let mut zero = vec![ArrayData::U64(vec![4, 0]), ArrayData::I64(vec![0; 2])];
@@ -328,34 +344,12 @@ fn trailing_zeros_agree_on_both_back_ends() {
 
 #[test]
 fn clearing_the_lowest_bit_agrees_on_both_back_ends() {
-    // out[i] = words[i] & (words[i] - 1), on the 64 bits: the top bit alone (INT64_MIN as an
-    // index, where `x - 1` would overflow a signed subtraction) and zero included.
-    let mut f = Function::new("blsr");
-    let words = f.array("words", ElemType::U64, Role::Scratch, false);
-    let out = f.array("out", ElemType::U64, Role::Scratch, true);
-    let i = f.var("i", ScalarType::Index);
-    f.body = vec![Stmt::For {
-        var: i,
-        start: int(0),
-        end: nm_lower::ir::Expr::Len(words),
-        parallel: false,
-        body: vec![Stmt::Store {
-            array: out,
-            index: var(i),
-            value: nm_lower::ir::Expr::Unary(UnOp::ClearLowestBit, Box::new(load(words, var(i)))),
-            accumulate: false,
-        }],
-    }];
-    let input = vec![1u64, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50, 0];
-    let expected: Vec<u64> = vec![0, 0b1010000, 0, u64::MAX - 1, 1 << 50, 0];
-    let mut by_interp = vec![ArrayData::U64(input.clone()), ArrayData::U64(vec![7; input.len()])];
-    interpret(&f, &mut by_interp).unwrap();
-    let mut by_c = vec![ArrayData::U64(input), ArrayData::U64(vec![7; 6])];
-    CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
-    for arrays in [by_interp, by_c] {
-        let ArrayData::U64(got) = &arrays[1] else { unreachable!() };
-        assert_eq!(got, &expected);
-    }
+    // On the 64 bits: the top bit alone (INT64_MIN as an index, where `x - 1` would overflow
+    // a signed subtraction) and zero included.
+    let input = [1u64, 0b1011000, 1 << 63, u64::MAX, 1 << 40 | 1 << 50, 0];
+    let (f, got) = unary_on_words(UnOp::ClearLowestBit, ElemType::U64, &input);
+    let expected: Vec<i128> = [0u64, 0b1010000, 0, u64::MAX - 1, 1 << 50, 0].iter().map(|&x| x as i128).collect();
+    assert_eq!(got, expected);
     assert!(f.to_string().contains("out[i] = clear_lowest(words[i])"), "{f}");
 }
 
