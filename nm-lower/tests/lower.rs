@@ -65,13 +65,17 @@ impl Prepared {
     }
 
     /// Runs on the interpreter and in C; returns both argument sets after the run.
-    fn run_both(&self, operands: &[Operand<'_>], result_len: usize) -> (Vec<ArrayData<'_>>, Vec<ArrayData<'_>>) {
-        let by_id: Vec<Option<&Tensor<f64>>> = self
-            .stmt
+    /// The operands' tensors by tensor id (`None` for the result).
+    fn by_id(&self, operands: &[Operand<'_>]) -> Vec<Option<&Tensor<f64>>> {
+        self.stmt
             .tensors
             .iter()
             .map(|(_, t)| operands.iter().position(|(n, ..)| *n == t.name).map(|k| &self.tensors[k]))
-            .collect();
+            .collect()
+    }
+
+    fn run_both(&self, operands: &[Operand<'_>], result_len: usize) -> (Vec<ArrayData<'_>>, Vec<ArrayData<'_>>) {
+        let by_id = self.by_id(operands);
         let mut by_interp = arguments(&self.lowered, &by_id, result_len).unwrap();
         interpret(&self.lowered.function, &mut by_interp).unwrap();
         let mut by_c = arguments(&self.lowered, &by_id, result_len).unwrap();
@@ -372,12 +376,7 @@ fn a_dense_result_is_right_whatever_its_array_held() {
                 (0..9).map(|rq| d[0][(i + rq / 3) * 8 + j + rq % 3] * d[1][rq]).sum()
             })
             .collect();
-        let by_id: Vec<Option<&Tensor<f64>>> = p
-            .stmt
-            .tensors
-            .iter()
-            .map(|(_, t)| ops.iter().position(|(n, ..)| *n == t.name).map(|k| &p.tensors[k]))
-            .collect();
+        let by_id = p.by_id(ops);
         let kernel = CKernel::compile(&p.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
         for c_back_end in [false, true] {
             let mut args = arguments(&p.lowered, &by_id, 42).unwrap();
