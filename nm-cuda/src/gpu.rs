@@ -11,8 +11,11 @@ use nm_format::NmParts;
 
 use crate::error::{CudaError, Result};
 use crate::kernels::Variant;
+use crate::nv24::Nv24Sp;
 use crate::nvrtc;
-use crate::plan::{Bf16Kernel, DeviceLimits, F32Kernel, F32Plan, Options, Tables, plan_f32, tables};
+use crate::plan::{
+    Bf16Kernel, DeviceLimits, F32Kernel, F32Plan, Nv24Kernel, Options, Tables, TileSize, plan_f32, tables,
+};
 
 /// Why there is no usable CUDA device here, or `None` when there is one. Never panics: the
 /// driver library is probed before cudarc touches it (cudarc panics when `libcuda` is absent).
@@ -368,6 +371,160 @@ impl GpuNmBf16 {
         }
         Ok(())
     }
+}
+
+/// A in `nv24` on the device for the 2:4 sparse tensor-core kernel: compressed values and
+/// metadata words (see [`Nv24Sp`]).
+pub struct GpuNv24 {
+    m: usize,
+    k: usize,
+    kc: usize,
+    row_tiles: usize,
+    steps: usize,
+    values: CudaSlice<u16>,
+    meta: CudaSlice<u32>,
+}
+
+/// One prepared launch of the 2:4 sparse tensor-core kernel for an output with `n` columns.
+pub struct Nv24Launch {
+    /// The parameter set.
+    pub kernel: Nv24Kernel,
+    /// Split-K slices (1 = none).
+    pub slices: usize,
+    /// k32 steps per slice.
+    pub steps_per_slice: usize,
+    n: usize,
+    function: CudaFunction,
+}
+
+impl GpuNv24 {
+    /// Uploads a compressed A; the sparse tensor cores need sm_80 or newer.
+    pub fn upload(gpu: &Gpu, a: &Nv24Sp) -> Result<GpuNv24> {
+        if gpu.limits().cc.0 < 8 {
+            return Err(CudaError::Unsupported("mma.sp (2:4 sparse tensor cores) needs sm_80 or newer".into()));
+        }
+        Ok(GpuNv24 {
+            m: a.m,
+            k: a.k,
+            kc: a.kc,
+            row_tiles: a.row_tiles,
+            steps: a.steps,
+            values: gpu.upload(&a.values)?,
+            meta: gpu.upload(&a.meta)?,
+        })
+    }
+
+    /// A's shape `[m, k]`.
+    pub fn shape(&self) -> [usize; 2] {
+        [self.m, self.k]
+    }
+
+    /// Useful flops of `C = A·B` with `n` columns: `2·m·k·n·2/4` (the kept half of A).
+    pub fn flops(&self, n: usize) -> f64 {
+        self.m as f64 * self.k as f64 * n as f64
+    }
+
+    /// The launch for `n` columns of B: `tile` and `slices` as given, else by shape (the
+    /// largest tile still giving every SM a block, then split-K to fill the SMs); compiles it.
+    pub fn prepare(&self, gpu: &Gpu, n: usize, tile: Option<TileSize>, slices: Option<usize>) -> Result<Nv24Launch> {
+        let sms = gpu.limits().sms;
+        let kernel = tile.map_or_else(|| Nv24Kernel::choose(self.m, n, sms), Nv24Kernel::new);
+        let (slices, steps_per_slice) = crate::plan::split_k(slices, kernel.blocks(self.m, n), self.steps, sms);
+        let function = gpu.function(&Variant::nv24_sp(&kernel))?;
+        if slices > 1 {
+            gpu.function(&Variant::reduce())?;
+        }
+        Ok(Nv24Launch { kernel, slices, steps_per_slice, n, function })
+    }
+
+    /// `c = A·b` with `b` bf16 bits, row-major `k×ldb` (ldb a multiple of 8, ≥ n; columns
+    /// n..ldb only reach outputs that are not stored) and `c` f32 row-major `m×n`; `work`
+    /// holds [`Nv24Launch::workspace`] floats.
+    pub fn run(
+        &self,
+        gpu: &Gpu,
+        launch: &Nv24Launch,
+        b: &CudaSlice<u16>,
+        ldb: usize,
+        c: &mut CudaSlice<f32>,
+        work: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let (m, k, n) = (self.m, self.k, launch.n);
+        if !ldb.is_multiple_of(8) || ldb < n {
+            return Err(CudaError::Unsupported(format!(
+                "B's leading dimension {ldb} must be a multiple of 8 and at least n = {n}"
+            )));
+        }
+        if b.len() < k * ldb || c.len() < m * n || (launch.slices > 1 && work.len() < launch.workspace(m)) {
+            return Err(CudaError::Unsupported(format!(
+                "device buffers too short for {m}×{k} · {k}×{n} (B {}, C {}, workspace {})",
+                b.len(),
+                c.len(),
+                work.len()
+            )));
+        }
+        let kernel = &launch.kernel;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(kernel.ns) as u32, m.div_ceil(kernel.ms) as u32, launch.slices as u32),
+            block_dim: (kernel.threads() as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let ints = [m, n, k, self.kc, ldb, self.row_tiles, self.steps, launch.steps_per_slice].map(|v| v as i32);
+        let out: &mut CudaSlice<f32> = if launch.slices > 1 { work } else { c };
+        let mut builder = gpu.stream.launch_builder(&launch.function);
+        builder.arg(&self.values).arg(&self.meta).arg(b).arg(out);
+        for v in &ints {
+            builder.arg(v);
+        }
+        // SAFETY: the arguments match `nv24_spmm_sp`'s signature; the values (m·kc) and
+        // metadata (steps·row_tiles·16) were uploaded from one `Nv24Sp`, B holds k·ldb with
+        // ldb a multiple of 8 ≥ n, C m·n (or the workspace slices·m·n) — checked above — and
+        // the kernel bounds-checks every access against m, k, ldb and row_tiles.
+        unsafe { builder.launch(cfg) }?;
+        if launch.slices > 1 {
+            reduce(gpu, c, work, m * n, launch.slices)?;
+        }
+        Ok(())
+    }
+}
+
+impl Nv24Launch {
+    /// Floats of split-K workspace for `m` rows (1 when not split).
+    pub fn workspace(&self, m: usize) -> usize {
+        if self.slices > 1 { self.slices * m * self.n } else { 1 }
+    }
+}
+
+/// `C = A·B` on the sparse tensor cores, host to host: A in `nv24`, `b` row-major `k×n`; A
+/// and B are rounded to bf16, C is f32. Returns C and the launch's parameter set.
+pub fn multiply_nv24(
+    gpu: &Gpu,
+    a: &nm_format::Tensor<f32>,
+    b: &[f32],
+    n: usize,
+    tile: Option<TileSize>,
+    slices: Option<usize>,
+) -> Result<(Vec<f32>, Nv24Kernel, usize)> {
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    if b.len() != k * n {
+        return Err(CudaError::Inner { m, k, rows: b.len().checked_div(n).unwrap_or(0) });
+    }
+    let dev = GpuNv24::upload(gpu, &Nv24Sp::compress(a)?)?;
+    let launch = dev.prepare(gpu, n, tile, slices)?;
+    let ldb = n.next_multiple_of(8);
+    let mut padded = vec![0u16; k * ldb];
+    for (row, out) in b.chunks_exact(n.max(1)).zip(padded.chunks_exact_mut(ldb.max(1))) {
+        for (x, o) in row.iter().zip(out.iter_mut()) {
+            *o = to_bf16(*x);
+        }
+    }
+    let b_dev = gpu.upload(&padded)?;
+    let mut c = gpu.zeros::<f32>((m * n).max(1))?;
+    let mut work = gpu.zeros::<f32>(launch.workspace(m))?;
+    dev.run(gpu, &launch, &b_dev, ldb, &mut c, &mut work)?;
+    let mut out = gpu.download(&c)?;
+    out.truncate(m * n);
+    Ok((out, launch.kernel, launch.slices))
 }
 
 /// `c = Σ_z work[z·len..]`, in slice order.

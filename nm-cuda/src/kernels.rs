@@ -1,11 +1,13 @@
 //! The CUDA C sources and the variants the library can launch.
 
-use crate::plan::{Bf16Kernel, DeviceLimits, F32Kernel, Options, TileSize, Version, plan_f32};
+use crate::plan::{Bf16Kernel, DeviceLimits, F32Kernel, Nv24Kernel, Options, TileSize, Version, plan_f32};
 
 /// f32 NM-SpMM (V1/V2/V3 by `-D` options).
 pub const F32_SOURCE: &str = include_str!("../kernels/nm_spmm_f32.cu");
 /// bf16 tensor-core NM-SpMM.
 pub const BF16_TC_SOURCE: &str = include_str!("../kernels/nm_spmm_bf16_tc.cu");
+/// 2:4 (nv24) SpMM on sparse tensor cores.
+pub const NV24_SP_SOURCE: &str = include_str!("../kernels/nv24_spmm_sp.cu");
 /// The split-K reduction.
 pub const REDUCE_SOURCE: &str = include_str!("../kernels/splitk_reduce.cu");
 
@@ -58,6 +60,19 @@ impl Variant {
         }
     }
 
+    /// The 2:4 sparse tensor-core variant `kernel`.
+    pub fn nv24_sp(kernel: &Nv24Kernel) -> Variant {
+        Variant {
+            function: "nv24_spmm_sp",
+            source: NV24_SP_SOURCE,
+            options: kernel.defines(),
+            label: format!(
+                "nv24 bf16 sparse tensor cores (mma.sp) {}x{} tile, {} stages",
+                kernel.ms, kernel.ns, kernel.stages
+            ),
+        }
+    }
+
     /// The split-K reduction.
     pub fn reduce() -> Variant {
         Variant {
@@ -72,9 +87,13 @@ impl Variant {
 /// The variants the compile check builds: every version and parameter set for the N:M
 /// patterns of the acceptance lists, at L = 1 (a group per column), 8 (a group per float4
 /// chunk), 32 (a group per warp tile) and 24 (groups straddling blocks), with float4 loads of
-/// A and without (k % 4 ≠ 0, at L = 32), and the tensor-core kernel wherever it applies.
+/// A and without (k % 4 ≠ 0, at L = 32), the tensor-core kernel wherever it applies, and the
+/// 2:4 sparse tensor-core kernel in every parameter set.
 pub fn every_variant() -> Vec<Variant> {
     let mut out = vec![Variant::reduce()];
+    for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+        out.push(Variant::nv24_sp(&Nv24Kernel::new(size)));
+    }
     let mut add = |v: Variant| {
         if !out.contains(&v) {
             out.push(v);
@@ -118,5 +137,6 @@ mod tests {
         }
         assert!(all.iter().any(|v| v.function == "nm_spmm_bf16_tc"));
         assert!(all.iter().any(|v| v.function == "nm_splitk_reduce"));
+        assert_eq!(all.iter().filter(|v| v.function == "nv24_spmm_sp").count(), 3);
     }
 }

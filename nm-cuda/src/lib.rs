@@ -2,8 +2,9 @@
 //!
 //! `C = A·B` with B in vector-wise `nm(N,M,L)`: f32 kernels on CUDA cores (the paper's V1
 //! hierarchical blocking, V2 sparsity-aware loading, V3 double-buffered pipeline, chosen by
-//! shape and sparsity, deterministic split-K) and a bf16 tensor-core variant that gathers the
-//! kept columns of A per L-vector group and runs dense `mma.sync`. Kernels are CUDA C compiled
+//! shape and sparsity, deterministic split-K), a bf16 tensor-core variant that gathers the
+//! kept columns of A per L-vector group and runs dense `mma.sync`, and, for A in the
+//! element-wise 2:4 `nv24` format, bf16 on the sparse tensor cores (`mma.sp`). Kernels are CUDA C compiled
 //! at run time by NVRTC for the device's architecture and cached as CUBINs; cuBLAS gives the
 //! dense baseline.
 //!
@@ -14,9 +15,14 @@
 mod error;
 mod gpu;
 pub mod kernels;
+pub mod nv24;
 pub mod nvrtc;
 pub mod plan;
-pub use gpu::{Cublas, Gpu, GpuNm, GpuNmBf16, SpmmLaunch, from_bf16, multiply, to_bf16, unavailable};
+pub use gpu::{
+    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Launch, SpmmLaunch, from_bf16, multiply, multiply_nv24, to_bf16,
+    unavailable,
+};
 
 pub use error::{CudaError, Result};
+pub use nv24::Nv24Sp;
 pub use plan::{DeviceLimits, Options, TileSize, Version};

@@ -419,6 +419,67 @@ impl Bf16Kernel {
     }
 }
 
+/// One variant of the 2:4 sparse tensor-core kernel (`kernels/nv24_spmm_sp.cu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Nv24Kernel {
+    /// Block rows.
+    pub ms: usize,
+    /// Block columns.
+    pub ns: usize,
+    /// Warp rows.
+    pub wm: usize,
+    /// Warp columns.
+    pub wn: usize,
+    /// Shared buffers of the cp.async pipeline.
+    pub stages: usize,
+}
+
+impl Nv24Kernel {
+    /// The parameter set `size`: 64×64 blocks of 4 warps, 128×64 of 4, 128×128 of 8 (warp
+    /// tiles 32×32 or 64×32), three stages of one k32 slice each.
+    pub fn new(size: TileSize) -> Nv24Kernel {
+        let (ms, ns, wm, wn) = match size {
+            TileSize::Small => (64, 64, 32, 32),
+            TileSize::Medium => (128, 64, 64, 32),
+            TileSize::Large => (128, 128, 64, 32),
+        };
+        Nv24Kernel { ms, ns, wm, wn, stages: 3 }
+    }
+
+    /// The largest parameter set whose grid for an `m×n` product still gives every SM a block.
+    pub fn choose(m: usize, n: usize, sms: usize) -> Nv24Kernel {
+        [TileSize::Large, TileSize::Medium]
+            .into_iter()
+            .map(Nv24Kernel::new)
+            .find(|k| k.blocks(m, n) >= sms)
+            .unwrap_or(Nv24Kernel::new(TileSize::Small))
+    }
+
+    /// Blocks of the grid for an `m×n` product (one split-K slice).
+    pub fn blocks(&self, m: usize, n: usize) -> usize {
+        m.div_ceil(self.ms) * n.div_ceil(self.ns)
+    }
+
+    /// Static shared memory, bytes: per stage A's MS×(16+8) and B's 32×(NS+8) bf16, and
+    /// 16 metadata words per 16 rows.
+    pub fn shared_bytes(&self) -> usize {
+        self.stages * (2 * self.ms * 24 + 2 * 32 * (self.ns + 8) + 4 * self.ms)
+    }
+
+    /// Threads per block.
+    pub fn threads(&self) -> usize {
+        (self.ms / self.wm) * (self.ns / self.wn) * 32
+    }
+
+    /// The NVRTC `-D` options.
+    pub fn defines(&self) -> Vec<String> {
+        [("MS", self.ms), ("NS", self.ns), ("WM", self.wm), ("WN", self.wn), ("STAGES", self.stages)]
+            .iter()
+            .map(|(k, v)| format!("-D{k}={v}"))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,5 +616,17 @@ mod tests {
         }
         assert!(Bf16Kernel::new((2, 4, 4)).is_err());
         assert!(Bf16Kernel::new((2, 4, 1)).is_err());
+    }
+
+    #[test]
+    fn every_sparse_tensor_core_tile_fits_static_shared_memory() {
+        for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+            let k = Nv24Kernel::new(size);
+            assert!(k.shared_bytes() <= 48 * 1024, "{k:?}: {} bytes", k.shared_bytes());
+            assert_eq!(k.threads() % 32, 0);
+        }
+        // 4096² gives 1024 blocks of 128×128: the large tile; 256×256 only 16: the small one.
+        assert_eq!(Nv24Kernel::choose(4096, 4096, 132), Nv24Kernel::new(TileSize::Large));
+        assert_eq!(Nv24Kernel::choose(256, 256, 132), Nv24Kernel::new(TileSize::Small));
     }
 }

@@ -12,12 +12,14 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use nm_cuda::plan::{Bf16Kernel, DeviceLimits, F32Plan, Options, TileSize, Version, plan_f32, split_k, tables};
-use nm_cuda::to_bf16;
+use nm_cuda::plan::{
+    Bf16Kernel, DeviceLimits, F32Plan, Nv24Kernel, Options, TileSize, Version, plan_f32, split_k, tables,
+};
+use nm_cuda::{Nv24Sp, to_bf16};
 use nm_format::NmParts;
 
 mod common;
-use common::{cpu_reference, random_nm};
+use common::{cpu_reference, random_nm, random_nv24};
 
 /// (N, M, L) and (m, n, k).
 type Case = ((u32, u32, usize), (usize, usize, usize));
@@ -36,11 +38,13 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
     for file in [
         "nm_spmm_f32.cu",
         "nm_spmm_bf16_tc.cu",
+        "nv24_spmm_sp.cu",
         "splitk_reduce.cu",
         "emulate/cuda_host.h",
         "emulate/harness.h",
         "emulate/harness.cpp",
         "emulate/harness_tc.cpp",
+        "emulate/harness_sp.cpp",
     ] {
         for b in std::fs::read(kernels.join(file)).unwrap() {
             hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
@@ -218,6 +222,74 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
                 .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
                 .collect();
             assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
+        }
+    }
+}
+
+#[test]
+fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizers() {
+    // Ragged m, n, k (k not a multiple of 4 or 32), n not a multiple of 8 (B's padding
+    // columns hold 99s that must reach no stored output), blocks past m's last tile.
+    let cases: [(usize, usize, usize); 4] = [(70, 150, 96), (33, 130, 203), (17, 40, 50), (130, 70, 64)];
+    for (c, &(m, n, k)) in cases.iter().enumerate() {
+        let a = random_nv24(m, k, c as u64);
+        let a_dense = a.to_dense().unwrap();
+        let sp = Nv24Sp::compress(&a).unwrap();
+        let ldb = n.next_multiple_of(8);
+        let b: Vec<f32> =
+            (0..k * ldb).map(|i| if i % ldb < n { ((i * 5 + c) % 7) as f32 - 3.0 } else { 99.0 }).collect();
+        // The dense reference, in f64 (small integers: every sum exact in f32 too).
+        let mut want = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k).map(|kk| a_dense[i * k + kk] as f64 * b[kk * ldb + j] as f64).sum();
+                want[i * n + j] = s as f32;
+            }
+        }
+        assert!(want.iter().any(|&v| v != 0.0), "case {c}: a product of zeros checks nothing");
+        for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+            let kernel = Nv24Kernel::new(size);
+            for asked in [1, 3] {
+                let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), sp.steps, DeviceLimits::H100.sms);
+                let header = [
+                    m,
+                    n,
+                    k,
+                    sp.kc,
+                    ldb,
+                    sp.row_tiles,
+                    sp.steps,
+                    per_slice,
+                    slices,
+                    n.div_ceil(kernel.ns),
+                    m.div_ceil(kernel.ms),
+                    kernel.threads(),
+                ];
+                let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+                bytes.extend(sp.values.iter().flat_map(|v| v.to_le_bytes()));
+                bytes.extend(sp.meta.iter().flat_map(|v| v.to_le_bytes()));
+                bytes.extend(b.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
+                let tag = format!("sp{c}-{size:?}-s{slices}");
+                let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
+                std::fs::write(&input, bytes).unwrap();
+                let exe = harness("harness_sp.cpp", &nm_cuda::kernels::Variant::nv24_sp(&kernel).options);
+                let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
+                assert!(
+                    run.status.success(),
+                    "{tag}: the emulated kernel failed:\n{}",
+                    String::from_utf8_lossy(&run.stderr)
+                );
+                let got: Vec<f32> = std::fs::read(&output)
+                    .unwrap()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                let at = got.iter().zip(&want).position(|(x, y)| x != y);
+                assert!(
+                    got.len() == want.len() && at.is_none(),
+                    "{tag} {m}×{n}×{k} {kernel:?}: first difference at {at:?}"
+                );
+            }
         }
     }
 }

@@ -2,10 +2,12 @@
 //! reference). Values are small integers, so every sum is exact in f32 and in bf16 inputs, and
 //! results must be equal, not close. Without a device every test prints why it is skipped.
 
-use nm_cuda::{CudaError, Gpu, GpuNmBf16, Options, TileSize, Version, from_bf16, multiply, to_bf16, unavailable};
+use nm_cuda::{
+    CudaError, Gpu, GpuNmBf16, Options, TileSize, Version, from_bf16, multiply, multiply_nv24, to_bf16, unavailable,
+};
 mod common;
 
-use common::{cpu_reference, random_nm};
+use common::{cpu_reference, random_nm, random_nv24};
 
 /// The device, or `None` after printing why the test is skipped.
 fn device() -> Option<Gpu> {
@@ -100,9 +102,34 @@ fn bf16_tensor_core_kernel_matches_the_cpu_kernel() {
 }
 
 #[test]
+fn nv24_sparse_tensor_core_kernel_matches_the_cpu_kernel() {
+    let Some(gpu) = device() else { return };
+    let mut checked = 0;
+    for (s, &(m, n, k)) in SHAPES.iter().enumerate() {
+        let a = random_nv24(m, k, s as u64 + 11);
+        let b = random_dense(k, n, s as u64 + 5);
+        // The CPU nv24 kernel (nm-spmm, itself checked against a dense product); small
+        // integers are exact in bf16 and every sum exact in f32.
+        let mut want = vec![0f32; m * n];
+        nm_spmm::spmm_nv24(&a, &b, n, &mut want, 1).unwrap();
+        let tiles = [None, Some(TileSize::Small), Some(TileSize::Medium), Some(TileSize::Large)];
+        for tile in tiles {
+            for slices in [None, Some(1), Some(3)] {
+                let (got, kernel, used) = multiply_nv24(&gpu, &a, &b, n, tile, slices).unwrap();
+                assert!(got == want, "nv24 {m}×{n}×{k} {kernel:?}, {used} slices: results differ");
+                checked += 1;
+            }
+        }
+    }
+    println!("{checked} sparse tensor-core runs equal to the CPU kernel");
+}
+
+#[test]
 fn wrong_operands_are_errors() {
     let Some(gpu) = device() else { return };
     let b = random_nm(64, 64, (2, 4, 4), 1).nm_parts().unwrap();
     assert!(matches!(multiply(&gpu, &[0.0; 10], 3, &b, Options::default()), Err(CudaError::Inner { .. })));
     assert!(matches!(GpuNmBf16::upload(&gpu, &b), Err(CudaError::Unsupported(_))));
+    let a = random_nv24(8, 64, 1);
+    assert!(matches!(multiply_nv24(&gpu, &a, &[0.0; 10], 3, None, None), Err(CudaError::Inner { .. })));
 }

@@ -37,3 +37,23 @@ pub fn cpu_reference(a: &[f32], m: usize, b: &Tensor<f32>) -> Vec<f32> {
     let at = Tensor::from_dense(&[m, k], a, &Format::dense(2)).unwrap();
     nm_spmm::multiply(&at, &nm_spmm::NmMatrix::new(b).unwrap(), 1).unwrap().values().to_vec()
 }
+
+/// An m×k matrix in nv24 with small integers: chunks of 4 columns keep 2, 1 or 0 entries at
+/// varying offsets (so every metadata pattern and the empty chunk occur), seeded.
+pub fn random_nv24(m: usize, k: usize, seed: u64) -> Tensor<f32> {
+    let mut dense = vec![0f32; m * k];
+    for r in 0..m {
+        for chunk in 0..k.div_ceil(4) {
+            let h = (r as u64 * 31 + chunk as u64 * 17 + seed * 7) as usize;
+            let first = (h / 3) % 4;
+            let offsets = [first, (first + 1 + (h / 12) % 3) % 4];
+            for (t, &offset) in offsets.iter().take(h % 3).enumerate() {
+                let c = chunk * 4 + offset;
+                if c < k {
+                    dense[r * k + c] = ((h / 5 + t) % 9) as f32 - 4.0;
+                }
+            }
+        }
+    }
+    Tensor::from_dense(&[m, k], &dense, &Format::nv24(2)).unwrap()
+}

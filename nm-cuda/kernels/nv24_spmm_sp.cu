@@ -1,0 +1,201 @@
+// Element-wise 2:4 SpMM on sparse tensor cores: C (m×n, f32) = A (m×k, nv24, bf16) · B (k×n,
+// bf16, row-major, leading dimension ldb), f32 accumulation, with mma.sp m16n8k32.
+//
+// A arrives compressed as the instruction reads it (nm-cuda's `Nv24Sp::compress`, the role of
+// cuSPARSELt's compress step):
+//   av  m × kc bf16, row-major, kc = ⌈k/32⌉·16: each row's kept values, two per 4 columns
+//       (k padded with zero groups to a whole k32 slice);
+//   ae  one u32 per (k32 slice s, 16-row tile rt, row g of 8, half p of the slice):
+//       ae[(s·row_tiles + rt)·16 + 2g + p] = meta(rt·16 + g, 2s + p) | meta(rt·16 + g + 8, 2s + p) << 16,
+//       meta(r, h) the 16 bits of row r's 16 columns h·16..h·16+15: per group of 4, two 2-bit
+//       offsets, the lower one first (valid for both mma.sp and mma.sp::ordered_metadata).
+//   Rows past m of the last tile carry metadata 0x4444 (offsets 0, 1) over zero values.
+// Then the lane with groupID g and t = lane % 4 ∈ {0, 1} (sparsity selector 0) hands the
+// instruction its metadata word with one 4-byte load: ae[… + 2g + (lane & 1)].
+//
+// -D parameters: MS NS (block tile), WM WN (warp tile), STAGES (shared buffers of the cp.async
+// pipeline, ≥ 2). A stage is one k32 slice: 16 compressed columns of A's MS rows, 32 rows of B.
+// Ragged m, n, k read zeros (cp.async zero fill) and store nothing; ldb is a multiple of 8 so
+// B's rows split into whole 16-byte chunks, and columns in n..ldb only reach unstored outputs.
+// Split-K: gridDim.z slices of steps write partial products to out + z·m·n (splitk_reduce.cu).
+
+#ifdef NMS_HOST_EMULATION
+#include "emulate/cuda_host.h"
+#endif
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+#define THREADS ((MS / WM) * (NS / WN) * 32)
+#define WARP_COLS (NS / WN)
+#define MI (WM / 16)
+#define NI (WN / 8)
+// Padded rows: the 8 rows one ldmatrix phase reads fall in distinct banks.
+#define ASTR (16 + 8)
+#define BSTR (NS + 8)
+#define A_STAGE (MS * ASTR)
+#define B_STAGE (32 * BSTR)
+#define E_STAGE (MS / 16 * 16)
+
+static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tiles are made of m16n8 tiles");
+static_assert(MS % WM == 0 && NS % WN == 0, "warp tiles cover the block tile");
+static_assert(NS % 8 == 0, "B's rows load in 16-byte chunks of 8 columns");
+static_assert(STAGES >= 2, "the pipeline needs two buffers at least");
+
+#ifdef NMS_HOST_EMULATION
+// The host emulation copies at once (see emulate/cuda_host.h).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    std::memcpy(dst, src, bytes);
+    std::memset(static_cast<char*>(dst) + bytes, 0, 16 - bytes);
+}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {}
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const u16* row) { emulated_ldmatrix_x4(r, row, false); }
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const u16* row) { emulated_ldmatrix_x4(r, row, true); }
+__device__ __forceinline__ void mma_sp(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 e) {
+    emulated_mma_sp_bf16(d, a, b, e);
+}
+#else
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// cp.async with zero fill: `bytes` of `src` land in `dst`, the rest of the 16 is zero.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+// Four 8×8 b16 matrices; lane l names row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const u16* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const u16* row) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+}
+__device__ __forceinline__ void mma_sp(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 e) {
+#if __CUDA_ARCH__ >= 900
+#define MMA_SP "mma.sp::ordered_metadata"
+#else
+#define MMA_SP "mma.sp"
+#endif
+    asm volatile(MMA_SP ".sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                        "{%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]),
+                   "r"(e));
+#undef MMA_SP
+}
+#endif
+
+// One block per SM at least: without the 1, ptxas capped the 128×128 tile at 128 registers and
+// spilled; it needs about 140.
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* __restrict__ b,
+             float* __restrict__ out, int m, int n, int k, int kc, int ldb, int row_tiles, int steps,
+             int steps_per_slice) {
+    __shared__ __align__(16) u16 as[STAGES * A_STAGE];
+    __shared__ __align__(16) u16 bs[STAGES * B_STAGE];
+    __shared__ __align__(16) u32 es[STAGES * E_STAGE];
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t4 = lane % 4;
+    const int m0 = blockIdx.y * MS, n0 = blockIdx.x * NS;
+    const int wr = (warp / WARP_COLS) * WM, wc = (warp % WARP_COLS) * WN;
+    const int first = blockIdx.z * steps_per_slice;
+    const int last = min(steps, first + steps_per_slice);
+
+    // Stage `step` into buffer `buf`: A's compressed slice, B's 32 rows, the metadata words.
+    auto load = [&](int step, int buf) {
+        u16* a_s = as + buf * A_STAGE;
+        u16* b_s = bs + buf * B_STAGE;
+        u32* e_s = es + buf * E_STAGE;
+        for (int e = tid; e < MS * 2; e += THREADS) {
+            const int row = e / 2, half = e % 2, gm = m0 + row;
+            const bool ok = gm < m;
+            cp_async16(a_s + row * ASTR + half * 8, ok ? av + (size_t)gm * kc + step * 16 + half * 8 : av, ok ? 16 : 0);
+        }
+        for (int e = tid; e < 32 * (NS / 8); e += THREADS) {
+            const int r = e / (NS / 8), chunk = e % (NS / 8);
+            const int gk = step * 32 + r, gn = n0 + chunk * 8;
+            const bool ok = gk < k && gn < ldb;
+            cp_async16(b_s + r * BSTR + chunk * 8, ok ? b + (size_t)gk * ldb + gn : b, ok ? 16 : 0);
+        }
+        for (int e = tid; e < MS / 16 * 4; e += THREADS) {
+            const int tile = e / 4, quarter = e % 4, rt = m0 / 16 + tile;
+            u32* dst = e_s + tile * 16 + quarter * 4;
+            if (rt < row_tiles) {
+                cp_async16(dst, ae + ((size_t)step * row_tiles + rt) * 16 + quarter * 4, 16);
+            } else {
+                // A tile wholly past m: valid metadata (offsets 0, 1) over the zeros loaded above.
+                for (int q = 0; q < 4; ++q) dst[q] = 0x44444444u;
+            }
+        }
+    };
+
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+
+    // The pipeline: STAGES - 1 slices in flight ahead of the one being multiplied. Every
+    // iteration commits one group (empty past the end) so the wait counts stay uniform.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (first + s < last) load(first + s, s);
+        cp_async_commit();
+    }
+    for (int step = first; step < last; ++step) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        // The buffer the previous iteration read: every warp is past it (the barrier above).
+        const int ahead = step + STAGES - 1;
+        if (ahead < last) load(ahead, (ahead - first) % STAGES);
+        cp_async_commit();
+
+        const int buf = (step - first) % STAGES;
+        const u16* a_s = as + buf * A_STAGE;
+        const u16* b_s = bs + buf * B_STAGE;
+        const u32* e_s = es + buf * E_STAGE;
+        u32 af[MI][4], meta[MI];
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+            // Lanes 0-15 name rows 0-15 at column 0, lanes 16-31 the same rows at column 8:
+            // the four 8×8 quarters land as a0 (g, 2t), a1 (g+8, 2t), a2 (g, 2t+8), a3 (g+8, 2t+8).
+            ldmatrix_x4(af[i], a_s + (wr + i * 16 + lane % 16) * ASTR + (lane / 16) * 8);
+            meta[i] = e_s[((wr / 16) + i) * 16 + 2 * g + (lane & 1)];
+        }
+#pragma unroll
+        for (int j = 0; j < NI; ++j) {
+            // Lane l names k row l of the slice at the tile's first column; transposed, each
+            // 8-row quarter gives the lane k = 2t, 2t+1 of column g: b0..b3 at k offsets 0, 8, 16, 24.
+            u32 bf[4];
+            ldmatrix_x4_trans(bf, b_s + lane * BSTR + wc + j * 8);
+#pragma unroll
+            for (int i = 0; i < MI; ++i) mma_sp(acc[i][j], af[i], bf, meta[i]);
+        }
+    }
+    // Nothing may still be writing shared memory when the block exits (empty groups only).
+    cp_async_wait<0>();
+
+    float* c = out + (size_t)blockIdx.z * m * n;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int gm = m0 + wr + i * 16 + g + (q / 2) * 8;
+                const int gn = n0 + wc + j * 8 + 2 * t4 + q % 2;
+                if (gm < m && gn < n) c[(size_t)gm * n + gn] = acc[i][j][q];
+            }
+}
