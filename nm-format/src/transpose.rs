@@ -251,6 +251,34 @@ mod tests {
     }
 
     #[test]
+    fn a_dense_array_into_a_dense_format_matches_the_general_builder() {
+        for shape in [vec![7usize], vec![4, 5], vec![2, 3, 4], vec![0, 3], vec![3, 0]] {
+            let len: usize = shape.iter().product();
+            let data: Vec<f64> = (0..len).map(|q| if q % 3 == 0 { 0.0 } else { q as f64 - 4.5 }).collect();
+            let format = Format::dense(shape.len());
+            let fast = Tensor::from_dense(&shape, &data, &format).unwrap();
+            let mut list = CoordinateList::new(shape.clone());
+            for (q, &v) in data.iter().enumerate() {
+                let mut coords = vec![0; shape.len()];
+                let mut rest = q;
+                for d in (0..shape.len()).rev() {
+                    coords[d] = rest % shape[d];
+                    rest /= shape[d];
+                }
+                if v != 0.0 {
+                    list.push(&coords, v);
+                }
+            }
+            assert_eq!(fast, crate::build::build_general(&list, &format).unwrap(), "{shape:?}");
+            assert_eq!(fast.to_dense().unwrap(), data);
+        }
+        // A transposed dense format still goes through the coordinates.
+        let cm = Format::parse("dd:1,0", 2).unwrap();
+        let t = Tensor::from_dense(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &cm).unwrap();
+        assert_eq!(t.values(), &[1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    }
+
+    #[test]
     fn explicit_zeros_are_dropped_and_rows_stay_sorted() {
         let mut list = CoordinateList::new(vec![3, 3]);
         for (i, j, v) in [(0, 2, 1.0f64), (1, 0, 0.0), (2, 0, 3.0), (2, 2, 4.0), (0, 0, 5.0)] {
