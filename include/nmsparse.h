@@ -387,10 +387,12 @@ enum nms_status nms_tensor_prune(const struct nms_tensor *tensor,
 // `tensor` is NULL or a tensor from this library, not used afterwards.
 void nms_tensor_free(struct nms_tensor *tensor);
 
-// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
-// one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
-// CPU's instruction set; CUDA: nm-cuda's kernel chosen by shape and sparsity, f32). On success `*c` is a new dense `m×n` tensor the caller releases
-// with `nms_tensor_free`.
+// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), or `A`
+// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
+// nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
+// chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
+// read A and B rounded to bf16 and accumulate in f32). On success `*c` is a new dense `m×n`
+// tensor the caller releases with `nms_tensor_free`.
 //
 // # Safety
 // `a` and `b` are live tensors; `c` points at room for one pointer.

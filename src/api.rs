@@ -264,10 +264,7 @@ impl Program {
             .ok_or_else(|| Error::Missing(format!("the result `{result}` is not declared")))?;
         let format_of = |t| self.shapes.get(self.stmt.tensor_name(t)).and_then(|(_, f)| f.clone());
         let engine = match crate::commands::recognise_nm_spmm(&self.stmt, format_of) {
-            Some(route) => Engine::NmSpmm {
-                a: self.stmt.tensor_name(route.a).to_string(),
-                b: self.stmt.tensor_name(route.b).to_string(),
-            },
+            Some(route) => Engine::NmSpmm(route),
             None => Engine::Generated {
                 narrow: Box::new(Specialization::new::<T>(
                     &cin,
@@ -308,8 +305,8 @@ enum Engine {
         /// For operands with some 64-bit index arrays, made when first needed.
         wide: Mutex<Vec<Arc<Specialization>>>,
     },
-    /// nm-spmm's `C = A·B` (by tensor name).
-    NmSpmm { a: String, b: String },
+    /// nm-spmm's `C = A·B`.
+    NmSpmm(crate::commands::NmSpmm),
 }
 
 /// A kernel lowered (and compiled) for one set of operand index widths.
@@ -391,7 +388,7 @@ impl<T: Scalar> Kernel<T> {
     pub fn parallel(&self) -> bool {
         match &self.engine {
             Engine::Generated { narrow, .. } => narrow.lowered.partition.is_some() && narrow.compiled.is_some(),
-            Engine::NmSpmm { .. } => true,
+            Engine::NmSpmm(_) => true,
         }
     }
 
@@ -399,7 +396,7 @@ impl<T: Scalar> Kernel<T> {
     pub fn loops(&self) -> Option<&nm_lower::ir::Function> {
         match &self.engine {
             Engine::Generated { narrow, .. } => Some(&narrow.lowered.function),
-            Engine::NmSpmm { .. } => None,
+            Engine::NmSpmm(_) => None,
         }
     }
 
@@ -407,7 +404,7 @@ impl<T: Scalar> Kernel<T> {
     pub fn compiled(&self) -> Option<&CKernel> {
         match &self.engine {
             Engine::Generated { narrow, .. } => narrow.compiled.as_ref(),
-            Engine::NmSpmm { .. } => None,
+            Engine::NmSpmm(_) => None,
         }
     }
 
@@ -483,7 +480,7 @@ impl<T: Scalar> Kernel<T> {
         }
         let (narrow, wide) = match &self.engine {
             Engine::Generated { narrow, wide } => (narrow, wide),
-            Engine::NmSpmm { a, b } => return self.run_nm_spmm(&named, a, b),
+            Engine::NmSpmm(route) => return self.run_nm_spmm(&named, route),
         };
         let widths = IndexWidths::of(&named);
         let specialized;
@@ -523,7 +520,8 @@ impl<T: Scalar> Kernel<T> {
     }
 
     /// `C = A·B` by nm-spmm, the operands checked against their declarations.
-    fn run_nm_spmm(&self, named: &[(&str, &Tensor<T>)], a: &str, b: &str) -> Result<Tensor<T>, Error> {
+    fn run_nm_spmm(&self, named: &[(&str, &Tensor<T>)], route: &crate::commands::NmSpmm) -> Result<Tensor<T>, Error> {
+        let (a, b) = (self.stmt.tensor_name(route.a), self.stmt.tensor_name(route.b));
         let operand = |name: &str| -> Result<&Tensor<T>, Error> {
             let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
             let (shape, format) = &self.shapes[name];
@@ -532,7 +530,7 @@ impl<T: Scalar> Kernel<T> {
             Ok(t)
         };
         let (a, b) = (operand(a)?, operand(b)?);
-        Ok(nm_spmm::multiply(a, &nm_spmm::NmMatrix::new(b)?, self.threads)?)
+        Ok(crate::commands::multiply_nm(route, a, b, self.threads)?)
     }
 
     /// The kernel for operands with `widths`, lowered and compiled the first time.

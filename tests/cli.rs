@@ -307,6 +307,42 @@ fn nm_spmm_from_the_command_line() {
     assert!(o.status.success() && stdout(&o).contains("packing B"), "{}{}", stdout(&o), stderr(&o));
 }
 
+/// `C(i,j) = A(i,k) * B(k,j)` with A in `nv24` runs nm-spmm's 2:4 kernel (and says so), equal
+/// to a dense product and to the compiler's kernel on the same A stored in CSR.
+#[test]
+fn nv24_spmm_from_the_command_line() {
+    let (m, k, n) = (37, 50, 29);
+    let dense_a: Vec<f64> = (0..m * k).map(|q| ((q * 7) % 11) as f64 - 5.0).collect();
+    let (a, _) = Tensor::from_dense(&[m, k], &dense_a, &Format::dense(2)).unwrap().prune(&Format::nv24(2)).unwrap();
+    let b_values: Vec<f64> = (0..k * n).map(|q| ((q * 5) % 7) as f64 - 3.0).collect();
+    let b = Tensor::from_dense(&[k, n], &b_values, &Format::dense(2)).unwrap();
+    let (a_path, b_path) = (scratch("nv24_a.mtx"), scratch("nv24_b.mtx"));
+    nmsparse::format::io::write_tensor(&a_path, &a).unwrap();
+    nmsparse::format::io::write_tensor(&b_path, &b).unwrap();
+    let run = |format: &str, out: &Path, extra: &[&str]| {
+        let (ia, ib, oc) = (
+            format!("-i=A:{}", a_path.display()),
+            format!("-i=B:{}", b_path.display()),
+            format!("-o=C:{}", out.display()),
+        );
+        nmsparse(&[&["C(i,j) = A(i,k) * B(k,j)", format, &ia, &ib, &oc], extra].concat())
+    };
+    let (c_kernel, c_compiler) = (scratch("nv24_c1.mtx"), scratch("nv24_c2.mtx"));
+    let o = run("-f=A:nv24", &c_kernel, &["-print-compute", "-nthreads=2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nm-spmm's hand-written 2:4 SpMM"), "{}", stdout(&o));
+    let o = run("-f=A:csr", &c_compiler, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let by_kernel = read_tensor::<f64>(&c_kernel, "dense").unwrap().to_dense().unwrap();
+    let by_compiler = read_tensor::<f64>(&c_compiler, "dense").unwrap().to_dense().unwrap();
+    let pa = a.to_dense().unwrap();
+    let expected: Vec<f64> =
+        (0..m * n).map(|q| (0..k).map(|p| pa[q / n * k + p] * b_values[p * n + q % n]).sum()).collect();
+    assert!(expected.iter().any(|&v| v != 0.0));
+    assert_eq!(by_kernel, expected);
+    assert_eq!(by_compiler, expected);
+}
+
 #[test]
 fn workspaces_from_the_command_line() {
     // Outer-product SpGEMM and the row-wise product on the same sample matrix agree, for every
@@ -540,6 +576,47 @@ fn device_cuda_runs_the_nm_spmm_or_says_why_not() {
     assert!(stderr(&other).contains("runs only the N:M SpMM"), "{}", stderr(&other));
     let bad = nmsparse(&["y(i) = A(i,j) * x(j)", "-device=gpu"]);
     assert!(stderr(&bad).contains("expected cpu, cuda or cuda:N"), "{}", stderr(&bad));
+}
+
+/// `-device=cuda` with A in `nv24`: the sparse tensor cores in bf16 on a GPU (small integers:
+/// exact, so equal to the CPU kernel's file), else a one-line error naming what is missing.
+#[test]
+fn device_cuda_runs_the_nv24_spmm_or_says_why_not() {
+    let (m, k, n) = (40, 70, 33);
+    let dense_a: Vec<f32> = (0..m * k).map(|q| ((q * 7) % 11) as f32 - 5.0).collect();
+    let (a, _) = Tensor::from_dense(&[m, k], &dense_a, &Format::dense(2)).unwrap().prune(&Format::nv24(2)).unwrap();
+    let b = Tensor::from_dense(
+        &[k, n],
+        &(0..k * n).map(|q| ((q * 5) % 7) as f32 - 3.0).collect::<Vec<_>>(),
+        &Format::dense(2),
+    )
+    .unwrap();
+    let (a_path, b_path) = (scratch("cuda_nv24_a.mtx"), scratch("cuda_nv24_b.mtx"));
+    nmsparse::format::io::write_tensor(&a_path, &a).unwrap();
+    nmsparse::format::io::write_tensor(&b_path, &b).unwrap();
+    let run = |out: &Path, extra: &[&str]| {
+        let (ia, ib, oc) = (
+            format!("-i=A:{}", a_path.display()),
+            format!("-i=B:{}", b_path.display()),
+            format!("-o=C:{}", out.display()),
+        );
+        nmsparse(&[&["C(i,j) = A(i,k) * B(k,j)", "-f=A:nv24", "-type=f32", &ia, &ib, &oc], extra].concat())
+    };
+    let (on_gpu, on_cpu) = (scratch("cuda_nv24_c_gpu.mtx"), scratch("cuda_nv24_c_cpu.mtx"));
+    let out = run(&on_gpu, &["-device=cuda", "-print-compute"]);
+    if let Some(why) = nm_cuda::unavailable() {
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.starts_with("error: -device=cuda: ") && err.contains(&why.to_string()), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        println!("skipped the GPU half: {why}");
+    } else {
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("mma.sp"), "{}", stdout(&out));
+        assert!(!stderr(&out).contains("rounded"), "small integers are exact in bf16: {}", stderr(&out));
+        assert!(run(&on_cpu, &[]).status.success());
+        assert_eq!(std::fs::read(&on_gpu).unwrap(), std::fs::read(&on_cpu).unwrap());
+    }
 }
 
 /// An operand the kernel cannot read as declared runs through a copy, with a note naming the

@@ -626,10 +626,12 @@ pub enum nms_device {
     NMS_DEVICE_CUDA = 1,
 }
 
-/// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), both of
-/// one value type, on `device` with `threads` threads (CPU: nm-spmm's kernel, chosen for the
-/// CPU's instruction set; CUDA: nm-cuda's kernel chosen by shape and sparsity, f32). On success `*c` is a new dense `m×n` tensor the caller releases
-/// with `nms_tensor_free`.
+/// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), or `A`
+/// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
+/// nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
+/// chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
+/// read A and B rounded to bf16 and accumulate in f32). On success `*c` is a new dense `m×n`
+/// tensor the caller releases with `nms_tensor_free`.
 ///
 /// # Safety
 /// `a` and `b` are live tensors; `c` points at room for one pointer.
@@ -654,12 +656,19 @@ pub unsafe extern "C" fn nms_nm_spmm(
                     "the CUDA N:M kernels are f32: build A and B as NMS_F32 (or use NMS_DEVICE_CPU)",
                 ));
             };
-            let inner = AnyTensor::F32(multiply_cuda(x, y)?);
+            let inner = AnyTensor::F32(if x.format() == &Format::nv24(2) {
+                multiply_nv24_cuda(x, y)?
+            } else {
+                multiply_cuda(x, y)?
+            });
             // SAFETY: checked non-NULL above.
             return unsafe { give(c, nms_tensor { inner }) };
         }
         fn multiply<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
             use nms::spmm::SpmmError;
+            if a.format() == &Format::nv24(2) {
+                return multiply_nv24(a, b, threads);
+            }
             let packed = nms::spmm::NmMatrix::new(b).map_err(|e| Failure::invalid(e.to_string()))?;
             nms::spmm::multiply(a, &packed, threads).map_err(|e| match e {
                 SpmmError::Inner { .. } | SpmmError::Tensor(_) => {
@@ -676,6 +685,36 @@ pub unsafe extern "C" fn nms_nm_spmm(
         // SAFETY: checked non-NULL above.
         unsafe { give(c, nms_tensor { inner }) }
     })
+}
+
+/// `B`'s shape `[k, n]` when it is a dense matrix with `k` rows, as `C = A·B` with `A` in
+/// `nv24` (`m×k`) needs.
+fn dense_b_for_nv24<T: Value>(a: &Tensor<T>, b: &Tensor<T>) -> Result<[usize; 2], Failure> {
+    if b.format() != &Format::dense(2) {
+        return Err(Failure::invalid(format!("with A in nv24, B must be a dense matrix, it is in {}", b.format())));
+    }
+    let (m, k) = (a.shape()[0], a.shape()[1]);
+    if b.shape()[0] != k {
+        return Err(Failure::new(nms_status::NMS_ERR_TENSOR, format!("A is {m}×{k} but B has {} rows", b.shape()[0])));
+    }
+    Ok([k, b.shape()[1]])
+}
+
+/// `C = A·B` with `A` in `nv24` on the CPU (nm-spmm's 2:4 kernel).
+fn multiply_nv24<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
+    let [_, n] = dense_b_for_nv24(a, b)?;
+    let m = a.shape()[0];
+    let mut c = vec![T::ZERO; m * n];
+    nms::spmm::spmm_nv24(a, b.values(), n, &mut c, threads).map_err(|e| Failure::invalid(e.to_string()))?;
+    Ok(Tensor::from_dense(&[m, n], &c, &Format::dense(2))?)
+}
+
+/// `C = A·B` with `A` in `nv24` on CUDA device 0's sparse tensor cores (bf16 operands).
+fn multiply_nv24_cuda(a: &Tensor<f32>, b: &Tensor<f32>) -> Result<Tensor<f32>, Failure> {
+    let [_, n] = dense_b_for_nv24(a, b)?;
+    let gpu = nms::cuda::Gpu::open(0)?;
+    let (values, _, _) = nms::cuda::multiply_nv24(&gpu, a, b.values(), n, None, None)?;
+    Ok(Tensor::from_dense(&[a.shape()[0], n], &values, &Format::dense(2))?)
 }
 
 /// `C = A·B` on CUDA device 0, operands checked like the CPU path's.

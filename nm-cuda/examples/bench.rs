@@ -1,6 +1,8 @@
 //! The NM-SpMM GPU benchmark: per shape and sparsity, each kernel's time, useful TFLOP/s
 //! (2·m·n·k·N/M), % of the device's FP32 peak, and speedup over cuBLAS SGEMM (bf16: over
-//! cuBLAS's dense bf16 GEMM), in one run on one device.
+//! cuBLAS's dense bf16 GEMM), in one run on one device. Per shape also the element-wise 2:4
+//! kernel on the sparse tensor cores (A in nv24, B dense, bf16 in, f32 out) against the same
+//! dense bf16 GEMM.
 //!
 //! ```text
 //! cargo run --release -p nm-cuda --example bench -- [MxNxK ...] [--patterns 4:8,3:8,2:8,1:8] [--l 32] [--reps 50]
@@ -9,7 +11,7 @@
 //! (m = 256 … 4096 tokens × (n, k) ∈ {(4096, 4096), (11008, 4096), (4096, 11008)}).
 //! Exits with status 2 and the reason when there is no CUDA device.
 
-use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, Options, Version, to_bf16, unavailable};
+use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, Version, to_bf16, unavailable};
 use nm_format::{Format, Tensor};
 
 fn main() {
@@ -85,7 +87,28 @@ fn main() {
         let mut c16 = gpu.zeros::<half::bf16>(m * n).unwrap();
         let hgemm = time(&gpu, reps, || blas.bf16_gemm(&a16_dev, &b16_dev, &mut c16, m, n, k));
         println!("{m}x{n}x{k},dense,0,cublas_bf16,{hgemm:.4},{:.2},,", dense_flops / hgemm / 1e9);
-        drop((b_dev, b16_dev, c16));
+        drop((b_dev, c16));
+        // 2:4 element-wise on the sparse tensor cores: A (m×k) pruned into nv24, B dense bf16
+        // (n is padded to a multiple of 8 for the kernel's 16-byte loads).
+        match nv24_launch(&gpu, &a, m, k, n) {
+            Ok((dev, launch)) => {
+                let (b_pad, ldb) = nm_cuda::bf16_padded_rows(&b_dense, n);
+                let b_sp = gpu.upload(&b_pad).unwrap_or_else(|e| fail(&e.to_string()));
+                let mut work = gpu.zeros::<f32>(launch.workspace(m)).unwrap_or_else(|e| fail(&e.to_string()));
+                let ms = time(&gpu, reps, || dev.run(&gpu, &launch, &b_sp, ldb, &mut c, &mut work));
+                let tile = &launch.kernel;
+                let split = if launch.slices > 1 { format!(" split-k {}", launch.slices) } else { String::new() };
+                println!(
+                    "{m}x{n}x{k},2:4 nv24,0.5,nv24_sp ({}x{}{split}),{ms:.4},{:.2},,{:.2} (vs cuBLAS bf16)",
+                    tile.ms,
+                    tile.ns,
+                    dev.flops(n) / ms / 1e9,
+                    hgemm / ms
+                );
+            }
+            Err(e) => println!("{m}x{n}x{k},2:4 nv24,0.5,nv24_sp,,,,# {e}"),
+        }
+        drop(b16_dev);
         for &(keep, win) in &patterns {
             let b = pruned(k, n, (keep, win, l));
             let parts = b.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
@@ -140,6 +163,16 @@ fn pruned(k: usize, n: usize, nm: (u32, u32, usize)) -> Tensor<f32> {
     let whole = Tensor::from_dense(&[k, n], &dense, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
     let format = Format::nm(nm.0, nm.1, nm.2).unwrap_or_else(|e| fail(&e.to_string()));
     whole.prune(&format).unwrap_or_else(|e| fail(&e.to_string())).0
+}
+
+/// A (m×k, row-major) pruned into nv24 (the 2 largest of every 4), compressed and uploaded,
+/// with its launch for `n` columns.
+fn nv24_launch(gpu: &Gpu, a: &[f32], m: usize, k: usize, n: usize) -> nm_cuda::Result<(GpuNv24, nm_cuda::Nv24Launch)> {
+    let whole = Tensor::from_dense(&[m, k], a, &Format::dense(2))?;
+    let (pruned, _) = whole.prune(&Format::nv24(2))?;
+    let dev = GpuNv24::upload(gpu, &Nv24Sp::compress(&pruned)?)?;
+    let launch = dev.prepare(gpu, n, None, None)?;
+    Ok((dev, launch))
 }
 
 /// Milliseconds per call after 5 warm-up calls.

@@ -289,6 +289,19 @@ pub fn to_bf16(x: f32) -> u16 {
     ((bits.wrapping_add(round)) >> 16) as u16
 }
 
+/// `b` (row-major, `n` columns) as bf16 bits in rows padded with zeros to a multiple of 8
+/// columns, and that row length: B as [`GpuNv24::run`] takes it.
+pub fn bf16_padded_rows(b: &[f32], n: usize) -> (Vec<u16>, usize) {
+    let ldb = n.next_multiple_of(8);
+    let mut padded = vec![0u16; b.len().checked_div(n).unwrap_or(0) * ldb];
+    for (row, out) in b.chunks_exact(n.max(1)).zip(padded.chunks_exact_mut(ldb.max(1))) {
+        for (x, o) in row.iter().zip(out.iter_mut()) {
+            *o = to_bf16(*x);
+        }
+    }
+    (padded, ldb)
+}
+
 /// bf16 bits → f32 (exact).
 pub fn from_bf16(x: u16) -> f32 {
     f32::from_bits((x as u32) << 16)
@@ -511,13 +524,7 @@ pub fn multiply_nv24(
     }
     let dev = GpuNv24::upload(gpu, &Nv24Sp::compress(a)?)?;
     let launch = dev.prepare(gpu, n, tile, slices)?;
-    let ldb = n.next_multiple_of(8);
-    let mut padded = vec![0u16; k * ldb];
-    for (row, out) in b.chunks_exact(n.max(1)).zip(padded.chunks_exact_mut(ldb.max(1))) {
-        for (x, o) in row.iter().zip(out.iter_mut()) {
-            *o = to_bf16(*x);
-        }
-    }
+    let (padded, ldb) = bf16_padded_rows(b, n);
     let b_dev = gpu.upload(&padded)?;
     let mut c = gpu.zeros::<f32>((m * n).max(1))?;
     let mut work = gpu.zeros::<f32>(launch.workspace(m))?;

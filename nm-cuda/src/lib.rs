@@ -19,8 +19,8 @@ pub mod nv24;
 pub mod nvrtc;
 pub mod plan;
 pub use gpu::{
-    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Launch, SpmmLaunch, from_bf16, multiply, multiply_nv24, to_bf16,
-    unavailable,
+    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Launch, SpmmLaunch, bf16_padded_rows, from_bf16, multiply,
+    multiply_nv24, to_bf16, unavailable,
 };
 
 pub use error::{CudaError, Result};

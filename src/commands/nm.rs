@@ -1,6 +1,7 @@
-//! `C(i,j) = A(i,k) * B(k,j)` with `B` in `nm(N,M,L)`, `A` and `C` dense: run by nm-spmm's
-//! hand-written kernel (the lowering does not generate code for structured levels yet), on
-//! the CPU or, with `-device=cuda`, by nm-cuda on a GPU.
+//! `C(i,j) = A(i,k) * B(k,j)` with `B` in `nm(N,M,L)` (A, C dense), or with `A` in `nv24` (B, C
+//! dense): run by nm-spmm's hand-written kernels (the lowering's code for structured levels is
+//! a plain loop nest, 16× slower on the nv24 product), on the CPU or, with `-device=cuda`, by
+//! nm-cuda on a GPU.
 
 use std::any::Any;
 use std::time::{Duration, Instant};
@@ -11,15 +12,24 @@ use nm_spmm::Isa;
 
 use super::CommandError;
 
-/// The operands of an N:M SpMM the statement is: (A, B, B's (N, M, L)).
+/// Which operand is structured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NmOperand {
+    /// B in vector-wise `nm(N,M,L)`: (N, M, L).
+    B((u32, u32, usize)),
+    /// A in element-wise 2:4 `nv24`.
+    ANv24,
+}
+
+/// The operands of an N:M SpMM the statement is.
 pub(crate) struct NmSpmm {
     pub a: TensorId,
     pub b: TensorId,
-    pub pattern: (u32, u32, usize),
+    pub structured: NmOperand,
 }
 
 /// Whether `stmt` (with its tensors' formats, `None` = dense) is `C(i,j) = A(i,k) * B(k,j)`
-/// with `B` in `nm(N,M,L)` and `A`, `C` dense.
+/// with `B` in `nm(N,M,L)` and `A`, `C` dense, or with `A` in `nv24` and `B`, `C` dense.
 pub(crate) fn recognise(stmt: &IndexNotation, format: impl Fn(TensorId) -> Option<Format>) -> Option<NmSpmm> {
     let Expr::Binary(BinaryOp::Mul, x, y) = &stmt.exprs[stmt.rhs] else { return None };
     let (Expr::Access(a), Expr::Access(b)) = (&stmt.exprs[*x], &stmt.exprs[*y]) else { return None };
@@ -28,18 +38,49 @@ pub(crate) fn recognise(stmt: &IndexNotation, format: impl Fn(TensorId) -> Optio
     let ([i, j], [ai, k], [bk, bj]) = (c.as_slice(), av.as_slice(), bv.as_slice()) else { return None };
     let distinct = i != j && i != k && j != k;
     let dense = |t: TensorId| format(t).is_none_or(|f| f == Format::dense(2));
-    let pattern = format(b.tensor)?.nm_params()?;
-    (distinct && ai == i && bk == k && bj == j && dense(a.tensor) && dense(stmt.lhs.tensor) && a.tensor != b.tensor)
-        .then_some(NmSpmm { a: a.tensor, b: b.tensor, pattern })
+    let shaped = distinct && ai == i && bk == k && bj == j && dense(stmt.lhs.tensor) && a.tensor != b.tensor;
+    let structured = match (format(b.tensor).and_then(|f| f.nm_params()), format(a.tensor)) {
+        (Some(pattern), _) if dense(a.tensor) => NmOperand::B(pattern),
+        (None, Some(f)) if f == Format::nv24(2) && dense(b.tensor) => NmOperand::ANv24,
+        _ => return None,
+    };
+    shaped.then_some(NmSpmm { a: a.tensor, b: b.tensor, structured })
 }
 
 /// What `-print-compute` shows instead of generated C.
 pub(crate) fn describe(s: &NmSpmm) -> String {
-    let (n, m, l) = s.pattern;
-    format!(
-        "// C = A·B with B in nm({n},{m},{l}): nm-spmm's hand-written N:M SpMM ({:?} on this CPU), not generated code\n",
-        Isa::detect()
-    )
+    match s.structured {
+        NmOperand::B((n, m, l)) => format!(
+            "// C = A·B with B in nm({n},{m},{l}): nm-spmm's hand-written N:M SpMM ({:?} on this CPU), not generated code\n",
+            Isa::detect()
+        ),
+        NmOperand::ANv24 => format!(
+            "// C = A·B with A in nv24: nm-spmm's hand-written 2:4 SpMM ({:?} on this CPU), not generated code\n",
+            Isa::detect()
+        ),
+    }
+}
+
+/// `C = A·B` on the CPU by nm-spmm's kernel for the route.
+pub(crate) fn multiply_cpu<T: nm_spmm::Real>(
+    route: &NmSpmm,
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    threads: usize,
+) -> Result<Tensor<T>, nm_spmm::SpmmError> {
+    match route.structured {
+        NmOperand::B(_) => nm_spmm::multiply(a, &nm_spmm::NmMatrix::new(b)?, threads),
+        NmOperand::ANv24 => {
+            let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+            if b.shape()[0] != k {
+                return Err(nm_spmm::SpmmError::Inner { m, k, rows: b.shape()[0] });
+            }
+            let mut c = vec![T::ZERO; m * n];
+            nm_spmm::spmm_nv24(a, b.values(), n, &mut c, threads)?;
+            let levels = vec![nm_format::LevelStorage::Dense { size: m }, nm_format::LevelStorage::Dense { size: n }];
+            Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, c)?)
+        }
+    }
 }
 
 /// `-device=`: where the N:M SpMM runs.
@@ -76,9 +117,12 @@ pub(crate) struct CudaRun<T> {
     pub times: Vec<Duration>,
 }
 
-/// Runs `C = A·B` on CUDA device `ordinal`, `reps` times. The GPU kernels are f32: other
-/// value types are refused, never converted silently.
+/// Runs `C = A·B` on CUDA device `ordinal`, `reps` times. The GPU kernels take f32 operands
+/// (B in nm(N,M,L): f32 kernels; A in nv24: the sparse tensor cores, which read bf16 — how many
+/// values that rounding changed is reported, never hidden); other value types are refused,
+/// never converted silently.
 pub(crate) fn run_cuda<T: Any + Clone>(
+    route: &NmSpmm,
     a: &Tensor<T>,
     b: &Tensor<T>,
     ordinal: usize,
@@ -89,32 +133,64 @@ pub(crate) fn run_cuda<T: Any + Clone>(
     else {
         return Err(CommandError("-device=cuda runs the f32 N:M kernels: add -type=f32".into()));
     };
-    let cuda = |e: nm_cuda::CudaError| CommandError(format!("-device=cuda: {e}"));
     let start = Instant::now();
     let gpu = nm_cuda::Gpu::open(ordinal).map_err(cuda)?;
+    let (values, note, setup, times) = match route.structured {
+        NmOperand::B(_) => run_nm_b(&gpu, a, b, reps, start)?,
+        NmOperand::ANv24 => run_nv24_a(&gpu, a, b, reps, start)?,
+    };
+    let [m, n] = [a.shape()[0], b.shape()[1]];
+    let result: Box<dyn Any> = Box::new(Tensor::from_dense(&[m, n], &values, &Format::dense(2))?);
+    let result = *result.downcast::<Tensor<T>>().expect("T is f32, checked above");
+    Ok(CudaRun { result, note, setup, times })
+}
+
+fn cuda(e: nm_cuda::CudaError) -> CommandError {
+    CommandError(format!("-device=cuda: {e}"))
+}
+
+/// C's values, the note, the set-up time and each run's time.
+type GpuRun = (Vec<f32>, String, Duration, Vec<Duration>);
+
+/// Runs `reps` times, synchronizing after each.
+fn timed(
+    gpu: &nm_cuda::Gpu,
+    reps: usize,
+    mut run: impl FnMut() -> nm_cuda::Result<()>,
+) -> Result<Vec<Duration>, CommandError> {
+    let mut times = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        run().map_err(cuda)?;
+        gpu.synchronize().map_err(cuda)?;
+        times.push(t.elapsed());
+    }
+    Ok(times)
+}
+
+/// B in nm(N,M,L): nm-cuda's f32 kernel chosen by shape and sparsity.
+fn run_nm_b(
+    gpu: &nm_cuda::Gpu,
+    a: &Tensor<f32>,
+    b: &Tensor<f32>,
+    reps: usize,
+    start: Instant,
+) -> Result<GpuRun, CommandError> {
     let (m, k) = (a.shape()[0], a.shape()[1]);
     let parts = b.nm_parts()?;
     if parts.shape[0] != k {
         return Err(cuda(nm_cuda::CudaError::Inner { m, k, rows: parts.shape[0] }));
     }
     let n = parts.shape[1];
-    let mut dev = nm_cuda::GpuNm::upload(&gpu, &parts).map_err(cuda)?;
-    let launch = dev.prepare(&gpu, m, nm_cuda::Options::default()).map_err(cuda)?;
+    let mut dev = nm_cuda::GpuNm::upload(gpu, &parts).map_err(cuda)?;
+    let launch = dev.prepare(gpu, m, nm_cuda::Options::default()).map_err(cuda)?;
     let a_dev = gpu.upload(a.values()).map_err(cuda)?;
     let mut c = gpu.zeros::<f32>(m * n).map_err(cuda)?;
     let mut work = gpu.zeros::<f32>(launch.workspace(n)).map_err(cuda)?;
     let setup = start.elapsed();
-    let mut times = Vec::new();
-    for _ in 0..reps.max(1) {
-        let t = Instant::now();
-        dev.run(&gpu, &launch, &a_dev, &mut c, &mut work).map_err(cuda)?;
-        gpu.synchronize().map_err(cuda)?;
-        times.push(t.elapsed());
-    }
+    let times = timed(gpu, reps, || dev.run(gpu, &launch, &a_dev, &mut c, &mut work))?;
     let mut values = gpu.download(&c).map_err(cuda)?;
     values.truncate(m * n);
-    let result: Box<dyn Any> = Box::new(Tensor::from_dense(&[m, n], &values, &Format::dense(2))?);
-    let result = *result.downcast::<Tensor<T>>().expect("T is f32, checked above");
     let note = format!(
         "// C = A·B with B in nm({},{},{}): nm-cuda's {} on {}, not generated code\n",
         parts.n,
@@ -123,5 +199,46 @@ pub(crate) fn run_cuda<T: Any + Clone>(
         nm_cuda::kernels::Variant::f32(&launch.plan.kernel).label,
         gpu.describe()
     );
-    Ok(CudaRun { result, note, setup, times })
+    Ok((values, note, setup, times))
+}
+
+/// A in nv24: the 2:4 kernel on the sparse tensor cores, A and B rounded to bf16.
+fn run_nv24_a(
+    gpu: &nm_cuda::Gpu,
+    a: &Tensor<f32>,
+    b: &Tensor<f32>,
+    reps: usize,
+    start: Instant,
+) -> Result<GpuRun, CommandError> {
+    let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
+    if b.shape()[0] != k {
+        return Err(cuda(nm_cuda::CudaError::Inner { m, k, rows: b.shape()[0] }));
+    }
+    let rounded = |x: f32| nm_cuda::from_bf16(nm_cuda::to_bf16(x));
+    let changed: Vec<f32> =
+        a.values().iter().chain(b.values()).filter(|&&x| rounded(x) != x).map(|&x| (rounded(x) - x).abs()).collect();
+    if !changed.is_empty() {
+        let largest = changed.iter().copied().fold(0.0f32, f32::max);
+        eprintln!(
+            "note: -device=cuda runs A in nv24 on the sparse tensor cores in bf16: {} values of A and B \
+             were rounded (largest change {largest:e}); C accumulates in f32",
+            changed.len()
+        );
+    }
+    let dev = nm_cuda::GpuNv24::upload(gpu, &nm_cuda::Nv24Sp::compress(a).map_err(cuda)?).map_err(cuda)?;
+    let launch = dev.prepare(gpu, n, None, None).map_err(cuda)?;
+    let (padded, ldb) = nm_cuda::bf16_padded_rows(b.values(), n);
+    let b_dev = gpu.upload(&padded).map_err(cuda)?;
+    let mut c = gpu.zeros::<f32>((m * n).max(1)).map_err(cuda)?;
+    let mut work = gpu.zeros::<f32>(launch.workspace(m)).map_err(cuda)?;
+    let setup = start.elapsed();
+    let times = timed(gpu, reps, || dev.run(gpu, &launch, &b_dev, ldb, &mut c, &mut work))?;
+    let mut values = gpu.download(&c).map_err(cuda)?;
+    values.truncate(m * n);
+    let note = format!(
+        "// C = A·B with A in nv24: nm-cuda's {} on {}, bf16 operands and f32 accumulation, not generated code\n",
+        nm_cuda::kernels::Variant::nv24_sp(&launch.kernel).label,
+        gpu.describe()
+    );
+    Ok((values, note, setup, times))
 }

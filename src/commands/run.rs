@@ -327,7 +327,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         let (Some(a), Some(b)) = (at(route.a), at(route.b)) else { unreachable!("operands were built") };
         let result_shape = shapes[stmt.tensor_name(result_id)].clone();
         if let super::nm::Device::Cuda(ordinal) = o.device {
-            let run = super::nm::run_cuda(a, b, ordinal, o.time.unwrap_or(1))?;
+            let run = super::nm::run_cuda(&route, a, b, ordinal, o.time.unwrap_or(1))?;
             if o.print_compute || o.print_loops {
                 print!("{}", run.note);
             }
@@ -347,23 +347,32 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             eprintln!("note: the N:M SpMM kernel is compiled Rust; -backend=interp does not apply to it");
         }
         let compile_start = Instant::now();
-        let packed = nm_spmm::NmMatrix::new(b).map_err(|e| CommandError(e.to_string()))?;
+        // B in nm(N,M,L) is packed once, outside the timed runs; the nv24 kernel packs per run.
+        let packed = match route.structured {
+            super::nm::NmOperand::B(_) => Some(nm_spmm::NmMatrix::new(b).map_err(|e| CommandError(e.to_string()))?),
+            super::nm::NmOperand::ANv24 => None,
+        };
         let compile = compile_start.elapsed();
         let mut times = Vec::new();
         let mut result = None;
         for _ in 0..o.time.unwrap_or(1).max(1) {
             let start = Instant::now();
-            result = Some(nm_spmm::multiply(a, &packed, o.threads).map_err(|e| CommandError(e.to_string()))?);
+            let c = match &packed {
+                Some(packed) => nm_spmm::multiply(a, packed, o.threads),
+                None => super::nm::multiply_cpu(&route, a, b, o.threads),
+            };
+            result = Some(c.map_err(|e| CommandError(e.to_string()))?);
             times.push(start.elapsed());
         }
         let result = result.expect("one run at least");
-        let timing = Timing { compile, compile_note: " (packing B for nm-spmm)", assemble: None, compute: times };
+        let compile_note = if packed.is_some() { " (packing B for nm-spmm)" } else { " (nm-spmm's nv24 kernel)" };
+        let timing = Timing { compile, compile_note, assemble: None, compute: times };
         return finish(o, &stmt, &result_shape, &result, &timing, out);
     }
     if o.device != super::nm::Device::Cpu {
         return Err(CommandError(
-            "-device=cuda runs only the N:M SpMM C(i,j) = A(i,k) * B(k,j) with B in nm(N,M,L) and A, C dense; \
-             this statement runs on the CPU (drop -device)"
+            "-device=cuda runs only the N:M SpMM C(i,j) = A(i,k) * B(k,j) with B in nm(N,M,L) and A, C dense \
+             or A in nv24 and B, C dense; this statement runs on the CPU (drop -device)"
                 .into(),
         ));
     }

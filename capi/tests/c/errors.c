@@ -138,6 +138,52 @@ int main(int argc, char **argv) {
     EXPECT(nms_nm_spmm(bad_row, pruned, 1, NMS_DEVICE_CPU, &c_bad), NMS_ERR_TENSOR, "rows");
     nms_tensor_free(xrow), nms_tensor_free(bad_row), nms_tensor_free(c_nm);
 
+    /* 2:4 SpMM with A in nv24 and B dense: the CPU kernel against a hand-written product; a
+       B that is not dense or has the wrong rows is refused; CUDA computes it or says why not. */
+    {
+        nms_format *nv24 = NULL;
+        OK(nms_format_parse("nv24", 2, &nv24));
+        double a24[2 * 8] = {1, 0, 2, 0, 0, 3, 0, 4, /* row 1: */ 0, 5, 6, 0, 7, 0, 0, 8};
+        double b24[8 * 2];
+        for (int i = 0; i < 16; i++) b24[i] = (double)(i % 5) - 2.0;
+        size_t ashape[2] = {2, 8}, bshape[2] = {8, 2}, short_shape[2] = {7, 2};
+        nms_tensor *a_t = NULL, *b_t = NULL, *b_csr = NULL, *b_short = NULL, *c_t = NULL;
+        OK(nms_tensor_from_dense(NMS_F64, 2, ashape, a24, nv24, &a_t));
+        OK(nms_tensor_from_dense(NMS_F64, 2, bshape, b24, dense2, &b_t));
+        OK(nms_tensor_from_dense(NMS_F64, 2, bshape, b24, csr, &b_csr));
+        OK(nms_tensor_from_dense(NMS_F64, 2, short_shape, b24, dense2, &b_short));
+        OK(nms_nm_spmm(a_t, b_t, 2, NMS_DEVICE_CPU, &c_t));
+        double got[4], want[4] = {0, 0, 0, 0};
+        OK(nms_tensor_to_dense(c_t, NMS_F64, got, 4));
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                for (int p = 0; p < 8; p++) want[i * 2 + j] += a24[i * 8 + p] * b24[p * 2 + j];
+        for (int q = 0; q < 4; q++)
+            if (got[q] != want[q]) fprintf(stderr, "nv24 SpMM [%d]: %g, expected %g\n", q, got[q], want[q]), failures++;
+        nms_tensor *c_bad = NULL;
+        EXPECT(nms_nm_spmm(a_t, b_csr, 1, NMS_DEVICE_CPU, &c_bad), NMS_ERR_INVALID_ARGUMENT, "dense");
+        EXPECT(nms_nm_spmm(a_t, b_short, 1, NMS_DEVICE_CPU, &c_bad), NMS_ERR_TENSOR, "rows");
+        EXPECT(nms_nm_spmm(a_t, b_t, 1, NMS_DEVICE_CUDA, &c_bad), NMS_ERR_UNSUPPORTED, "f32");
+        float a32[16], b32[16];
+        for (int i = 0; i < 16; i++) a32[i] = (float)a24[i], b32[i] = (float)b24[i];
+        nms_tensor *a32t = NULL, *b32t = NULL, *c32 = NULL;
+        OK(nms_tensor_from_dense(NMS_F32, 2, ashape, a32, nv24, &a32t));
+        OK(nms_tensor_from_dense(NMS_F32, 2, bshape, b32, dense2, &b32t));
+        nms_status s = nms_nm_spmm(a32t, b32t, 1, NMS_DEVICE_CUDA, &c32);
+        if (s == NMS_OK) {
+            float g32[4];
+            OK(nms_tensor_to_dense(c32, NMS_F32, g32, 4));
+            for (int q = 0; q < 4; q++)
+                if (g32[q] != (float)want[q]) fprintf(stderr, "CUDA nv24 [%d]: %g\n", q, g32[q]), failures++;
+        } else if (s != NMS_ERR_DEVICE || strstr(nms_last_error(), "CUDA") == NULL) {
+            fprintf(stderr, "CUDA nv24 SpMM: %s: %s\n", nms_status_str(s), nms_last_error());
+            failures++;
+        }
+        nms_tensor_free(a_t), nms_tensor_free(b_t), nms_tensor_free(b_csr), nms_tensor_free(b_short);
+        nms_tensor_free(c_t), nms_tensor_free(a32t), nms_tensor_free(b32t), nms_tensor_free(c32);
+        nms_format_free(nv24);
+    }
+
     /* N:M from B' and D: metadata >= M, duplicated or decreasing in a block. */
     double bp[2] = {1.0, 2.0};
     uint16_t d_ok[2] = {0, 2}, d_big[2] = {0, 4}, d_dup[2] = {2, 2}, d_down[2] = {2, 0};
