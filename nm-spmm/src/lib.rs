@@ -58,6 +58,9 @@ pub enum SpmmError {
     /// `B` is not stored in `nm(N,M,L)`.
     #[error("B must be stored in nm(N,M,L), it is in {0}")]
     NotNm(String),
+    /// `A` is not stored in `nv24` (the 2:4 kernel's operand).
+    #[error("A must be stored in nv24, it is in {0}")]
+    NotNv24(String),
     /// `A` is not a dense matrix.
     #[error("A must be a dense matrix, it is in {0}")]
     NotDense(String),
@@ -1030,11 +1033,11 @@ mod simd {
 /// chunk loop is compiled for AVX-512 / AVX2 and chosen at run time like [`spmm`]'s.
 pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads: usize) -> Result<(), SpmmError> {
     if a.format() != &nm_format::Format::nv24(2) {
-        return Err(SpmmError::NotNm(a.format().to_string()));
+        return Err(SpmmError::NotNv24(a.format().to_string()));
     }
     let (m, k) = (a.shape()[0], a.shape()[1]);
     let LevelStorage::Structured { meta, .. } = &a.levels()[1] else {
-        return Err(SpmmError::NotNm(a.format().to_string()));
+        return Err(SpmmError::NotNv24(a.format().to_string()));
     };
     if b.len() != k * n {
         return Err(SpmmError::Length { what: "B", expected: k * n, actual: b.len() });

@@ -116,7 +116,7 @@ fn nv24_times_dense() {
     check::<f32>();
     check::<f64>();
     let csr = Tensor::from_dense(&[2, 2], &[1.0, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
-    assert!(matches!(nm_spmm::spmm_nv24(&csr, &[0.0; 4], 2, &mut [0.0; 4], 1), Err(SpmmError::NotNm(_))));
+    assert!(matches!(nm_spmm::spmm_nv24(&csr, &[0.0; 4], 2, &mut [0.0; 4], 1), Err(SpmmError::NotNv24(_))));
 }
 
 /// A long k (a transposed row block of A larger than L2), a ragged last window and a ragged
