@@ -1576,9 +1576,13 @@ impl Lowerer<'_> {
                     // A `where` producer's read along this outer loop: followed by a cursor
                     // that hands the producer the level's children, or none (see `guide`).
                     // Not along a loop over the result's coordinates into a sparse result:
-                    // the temporary, dense to the merge, would have it store every one.
+                    // the temporary, dense to the merge, would have it store every one —
+                    // unless a term of dense operands has it visit every one anyway.
                     let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
-                    if sparse_result && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v)) {
+                    if sparse_result
+                        && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v))
+                        && !self.covered_by_dense(rhs)
+                    {
                         return unsupported(format!(
                             "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a coordinate \
                              of the sparse result",
@@ -2573,6 +2577,26 @@ impl Lowerer<'_> {
             first = false;
         }
         e
+    }
+
+    /// Whether `e` has a term made only of dense operands and constants (`B(i) + 2*t` with B
+    /// dense): a loop over it then visits every coordinate, whatever its sparse operands and
+    /// `where` temporaries hold.
+    fn covered_by_dense(&self, e: ExprId) -> bool {
+        match &self.exprs[e] {
+            CinExpr::Literal(_) => true,
+            CinExpr::Neg(a) | CinExpr::Sum(_, a) => self.covered_by_dense(*a),
+            CinExpr::Binary(BinaryOp::Add | BinaryOp::Sub, a, b) => {
+                self.covered_by_dense(*a) || self.covered_by_dense(*b)
+            }
+            CinExpr::Binary(_, a, b) => self.covered_by_dense(*a) && self.covered_by_dense(*b),
+            CinExpr::Access(a) => {
+                !self.cin.temporaries.contains(&a.tensor)
+                    && self.operands[a.tensor.index()]
+                        .as_ref()
+                        .is_some_and(|op| op.format.levels().iter().all(|l| l.kind == LevelKind::Dense))
+            }
+        }
     }
 
     /// Whether every level of access `k`'s tensor is dense.

@@ -361,6 +361,32 @@ fn where_producers_follow_compressed_levels_along_outer_loops() {
 }
 
 #[test]
+fn where_producers_follow_compressed_levels_into_sparse_results_a_dense_term_fills() {
+    // `A(i) = b(i) + Σ_j C(i,j)` into a sparse vector: the dense `b` has the loop over `i`
+    // visit (and store) every coordinate anyway, so the producer may follow C's rows there.
+    let sparse_vector = Format::parse("s", 1).unwrap();
+    let (a, d) = run_sparse(
+        "A(i) = b(i) + C(i,j)",
+        "",
+        ("A", &[20], sparse_vector.clone()),
+        &[("b", &[20], None, 1), ("C", &[20, 6], Some(Format::csf(2)), 4)],
+    )
+    .unwrap();
+    assert!((0..20).any(|i| (0..6).all(|j| d[1][i * 6 + j] == 0.0)), "a row of C without entries");
+    let expected: Vec<f64> = (0..20).map(|i| d[0][i] + (0..6).map(|j| d[1][i * 6 + j]).sum::<f64>()).collect();
+    assert_eq!(a.to_dense().unwrap(), expected);
+    // With `b` sparse nothing fills the loop: the temporary would have it store every `i`.
+    let e = run_sparse(
+        "A(i) = b(i) + C(i,j)",
+        "",
+        ("A", &[20], sparse_vector.clone()),
+        &[("b", &[20], Some(sparse_vector), 1), ("C", &[20, 6], Some(Format::csf(2)), 4)],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("a coordinate of the sparse result"), "{e}");
+}
+
+#[test]
 fn a_dense_result_is_right_whatever_its_array_held() {
     // Kernels run again on their own arrays (`-time`): a dense result's rows are zeroed
     // first, except where every operand is dense and every store plain (each element is
