@@ -1577,10 +1577,15 @@ impl Lowerer<'_> {
                     // that hands the producer the level's children, or none (see `guide`).
                     // Not along a loop over the result's coordinates into a sparse result:
                     // the temporary, dense to the merge, would have it store every one —
-                    // unless a term of dense operands has it visit every one anyway.
+                    // unless the loop visits every one anyway: it resolves a dense level of
+                    // the result (CSR's rows), or a term of dense operands fills it.
                     let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
+                    let dense_result_level = self
+                        .result_level(v)
+                        .is_some_and(|l| self.assembly.as_ref().is_some_and(|a| a.kinds[l] == LevelKind::Dense));
                     if sparse_result
                         && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v))
+                        && !dense_result_level
                         && !self.covered_by_dense(rhs)
                     {
                         return unsupported(format!(

@@ -361,7 +361,7 @@ fn where_producers_follow_compressed_levels_along_outer_loops() {
 }
 
 #[test]
-fn where_producers_follow_compressed_levels_into_sparse_results_a_dense_term_fills() {
+fn where_producers_follow_compressed_levels_into_sparse_results_where_the_loop_is_full_anyway() {
     // `A(i) = b(i) + Σ_j C(i,j)` into a sparse vector: the dense `b` has the loop over `i`
     // visit (and store) every coordinate anyway, so the producer may follow C's rows there.
     let sparse_vector = Format::parse("s", 1).unwrap();
@@ -374,6 +374,18 @@ fn where_producers_follow_compressed_levels_into_sparse_results_a_dense_term_fil
     .unwrap();
     assert!((0..20).any(|i| (0..6).all(|j| d[1][i * 6 + j] == 0.0)), "a row of C without entries");
     let expected: Vec<f64> = (0..20).map(|i| d[0][i] + (0..6).map(|j| d[1][i * 6 + j]).sum::<f64>()).collect();
+    assert_eq!(a.to_dense().unwrap(), expected);
+    // Along a dense level of the result (CSR's rows) the loop visits every row anyway:
+    // `A(i,j) = B(i,j) * Σ_k C(i,k)` follows C's rows there, B sparse.
+    let (a, d) = run_sparse(
+        "A(i,j) = B(i,j) * C(i,k)",
+        "",
+        ("A", &[15, 7], Format::csr()),
+        &[("B", &[15, 7], Some(Format::csr()), 2), ("C", &[15, 6], Some(Format::csf(2)), 5)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..105).map(|ij| d[0][ij] * (0..6).map(|k| d[1][ij / 7 * 6 + k]).sum::<f64>()).collect();
+    assert!(expected.iter().any(|&v| v != 0.0));
     assert_eq!(a.to_dense().unwrap(), expected);
     // With `b` sparse nothing fills the loop: the temporary would have it store every `i`.
     let e = run_sparse(
