@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Issue 10's GPU checks in one go, for a session that is lent a GPU machine (the `device`
+# tool): that machine has CUDA 13 (driver, PyTorch, nvcc) but no Rust toolchain and no network,
+# so everything is built here and carried.
+#
+#   bench/gpu_session.sh prepare        # here: builds into .gpu/ (in .gitignore)
+#   bench/gpu_session.sh run            # there: device run with carry [".gpu"], results in $OUT
+#
+# `prepare` builds the nm-cuda GPU test binary, the benchmark and the command line, strips
+# them, and fills a CUBIN cache for sm_90 with every kernel variant (NVRTC 12 from the wheel
+# .ci/run installs). `run` points cudarc at that machine's cuBLAS and NVRTC (CUDA 13 wheels
+# under PyTorch's site-packages, reached through unversioned links, which cudarc's loader
+# tries first; NVRTC compiles what the cache lacks), then runs: the GPU tests (exact against the CPU
+# kernels), the same under compute-sanitizer, the `-device=cuda` commands, and the benchmark.
+# Every log lands in $OUT (8 files at most come back).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+here=.gpu
+
+prepare() {
+  nvrtc_dir="${XDG_CACHE_HOME:-$HOME/.cache}/nmsparse/nvrtc-cu12.8.93"
+  if [ ! -e "$nvrtc_dir/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
+    python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$nvrtc_dir" \
+      "nvidia-cuda-nvrtc-cu12==12.8.93"
+  fi
+  export LD_LIBRARY_PATH="$nvrtc_dir/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  rm -rf "$here" && mkdir -p "$here/cubin"
+  cargo build -q --release --bin nmsparse -p nmsparse
+  cargo build -q --release -p nm-cuda --example bench
+  # The test binary's path is printed by cargo as an executable artifact.
+  gpu_test=$(cargo test -q --release -p nm-cuda --test gpu --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
+        print(m["executable"])')
+  cp "$gpu_test" "$here/gpu-test"
+  cp target/release/examples/bench "$here/bench"
+  cp target/release/nmsparse "$here/nmsparse"
+  strip "$here/gpu-test" "$here/bench" "$here/nmsparse"
+  cargo run -q --release -p nm-cuda --example precompile -- sm_90 "$here/cubin"
+  du -sh "$here"
+}
+
+run() {
+  out="${OUT:-$here/out}"
+  mkdir -p "$out"
+  export NMSPARSE_CUDA_CACHE="$PWD/$here/cubin"
+  # cuBLAS and NVRTC 13 from the Python wheels, under the unversioned names cudarc tries
+  # first (NVRTC for kernels the cache lacks: plans for shapes other than the precompiled ones).
+  links=$(mktemp -d)
+  for lib in cublas cublasLt nvrtc; do
+    found=$(python3 - "$lib" <<'EOF' 2>/dev/null || true
+import glob, os, site, sys
+for d in site.getsitepackages():
+    for f in sorted(glob.glob(os.path.join(d, "nvidia", "**", f"lib{sys.argv[1]}.so.*"), recursive=True)):
+        print(f); raise SystemExit
+EOF
+)
+    [ -n "$found" ] && ln -sf "$found" "$links/lib$lib.so" && ln -sf "$found" "$links/$(basename "$found")"
+  done
+  export LD_LIBRARY_PATH="$links${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  {
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv || true
+    ls -l "$links"
+  } >"$out/device.txt" 2>&1
+  set +e
+  "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
+  echo "gpu tests: exit $?" >>"$out/device.txt"
+  if command -v compute-sanitizer >/dev/null; then
+    compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 \
+      nv24 bf16 split_k_is_deterministic >"$out/sanitizer.txt" 2>&1
+    echo "compute-sanitizer: exit $?" >>"$out/device.txt"
+  fi
+  {
+    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+      -device=cuda -time=20 -print-compute
+    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+      -device=cuda -time=20 -print-compute
+  } >"$out/command-line.txt" 2>&1
+  echo "command line: exit $?" >>"$out/device.txt"
+  timeout 400 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+  echo "bench: exit $?" >>"$out/device.txt"
+  cat "$out/device.txt"
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 prepare | run [bench arguments]" >&2; exit 2 ;;
+esac
