@@ -4,15 +4,18 @@
 # so everything is built here and carried.
 #
 #   bench/gpu_session.sh prepare        # here: builds into .gpu/ (in .gitignore)
-#   bench/gpu_session.sh run            # there: device run with carry [".gpu"], results in $OUT
+#   bench/gpu_session.sh run [tests|bench|all] [bench arguments]
+#                                       # there: device run with carry [".gpu"], results in $OUT
+#                                       # (tests and bench fit one 10-minute call each)
 #
 # `prepare` builds the nm-cuda GPU test binary, the benchmark and the command line, strips
 # them, and fills a CUBIN cache for sm_90 with every kernel variant (NVRTC 12 from the wheel
 # .ci/run installs). `run` points cudarc at that machine's cuBLAS and NVRTC (CUDA 13 wheels
 # under PyTorch's site-packages, reached through unversioned links, which cudarc's loader
 # tries first; NVRTC compiles what the cache lacks), then runs: the GPU tests (exact against the CPU
-# kernels), the same under compute-sanitizer, the `-device=cuda` commands, and the benchmark.
-# Every log lands in $OUT (8 files at most come back).
+# kernels), the same under compute-sanitizer, the `-device=cuda` commands, the benchmark, and
+# the 2:4 kernel's peers through PyTorch (bench/cusparselt_peer.py: cuSPARSELt, CUTLASS).
+# Every log lands in $OUT (7 files; 8 at most come back).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=.gpu
@@ -61,31 +64,40 @@ EOF
   done
   export LD_LIBRARY_PATH="$links${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   {
-    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv || true
+    if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; fi
     ls -l "$links"
   } >"$out/device.txt" 2>&1
+  phase="${1:-all}"
+  [ $# -gt 0 ] && shift
   set +e
-  "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
-  echo "gpu tests: exit $?" >>"$out/device.txt"
-  if command -v compute-sanitizer >/dev/null; then
-    compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 \
-      nv24 bf16 split_k_is_deterministic >"$out/sanitizer.txt" 2>&1
-    echo "compute-sanitizer: exit $?" >>"$out/device.txt"
+  if [ "$phase" != bench ]; then
+    "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
+    echo "gpu tests: exit $?" >>"$out/device.txt"
+    if command -v compute-sanitizer >/dev/null; then
+      compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 \
+        nv24 bf16 split_k_is_deterministic >"$out/sanitizer.txt" 2>&1
+      echo "compute-sanitizer: exit $?" >>"$out/device.txt"
+    fi
+    {
+      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+        -device=cuda -time=20 -print-compute
+      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+        -device=cuda -time=20 -print-compute
+    } >"$out/command-line.txt" 2>&1
+    echo "command line: exit $?" >>"$out/device.txt"
   fi
-  {
-    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-      -device=cuda -time=20 -print-compute
-    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-      -device=cuda -time=20 -print-compute
-  } >"$out/command-line.txt" 2>&1
-  echo "command line: exit $?" >>"$out/device.txt"
-  timeout 400 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
-  echo "bench: exit $?" >>"$out/device.txt"
+  if [ "$phase" != tests ]; then
+    timeout 400 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+    echo "bench: exit $?" >>"$out/device.txt"
+    # The 2:4 kernel's peers (cuSPARSELt, CUTLASS, dense cuBLAS through PyTorch), same shapes.
+    timeout 150 python3 bench/cusparselt_peer.py "$@" >"$out/cusparselt.csv" 2>&1
+    echo "cuSPARSELt peers: exit $?" >>"$out/device.txt"
+  fi
   cat "$out/device.txt"
 }
 
 case "${1:-}" in
   prepare) prepare ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 prepare | run [bench arguments]" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare | run [tests|bench|all] [bench arguments]" >&2; exit 2 ;;
 esac
