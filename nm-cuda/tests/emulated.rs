@@ -73,6 +73,16 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
     exe
 }
 
+/// Runs the emulation harness `file` built for `options` on `input` (its header and arrays);
+/// C as f32, row-major. `tag` names the scratch files and the failure.
+fn run_harness(file: &str, options: &[String], tag: &str, input: Vec<u8>) -> Vec<f32> {
+    let (in_path, out_path) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
+    std::fs::write(&in_path, input).unwrap();
+    let run = Command::new(harness(file, options)).arg(&in_path).arg(&out_path).output().unwrap();
+    assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
+    std::fs::read(&out_path).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
 /// Runs `plan` on the host emulation; C, row-major.
 fn emulate(plan: &F32Plan, parts: &NmParts<f32>, a: &[f32], m: usize, tag: &str) -> Vec<f32> {
     let t = tables(&plan.kernel, parts);
@@ -98,12 +108,7 @@ fn emulate(plan: &F32Plan, parts: &NmParts<f32>, a: &[f32], m: usize, tag: &str)
     bytes.extend(a.iter().flat_map(|v| v.to_le_bytes()));
     bytes.extend(parts.b_prime.iter().flat_map(|v| v.to_le_bytes()));
     bytes.extend(t.dtab.iter().chain(&info).flat_map(|v| v.to_le_bytes()));
-    let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
-    std::fs::write(&input, bytes).unwrap();
-    let defines = nm_cuda::kernels::Variant::f32(&plan.kernel).options;
-    let run = Command::new(harness("harness.cpp", &defines)).arg(&input).arg(&output).output().unwrap();
-    assert!(run.status.success(), "{tag}: the emulated kernel failed:\n{}", String::from_utf8_lossy(&run.stderr));
-    std::fs::read(&output).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    run_harness("harness.cpp", &nm_cuda::kernels::Variant::f32(&plan.kernel).options, tag, bytes)
 }
 
 #[test]
@@ -207,20 +212,7 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
             bytes.extend(parts.b_prime.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
             bytes.extend(parts.d.iter().flat_map(|v| v.to_le_bytes()));
             let tag = format!("tc{c}-s{slices}");
-            let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
-            std::fs::write(&input, bytes).unwrap();
-            let exe = harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options);
-            let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
-            assert!(
-                run.status.success(),
-                "{tag}: the emulated kernel failed:\n{}",
-                String::from_utf8_lossy(&run.stderr)
-            );
-            let got: Vec<f32> = std::fs::read(&output)
-                .unwrap()
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
+            let got = run_harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options, &tag, bytes);
             assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
         }
     }
@@ -270,20 +262,8 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
                 bytes.extend(sp.meta.iter().flat_map(|v| v.to_le_bytes()));
                 bytes.extend(b.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
                 let tag = format!("sp{c}-{size:?}-s{slices}");
-                let (input, output) = (scratch().join(format!("{tag}.in")), scratch().join(format!("{tag}.out")));
-                std::fs::write(&input, bytes).unwrap();
-                let exe = harness("harness_sp.cpp", &nm_cuda::kernels::Variant::nv24_sp(&kernel).options);
-                let run = Command::new(exe).arg(&input).arg(&output).output().unwrap();
-                assert!(
-                    run.status.success(),
-                    "{tag}: the emulated kernel failed:\n{}",
-                    String::from_utf8_lossy(&run.stderr)
-                );
-                let got: Vec<f32> = std::fs::read(&output)
-                    .unwrap()
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
+                let options = nm_cuda::kernels::Variant::nv24_sp(&kernel).options;
+                let got = run_harness("harness_sp.cpp", &options, &tag, bytes);
                 let at = got.iter().zip(&want).position(|(x, y)| x != y);
                 assert!(
                     got.len() == want.len() && at.is_none(),
