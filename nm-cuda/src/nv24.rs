@@ -12,23 +12,22 @@ use crate::gpu::{from_bf16, to_bf16};
 /// offsets must differ and increase; `0b0000` is undefined for `mma.sp`).
 const EMPTY_CHUNK: u16 = 0b0100;
 
-/// `A` (`m×k`, nv24) as the `nv24_spmm_sp` kernel reads it: values rounded to bf16.
+/// `A` (`m×k`, nv24) as the `nv24_spmm_sp` kernel reads it: values rounded to bf16. Made only
+/// by [`Nv24Sp::compress`], so its arrays always have the lengths the kernel reads.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nv24Sp {
-    /// Rows of A.
-    pub m: usize,
-    /// Columns of A.
-    pub k: usize,
+    pub(crate) m: usize,
+    pub(crate) k: usize,
     /// Compressed columns per row, `⌈k/32⌉·16`.
-    pub kc: usize,
+    pub(crate) kc: usize,
     /// 16-row tiles, `⌈m/16⌉`.
-    pub row_tiles: usize,
+    pub(crate) row_tiles: usize,
     /// k32 slices, `⌈k/32⌉` (the kernel's steps).
-    pub steps: usize,
+    pub(crate) steps: usize,
     /// `m × kc` bf16 bits, row-major: two kept values per 4 columns, in column order.
-    pub values: Vec<u16>,
+    pub(crate) values: Vec<u16>,
     /// `steps × row_tiles × 16` metadata words in the order the lanes load them.
-    pub meta: Vec<u32>,
+    pub(crate) meta: Vec<u32>,
 }
 
 impl Nv24Sp {
@@ -92,6 +91,36 @@ impl Nv24Sp {
         Ok(Nv24Sp { m, k, kc, row_tiles, steps, values: out, meta: words })
     }
 
+    /// A's shape `[m, k]`.
+    pub fn shape(&self) -> [usize; 2] {
+        [self.m, self.k]
+    }
+
+    /// Compressed columns per row, `⌈k/32⌉·16`.
+    pub fn kc(&self) -> usize {
+        self.kc
+    }
+
+    /// 16-row tiles, `⌈m/16⌉`.
+    pub fn row_tiles(&self) -> usize {
+        self.row_tiles
+    }
+
+    /// k32 slices, `⌈k/32⌉`: the kernel's steps.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// `m × kc` bf16 bits, row-major: two kept values per 4 columns, in column order.
+    pub fn values(&self) -> &[u16] {
+        &self.values
+    }
+
+    /// `steps × row_tiles × 16` metadata words in the order the lanes load them.
+    pub fn meta(&self) -> &[u32] {
+        &self.meta
+    }
+
     /// The dense `m×k` matrix (row-major) the compressed form stands for, read through the
     /// documented layout.
     pub fn expand(&self) -> Vec<f32> {
@@ -104,11 +133,9 @@ impl Nv24Sp {
                 let word = self.meta[(s * self.row_tiles + rt) * 16 + 2 * g + p] >> (16 * high);
                 let offset = (word >> (4 * (chunk % 4) + 2 * (c % 2))) & 3;
                 let column = chunk * 4 + offset as usize;
-                let v = from_bf16(self.values[r * self.kc + c]);
+                // (`compress` stores zeros past k.)
                 if column < self.k {
-                    dense[r * self.k + column] += v;
-                } else {
-                    assert!(v == 0.0, "a value past k at row {r}");
+                    dense[r * self.k + column] += from_bf16(self.values[r * self.kc + c]);
                 }
             }
         }

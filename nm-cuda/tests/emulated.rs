@@ -242,15 +242,15 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
         for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
             let kernel = Nv24Kernel::new(size);
             for asked in [1, 3] {
-                let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), sp.steps, DeviceLimits::H100.sms);
+                let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), sp.steps(), DeviceLimits::H100.sms);
                 let header = [
                     m,
                     n,
                     k,
-                    sp.kc,
+                    sp.kc(),
                     ldb,
-                    sp.row_tiles,
-                    sp.steps,
+                    sp.row_tiles(),
+                    sp.steps(),
                     per_slice,
                     slices,
                     n.div_ceil(kernel.ns),
@@ -258,8 +258,8 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
                     kernel.threads(),
                 ];
                 let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
-                bytes.extend(sp.values.iter().flat_map(|v| v.to_le_bytes()));
-                bytes.extend(sp.meta.iter().flat_map(|v| v.to_le_bytes()));
+                bytes.extend(sp.values().iter().flat_map(|v| v.to_le_bytes()));
+                bytes.extend(sp.meta().iter().flat_map(|v| v.to_le_bytes()));
                 bytes.extend(b.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
                 let tag = format!("sp{c}-{size:?}-s{slices}");
                 let options = nm_cuda::kernels::Variant::nv24_sp(&kernel).options;
