@@ -149,7 +149,9 @@ impl Program {
     /// against the loop order, ...) is read through a copy in CSF in a mode order it can
     /// read, made at each run ([`Kernel::conversions`] lists them). A sum whose terms need
     /// loop orders of their own and that no copy helps runs as several kernels, each term with
-    /// a reduction into a temporary first ([`Kernel::parts`]).
+    /// a reduction into a temporary first ([`Kernel::parts`]). Explicit `sum`s inside a
+    /// product that lower as no `where` are left implicit, where that sums the same terms
+    /// ([`IndexNotation::without_sums`]): the product is then one nest.
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let first = match self.compile_declared::<T>(backend) {
             Err(Error::Lower(e)) => e,
@@ -183,6 +185,17 @@ impl Program {
             && let Some(kernel) = self.compile_split::<T>(backend)?
         {
             return Ok(kernel);
+        }
+        // Explicit sums inside a product (a split's term `t0(i,j) = C(i) * sum(k, D(k,j))` into
+        // a sparse result): one nest over every variable, where the `where` computing the sum
+        // could not follow `D`'s columns.
+        if self.schedule.is_none()
+            && let Some(stmt) = self.stmt.without_sums()
+        {
+            match (Program { stmt, ..self.clone() }).compile::<T>(backend) {
+                Err(Error::Lower(_)) => {}
+                other => return other,
+            }
         }
         Err(Error::Lower(first))
     }

@@ -260,7 +260,7 @@ fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
     // D(i,j)` into CSR has no single loop order (D would be added once per k): the product
     // runs into a temporary by Gustavson's SpGEMM, then the sum merges it with D.
     type Decl<'a> = (&'a str, &'a [usize], &'a str);
-    let cases: [(&str, &[Decl<'_>], usize); 4] = [
+    let cases: [(&str, &[Decl<'_>], usize); 6] = [
         (
             "A(i,j) = B(i,k) * C(k,j) + D(i,j)",
             &[("A", &[12, 10], "csr"), ("B", &[12, 9], "csr"), ("C", &[9, 10], "csr"), ("D", &[12, 10], "csr")],
@@ -281,6 +281,19 @@ fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
         (
             "A(i,j) = -(B(i,k) * C(k,j)) + D(i,j)",
             &[("A", &[12, 10], "csr"), ("B", &[12, 9], "csr"), ("C", &[9, 10], "csr"), ("D", &[12, 10], "csr")],
+            1,
+        ),
+        // The term `C(i) * sum(k, D(k,j))` into CSC: its `where` cannot follow D's columns
+        // along `j` (a coordinate of the sparse result), the product without the explicit sum
+        // can (D read through a copy by columns).
+        (
+            "A(i,j) = B(i,j) + C(i) * D(k,j)",
+            &[("A", &[9, 10], "csc"), ("B", &[9, 10], "coo"), ("C", &[9], "dense"), ("D", &[12, 10], "nm(2,4,2)")],
+            1,
+        ),
+        (
+            "A(i,j) = B(i,j) - C(i) * D(k,j)",
+            &[("A", &[9, 10], "csr"), ("B", &[9, 10], "csr"), ("C", &[9], "dense"), ("D", &[12, 10], "csr")],
             1,
         ),
         // One kernel runs it (the reduction is a scalar `where` per row): not split.

@@ -39,6 +39,42 @@ impl IndexNotation {
         self.accesses(e).iter().any(|a| a.subscripts.iter().any(|s| s.vars().any(|x| x == v)))
     }
 
+    /// The same statement with its explicit `sum`s left implicit, where placing them again
+    /// puts each back where it was (so it computes the same); `None` when it has none or
+    /// one would move. `t(i,j) = C(i) * sum(k, D(k,j))` is then a product, which concretizes
+    /// to one nest over `i, j, k` instead of a `where` computing each `sum` into a scalar:
+    /// a nest that can iterate `D`'s columns where the `where`'s producer cannot.
+    pub fn without_sums(&self) -> Option<IndexNotation> {
+        if self.bound_vars(self.rhs).is_empty() {
+            return None;
+        }
+        let mut out = self.clone();
+        let skip = |out: &IndexNotation, mut e: ExprId| {
+            while let Expr::Sum(_, a) = out.exprs[e] {
+                e = a;
+            }
+            e
+        };
+        out.rhs = skip(&out, out.rhs);
+        let ids: Vec<ExprId> = out.exprs.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            let children = match out.exprs[id] {
+                Expr::Neg(a) | Expr::Sum(_, a) => [Some(a), None],
+                Expr::Binary(_, a, b) => [Some(a), Some(b)],
+                Expr::Access(_) | Expr::Literal(_) => [None, None],
+            };
+            let [a, b] = children.map(|c| c.map(|c| skip(&out, c)));
+            match &mut out.exprs[id] {
+                Expr::Neg(x) | Expr::Sum(_, x) => *x = a.expect("one child"),
+                Expr::Binary(_, x, y) => (*x, *y) = (a.expect("two children"), b.expect("two children")),
+                Expr::Access(_) | Expr::Literal(_) => {}
+            }
+        }
+        // Printed and parsed again: the arena then holds no unreachable `sum`s.
+        let out = super::parse(&out.to_string()).ok()?;
+        (out.with_reductions().to_string() == self.with_reductions().to_string()).then_some(out)
+    }
+
     /// The same statement with every implicit reduction an explicit `sum(v, ...)`. Two
     /// variables reduced at the same subexpression nest in order of first appearance.
     pub fn with_reductions(&self) -> IndexNotation {
@@ -74,5 +110,32 @@ impl IndexNotation {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+
+    fn without_sums(text: &str) -> Option<String> {
+        parse(text).unwrap().without_sums().map(|s| s.to_string())
+    }
+
+    #[test]
+    fn sums_that_placement_puts_back_are_left_implicit() {
+        assert_eq!(without_sums("t(i,j) = C(i) * sum(k, D(k,j))").as_deref(), Some("t(i,j) = C(i) * D(k,j)"));
+        assert_eq!(
+            without_sums("a(i) = sum(k, B(i,k)) * sum(l, C(i,l)) + d(i)").as_deref(),
+            Some("a(i) = B(i,k) * C(i,l) + d(i)")
+        );
+        // Nothing to leave implicit.
+        assert_eq!(without_sums("t(i,j) = C(i) * D(k,j)"), None);
+        assert_eq!(
+            without_sums("a(i) = sum(k, B(i,k)) * sum(j, c(j) * d(j))").as_deref(),
+            Some("a(i) = B(i,k) * (c(j) * d(j))")
+        );
+        // Placement would move the sum inward: the same value, but not the statement's sums.
+        assert_eq!(without_sums("a(i) = sum(k, B(i,k) * c(i))"), None);
+        assert_eq!(without_sums("a(i) = -sum(k, B(i,k)) - sum(k, C(i,k))"), None);
     }
 }
