@@ -197,6 +197,17 @@ impl Program {
                 other => return other,
             }
         }
+        // Last, a loop over a sparse result's coordinates that no operand makes sparse: the
+        // result then stores every coordinate (`LowerOptions::store_every_coordinate`, said in
+        // the kernel's notes).
+        if !self.options.store_every_coordinate {
+            let mut program = self.clone();
+            program.options.store_every_coordinate = true;
+            match program.compile::<T>(backend) {
+                Err(Error::Lower(_)) => {}
+                other => return other,
+            }
+        }
         Err(Error::Lower(first))
     }
 
@@ -390,6 +401,16 @@ impl<T: Scalar> Kernel<T> {
     /// kernel.
     pub fn parts(&self) -> &[(String, Kernel<T>)] {
         &self.parts
+    }
+
+    /// What the lowering decided that a user should hear about, its parts' first (a result
+    /// that stores every coordinate of a loop, a dense workspace replaced by a sparse one).
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.parts.iter().flat_map(|(_, k)| k.notes()).collect();
+        if let Engine::Generated { narrow, .. } = &self.engine {
+            notes.extend(narrow.lowered.notes.iter().cloned());
+        }
+        notes
     }
 
     /// The statement this kernel runs (the combined one when it has [`Kernel::parts`]).

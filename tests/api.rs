@@ -334,3 +334,41 @@ fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
         }
     }
 }
+
+/// `A(i) = Σ_k (B(i,k) + Σ_j C(i,j,k))` into a sparse vector: the sum over `j` is a `where`
+/// whose producer follows C's rows along `i`, and nothing the loop over `i` merges makes it
+/// sparse. Refused while a copy or a split might do better; as a last resort the result stores
+/// every `i`, which the kernel's notes say — the values still those of the dense reference.
+#[test]
+fn a_loop_no_operand_makes_sparse_fills_the_sparse_result_with_a_note() {
+    let expr = "A(i) = B(i,k) + C(i,j,k)";
+    let stmt = nmsparse::ir::notation::parse(expr).unwrap();
+    let decls: [(&str, &[usize], &str); 3] = [("A", &[40], "s"), ("B", &[40, 6], "csr"), ("C", &[40, 5, 6], "sds")];
+    let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
+    let mut operands = Vec::new();
+    let mut program = Program::new(expr).unwrap();
+    for (k, &(name, shape, format)) in decls.iter().enumerate() {
+        program = program.tensor(name, shape, format).unwrap();
+        let id = nmsparse::ir::id::Id::index(stmt.tensor_named(name).unwrap());
+        d.shapes[id] = shape.to_vec();
+        if name == "A" {
+            continue;
+        }
+        // Sparse enough that some rows of both operands are empty.
+        let list = uniform::<f64>(shape, 0.02, Values::SmallIntegers(4), 70 + k as u64);
+        let t = operand(&list, &Format::parse(format, shape.len()).unwrap()).unwrap();
+        d.arrays[id] = Some(t.to_dense().unwrap());
+        operands.push((name, t));
+    }
+    let expected = reference(expr, &d);
+    assert!(expected.contains(&0.0) && expected.iter().any(|&x| x != 0.0), "{expected:?}: some rows empty, some not");
+    let args: Vec<(&str, &Tensor<f64>)> = operands.iter().map(|(n, t)| (*n, t)).collect();
+    for backend in [Backend::Interp, Backend::Jit] {
+        let kernel = program.compile::<f64>(backend).unwrap_or_else(|e| panic!("{backend:?}: {e}"));
+        let notes = kernel.notes();
+        assert!(notes.iter().any(|n| n.contains("`A` stores every coordinate of `i`")), "{notes:?}");
+        let result = kernel.run(&args).unwrap();
+        assert_eq!(result.to_dense().unwrap(), expected, "{backend:?}");
+        assert_eq!(result.values().len(), 40, "every coordinate stored");
+    }
+}

@@ -318,6 +318,12 @@ pub struct LowerOptions {
     /// analysis picks — a dense row workspace where one dimension is left, else
     /// [`DEFAULT_POLICY`]).
     pub workspace: Option<nm_ism::Config>,
+    /// Lets a `where` producer follow a compressed level along a loop over a coordinate of a
+    /// sparse result where nothing else makes that loop sparse: the loop then visits, and the
+    /// result stores, every coordinate of its dimension (zeros included), which the lowering
+    /// reports in a note. Off unless asked for: a copy or a split of the statement usually
+    /// keeps the result sparse, and callers try those first.
+    pub store_every_coordinate: bool,
 }
 
 /// The sparse workspace policy used unless one is asked for (see BENCHMARKS.md, "Sparse
@@ -436,6 +442,10 @@ struct Lowerer<'a> {
     accesses: Vec<Access>,
     /// The statement's expression nodes, plus those lattice points make.
     exprs: Arena<ExprId, CinExpr>,
+    /// See [`LowerOptions::store_every_coordinate`].
+    store_every_coordinate: bool,
+    /// See [`Lowered::notes`].
+    notes: Vec<String>,
     /// Every tensor's format, by id (`None`: dense).
     formats: Vec<Option<Format>>,
     /// How a sparse result is assembled (`None`: a dense result).
@@ -972,7 +982,7 @@ pub fn lower_options(
             P::Vector => nm_ism::Policy::Vector,
         })
     });
-    let options = &LowerOptions { workspace: options.workspace.or(from_schedule) };
+    let options = &LowerOptions { workspace: options.workspace.or(from_schedule), ..options.clone() };
     // The nest.
     let mut loops = Vec::new();
     let mut s = cin.root;
@@ -1251,6 +1261,8 @@ pub fn lower_options(
         prologue: Vec::new(),
         threaded: loops.iter().any(|(_, parallel)| *parallel),
         split_blocks: Vec::new(),
+        store_every_coordinate: options.store_every_coordinate,
+        notes,
     };
     for p in lw.producers.clone() {
         let name = cin.tensors[p.lhs.tensor].name.clone();
@@ -1303,7 +1315,7 @@ pub fn lower_options(
             (t.name.clone(), ty.shape.clone(), format)
         })
         .collect();
-    Ok(Lowered { function: lw.f, params, partition, tensors, notes })
+    Ok(Lowered { function: lw.f, params, partition, tensors, notes: lw.notes })
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
@@ -1588,11 +1600,22 @@ impl Lowerer<'_> {
                         && !dense_result_level
                         && !self.covered_by_dense(rhs)
                     {
-                        return unsupported(format!(
-                            "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a coordinate \
-                             of the sparse result",
-                            self.cin.tensors[a.tensor].name
-                        ));
+                        if self.store_every_coordinate {
+                            let note = format!(
+                                "`{}` stores every coordinate of `{name}` (zeros too): the loop over `{name}` \
+                                 visits each, as no operand it merges makes it sparse",
+                                self.cin.tensors[self.result].name
+                            );
+                            if !self.notes.contains(&note) {
+                                self.notes.push(note);
+                            }
+                        } else {
+                            return unsupported(format!(
+                                "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a \
+                                 coordinate of the sparse result",
+                                self.cin.tensors[a.tensor].name
+                            ));
+                        }
                     }
                     if !self.guidable(k, l) {
                         return unsupported(format!(

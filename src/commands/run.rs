@@ -380,7 +380,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let named: Vec<(&str, &Tensor<T>)> =
         stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
     let widths = IndexWidths::of(&named);
-    let options = LowerOptions { workspace: o.workspace };
+    let options = LowerOptions { workspace: o.workspace, ..LowerOptions::default() };
     let lowered = match lower_options(&cin, &types, T::ELEM, &widths, &options) {
         Ok(lowered) => lowered,
         // An operand it cannot read as declared: through a copy in a format it can read.
@@ -391,10 +391,22 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                 None => {
                     let result_shape = shapes[stmt.tensor_name(result_id)].clone();
                     let declared = Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes };
-                    return match run_split(&stmt, &declared, &tensors, &result_shape, o, out)? {
-                        Some(out) => Ok(out),
-                        None => Err(CommandError(first.to_string())),
-                    };
+                    if let Some(out) = run_split(&stmt, &declared, &tensors, &result_shape, o, out.clone())? {
+                        return Ok(out);
+                    }
+                    // Last, as the API: a result that stores every coordinate of a loop no
+                    // operand makes sparse (said in a note).
+                    let options = LowerOptions { store_every_coordinate: true, ..options.clone() };
+                    match lower_options(&cin, &types, T::ELEM, &widths, &options) {
+                        Ok(lowered) => lowered,
+                        Err(_) => {
+                            match read_through_copies(&stmt, &shapes, &parsed_formats, &cin, o, &mut tensors, &options)?
+                            {
+                                Some(lowered) => lowered,
+                                None => return Err(CommandError(first.to_string())),
+                            }
+                        }
+                    }
                 }
             },
         },
@@ -554,6 +566,9 @@ fn run_split<T: crate::Scalar>(
     kernels.push((kernel.statement(), &kernel));
     let described: Vec<String> = kernels.iter().map(|(s, _)| format!("`{s}`")).collect();
     eprintln!("note: no one loop nest runs `{stmt}`: it runs as {}", described.join(", then "));
+    for note in kernel.notes() {
+        eprintln!("note: {note}");
+    }
     for (s, k) in &kernels {
         if o.print_loops
             && let Some(f) = k.loops()
