@@ -3125,51 +3125,37 @@ pub trait KernelValue: nm_format::Value {
     fn take(data: &mut ArrayData) -> Option<Vec<Self>>;
 }
 
-impl KernelValue for f32 {
-    const ELEM: ElemType = ElemType::F32;
-    fn wrap(values: Vec<Self>) -> ArrayData<'static> {
-        ArrayData::F32(values)
-    }
-    fn borrow(values: &[Self]) -> ArrayData<'_> {
-        ArrayData::Borrowed(Borrowed::F32(values))
-    }
-    fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]> {
-        match data {
-            ArrayData::F32(v) => Some(v),
-            ArrayData::Borrowed(Borrowed::F32(v)) => Some(v),
-            _ => None,
+/// [`KernelValue`] for a value type, by its variants of [`ElemType`], [`ArrayData`] and
+/// [`Borrowed`] (all named alike).
+macro_rules! kernel_value {
+    ($t:ty, $variant:ident) => {
+        impl KernelValue for $t {
+            const ELEM: ElemType = ElemType::$variant;
+            fn wrap(values: Vec<Self>) -> ArrayData<'static> {
+                ArrayData::$variant(values)
+            }
+            fn borrow(values: &[Self]) -> ArrayData<'_> {
+                ArrayData::Borrowed(Borrowed::$variant(values))
+            }
+            fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]> {
+                match data {
+                    ArrayData::$variant(v) => Some(v),
+                    ArrayData::Borrowed(Borrowed::$variant(v)) => Some(v),
+                    _ => None,
+                }
+            }
+            fn take(data: &mut ArrayData) -> Option<Vec<Self>> {
+                match data {
+                    ArrayData::$variant(v) => Some(std::mem::take(v)),
+                    _ => None,
+                }
+            }
         }
-    }
-    fn take(data: &mut ArrayData) -> Option<Vec<Self>> {
-        match data {
-            ArrayData::F32(v) => Some(std::mem::take(v)),
-            _ => None,
-        }
-    }
+    };
 }
 
-impl KernelValue for f64 {
-    const ELEM: ElemType = ElemType::F64;
-    fn wrap(values: Vec<Self>) -> ArrayData<'static> {
-        ArrayData::F64(values)
-    }
-    fn borrow(values: &[Self]) -> ArrayData<'_> {
-        ArrayData::Borrowed(Borrowed::F64(values))
-    }
-    fn unwrap<'a>(data: &'a ArrayData) -> Option<&'a [Self]> {
-        match data {
-            ArrayData::F64(v) => Some(v),
-            ArrayData::Borrowed(Borrowed::F64(v)) => Some(v),
-            _ => None,
-        }
-    }
-    fn take(data: &mut ArrayData) -> Option<Vec<Self>> {
-        match data {
-            ArrayData::F64(v) => Some(std::mem::take(v)),
-            _ => None,
-        }
-    }
-}
+kernel_value!(f32, F32);
+kernel_value!(f64, F64);
 
 /// The kernel's arguments: each tensor's arrays in parameter order (`tensors[t]` for tensor
 /// id `t`). Operands are borrowed in place, never copied or converted (the kernel must have
