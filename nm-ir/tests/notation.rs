@@ -160,6 +160,12 @@ fn semantic_errors_name_the_problem() {
     );
     let e = semantic("A(i,i) = B(i,i)", &decls());
     assert_eq!(e.to_string(), "index variable `i` appears twice on the left-hand side\n  A(i,i) = B(i,i)\n  ^^^^^^");
+    // A loop over `i` inside one over `i` (the C back end once failed to compile it).
+    let d = decls().tensor("x", TensorType::dense(&[5]));
+    let e = semantic("y(i) = sum(i, x(i))", &d.clone().tensor("y", TensorType::dense(&[5])));
+    assert_eq!(e.to_string(), "`sum(i, ...)` sums over a variable of the left-hand side");
+    let e = semantic("y(i) = sum(j, sum(j, x(j)))", &d.tensor("y", TensorType::dense(&[5])));
+    assert_eq!(e.to_string(), "`sum(j, ...)` inside a `sum` over the same variable");
     let d = decls().tensor("B", TensorType::sparse(&[4, 6, 2], Format::csr()));
     let e = semantic("A(i,j) = B(i,j,k)", &d);
     assert_eq!(

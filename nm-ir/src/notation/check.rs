@@ -153,6 +153,15 @@ pub enum SemanticError {
         /// The statement with a caret, if known.
         rendered: Option<(String, usize, usize)>,
     },
+    /// A `sum` over a variable of the left-hand side, or inside a `sum` over the same
+    /// variable: it would mean a loop inside a loop over one variable.
+    #[error("`sum({var}, ...)` {}", if *free { "sums over a variable of the left-hand side" } else { "inside a `sum` over the same variable" })]
+    RepeatedSum {
+        /// The variable.
+        var: String,
+        /// Whether it is on the left-hand side (else summed by an enclosing `sum`).
+        free: bool,
+    },
     /// The same index variable twice on the left-hand side.
     #[error("{}", render(rendered, &format!("index variable `{var}` appears twice on the left-hand side")))]
     RepeatedOutputVar {
@@ -186,6 +195,19 @@ impl IndexNotation {
                     rendered: self.caret(&self.lhs),
                 });
             }
+        }
+        let mut stack = vec![(self.rhs, Vec::new())];
+        while let Some((e, mut summed)) = stack.pop() {
+            if let super::Expr::Sum(v, _) = self.exprs[e] {
+                if lhs_vars.contains(&v) || summed.contains(&v) {
+                    return Err(SemanticError::RepeatedSum {
+                        var: self.var_name(v).to_string(),
+                        free: lhs_vars.contains(&v),
+                    });
+                }
+                summed.push(v);
+            }
+            stack.extend(self.children(e).into_iter().map(|c| (c, summed.clone())));
         }
         let mut accesses = vec![&self.lhs];
         accesses.extend(self.accesses(self.rhs));
