@@ -212,7 +212,17 @@ fn real_matrices_from_the_repository_data() {
             .unwrap();
         let y = kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap();
         let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| d[i * n + j] * xd[j]).sum()).collect();
-        assert_eq!(y, expected, "{name}");
+        // Long rows are summed in partial sums (nm-lower's `partial_sums`), another order than
+        // the reference's: equal within the rounding of a sum of these terms.
+        let magnitude: Vec<f64> = (0..m).map(|i| (0..n).map(|j| (d[i * n + j] * xd[j]).abs()).sum()).collect();
+        for i in 0..m {
+            assert!(
+                (y[i] - expected[i]).abs() <= 1e-13 * magnitude[i],
+                "{name} row {i}: {} against {}",
+                y[i],
+                expected[i]
+            );
+        }
         if m == n {
             let kernel = Program::new("C(i,j) = A(i,k) * B(k,j)")
                 .unwrap()

@@ -8,8 +8,9 @@
 //! interpreter; [`c`], the C99 emitter and kernel runner; and [`jit`], the compile–cache–load
 //! machinery every generated kernel goes through; [`lower`], CIN → loop IR (co-iteration by
 //! merge lattices, dense locate, dense and assembled sparse results, row workspaces, row
-//! ranges for threads); [`assemble`], the split into taco's assembly and compute kernels; and [`prefetch`],
-//! software prefetch of dense rows reached through coordinates.
+//! ranges for threads); [`assemble`], the split into taco's assembly and compute kernels;
+//! [`prefetch`], software prefetch of dense rows reached through coordinates; and
+//! [`partial_sums`], register reductions in interleaved partial sums.
 
 #![deny(missing_docs)]
 
@@ -20,4 +21,5 @@ pub mod ir;
 pub mod ism;
 pub mod jit;
 pub mod lower;
+pub mod partial_sums;
 pub mod prefetch;

@@ -1305,6 +1305,7 @@ pub fn lower_options(
     }
     lw.f.body = body;
     crate::prefetch::insert(&mut lw.f);
+    crate::partial_sums::interleave(&mut lw.f);
     params.extend(std::iter::repeat_n(result, lw.f.arrays.len() - params.len()));
     let tensors = cin
         .tensors

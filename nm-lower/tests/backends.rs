@@ -7,7 +7,7 @@ use nm_format::{Duplicates, Format, Indices, LevelStorage, Tensor};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, Borrowed, InterpError, interpret};
 use nm_lower::ir::build::{bin, float, int, load, var};
-use nm_lower::ir::{BinOp, ElemType, Function, Role, ScalarType, Stmt, UnOp};
+use nm_lower::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
 use nm_lower::jit::CCompiler;
 
 fn cc() -> CCompiler {
@@ -400,4 +400,100 @@ fn operands_are_passed_in_place_and_outputs_must_be_writable() {
     assert!(matches!(&e, InterpError::ReadOnly { array } if array == "y_vals"), "{e}");
     let k = CKernel::compile(&lowered.function, &cc()).unwrap();
     assert!(k.run(&mut arrays).is_err());
+}
+
+/// SpMV as [`spmv`] builds it, with the inner loop's body made by `inner(acc, y, product)`.
+fn spmv_with(m: i64, inner: impl Fn(VarId, ArrayId, Expr) -> Vec<Stmt>) -> Function {
+    let mut f = spmv(m, ElemType::F64, ScalarType::F64, 1.0, false);
+    let y = f.arrays.iter().find(|(_, a)| a.name == "y_vals").expect("y").0;
+    let Stmt::For { body, .. } = &mut f.body[0] else { unreachable!() };
+    let Stmt::For { body: row, .. } = &mut body[1] else { unreachable!() };
+    let Stmt::Assign(acc, Expr::Binary(BinOp::Add, _, product)) = row[0].clone() else { unreachable!() };
+    *row = inner(acc, y, *product);
+    f
+}
+
+/// The partial-sums pass (`nm_lower::partial_sums`) on SpMV over rows of every length from 0
+/// to 20 (and 33, 64) with inexact values: both back ends give the same bits, which are those
+/// of the order the pass documents — rows under 8 entries summed in sequence, longer ones in
+/// four partial sums (entry `q` of the row into sum `q mod 4`) added as `(s0 + s1) + (s2 +
+/// s3)`; with `acc = acc - term` the same with every term negated.
+#[test]
+fn reductions_in_partial_sums_agree_on_both_back_ends_in_the_documented_order() {
+    let lengths: Vec<usize> = (0..=20).chain([33, 64]).collect();
+    let m = lengths.len();
+    let n = 70;
+    let mut pos = vec![0i32];
+    let mut crd = Vec::new();
+    for (i, &len) in lengths.iter().enumerate() {
+        crd.extend((0..len).map(|q| ((q * 7 + i) % n) as i32));
+        pos.push(crd.len() as i32);
+    }
+    let vals: Vec<f64> = (0..crd.len()).map(|p| 0.1 + (p as f64 * 0.37).sin()).collect();
+    let x: Vec<f64> = (0..n).map(|j| 1.0 / (j as f64 + 3.0)).collect();
+    for negate in [false, true] {
+        let op = if negate { BinOp::Sub } else { BinOp::Add };
+        let mut f = spmv_with(m as i64, |acc, _, product| vec![Stmt::Assign(acc, bin(op, var(acc), product))]);
+        nm_lower::partial_sums::interleave(&mut f);
+        assert!(f.to_string().contains("acc_1"), "{f}");
+        let args = || {
+            vec![
+                ArrayData::I32(pos.clone()),
+                ArrayData::I32(crd.clone()),
+                ArrayData::F64(vals.clone()),
+                ArrayData::F64(x.clone()),
+                ArrayData::F64(vec![0.0; m]),
+            ]
+        };
+        let (mut by_interp, mut by_c) = (args(), args());
+        interpret(&f, &mut by_interp).unwrap();
+        CKernel::compile(&f, &cc()).unwrap().run(&mut by_c).unwrap();
+        assert_eq!(by_c[4], by_interp[4], "negate = {negate}");
+        let ArrayData::F64(y) = &by_interp[4] else { unreachable!() };
+        for (i, &len) in lengths.iter().enumerate() {
+            let term = |q: usize| {
+                let p = pos[i] as usize + q;
+                let t = vals[p] * x[crd[p] as usize];
+                if negate { -t } else { t }
+            };
+            let sequential = (0..len).fold(0.0, |acc, q| acc + term(q));
+            let expected = if len < 8 {
+                sequential
+            } else {
+                let mut s = [0.0f64; 4];
+                for q in 0..len {
+                    s[q % 4] += term(q);
+                }
+                (s[0] + s[1]) + (s[2] + s[3])
+            };
+            assert_eq!(y[i].to_bits(), expected.to_bits(), "row {i} ({len} entries), negate = {negate}");
+            assert!((y[i] - sequential).abs() <= 1e-12 * (1.0 + sequential.abs()), "row {i}");
+        }
+    }
+}
+
+/// Loops the pass must leave alone: a sum read inside its loop, a body that stores, a sum
+/// of indices.
+#[test]
+fn reductions_the_pass_cannot_split_are_left_alone() {
+    let cases: [Function; 3] = [
+        spmv_with(4, |acc, y, product| {
+            vec![
+                Stmt::Store { array: y, index: int(0), value: var(acc), accumulate: false },
+                Stmt::Assign(acc, bin(BinOp::Add, var(acc), product)),
+            ]
+        }),
+        spmv_with(4, |acc, y, product| {
+            vec![
+                Stmt::Assign(acc, bin(BinOp::Add, var(acc), product.clone())),
+                Stmt::Store { array: y, index: int(0), value: product, accumulate: true },
+            ]
+        }),
+        spmv_with(4, |acc, _, product| vec![Stmt::Assign(acc, bin(BinOp::Mul, var(acc), product))]),
+    ];
+    for mut f in cases {
+        let before = f.to_string();
+        nm_lower::partial_sums::interleave(&mut f);
+        assert_eq!(f.to_string(), before);
+    }
 }

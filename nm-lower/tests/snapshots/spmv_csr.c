@@ -18,9 +18,50 @@ int kernel(nms_array *restrict args) {
     int64_t A0_p0 = ((INT64_C(0) * INT64_C(1000)) + i);
     if (INT64_C(1)) {
       double acc = 0.0;
-      for (int64_t A1_p0 = ((int64_t)A1_pos[A0_p0]), A1_p0_end = ((int64_t)A1_pos[(A0_p0 + INT64_C(1))]); A1_p0 < A1_p0_end; A1_p0++) {
-        int64_t j = ((int64_t)A1_crd[A1_p0]);
-        acc = (acc + (A_vals[A1_p0] * x_vals[((INT64_C(0) * INT64_C(800)) + j)]));
+      int64_t A1_p0_first = ((int64_t)A1_pos[A0_p0]);
+      int64_t A1_p0_last = ((int64_t)A1_pos[(A0_p0 + INT64_C(1))]);
+      if ((INT64_C(8) <= (A1_p0_last - A1_p0_first))) {
+        double acc_1 = 0.0;
+        double acc_2 = 0.0;
+        double acc_3 = 0.0;
+        int64_t A1_p0_blocks = (((A1_p0_last - A1_p0_first) - INT64_C(1)) / INT64_C(4));
+        for (int64_t A1_p0_block = INT64_C(0), A1_p0_block_end = A1_p0_blocks; A1_p0_block < A1_p0_block_end; A1_p0_block++) {
+          int64_t A1_p0_2 = (A1_p0_first + ((A1_p0_block * INT64_C(4)) + INT64_C(0)));
+          int64_t j_2 = ((int64_t)A1_crd[A1_p0_2]);
+          acc = (acc + (A_vals[A1_p0_2] * x_vals[((INT64_C(0) * INT64_C(800)) + j_2)]));
+          int64_t A1_p0_3 = (A1_p0_first + ((A1_p0_block * INT64_C(4)) + INT64_C(1)));
+          int64_t j_3 = ((int64_t)A1_crd[A1_p0_3]);
+          acc_1 = (acc_1 + (A_vals[A1_p0_3] * x_vals[((INT64_C(0) * INT64_C(800)) + j_3)]));
+          int64_t A1_p0_4 = (A1_p0_first + ((A1_p0_block * INT64_C(4)) + INT64_C(2)));
+          int64_t j_4 = ((int64_t)A1_crd[A1_p0_4]);
+          acc_2 = (acc_2 + (A_vals[A1_p0_4] * x_vals[((INT64_C(0) * INT64_C(800)) + j_4)]));
+          int64_t A1_p0_5 = (A1_p0_first + ((A1_p0_block * INT64_C(4)) + INT64_C(3)));
+          int64_t j_5 = ((int64_t)A1_crd[A1_p0_5]);
+          acc_3 = (acc_3 + (A_vals[A1_p0_5] * x_vals[((INT64_C(0) * INT64_C(800)) + j_5)]));
+        }
+        int64_t A1_p0_base = (A1_p0_first + (A1_p0_blocks * INT64_C(4)));
+        int64_t A1_p0_6 = (((A1_p0_base + INT64_C(0))) < ((A1_p0_last - INT64_C(1))) ? ((A1_p0_base + INT64_C(0))) : ((A1_p0_last - INT64_C(1))));
+        int64_t j_6 = ((int64_t)A1_crd[A1_p0_6]);
+        double acc_term = (A_vals[A1_p0_6] * x_vals[((INT64_C(0) * INT64_C(800)) + j_6)]);
+        acc = (acc + (((A1_p0_base + INT64_C(0)) < A1_p0_last) ? acc_term : 0.0));
+        int64_t A1_p0_7 = (((A1_p0_base + INT64_C(1))) < ((A1_p0_last - INT64_C(1))) ? ((A1_p0_base + INT64_C(1))) : ((A1_p0_last - INT64_C(1))));
+        int64_t j_7 = ((int64_t)A1_crd[A1_p0_7]);
+        double acc_1_term = (A_vals[A1_p0_7] * x_vals[((INT64_C(0) * INT64_C(800)) + j_7)]);
+        acc_1 = (acc_1 + (((A1_p0_base + INT64_C(1)) < A1_p0_last) ? acc_1_term : 0.0));
+        int64_t A1_p0_8 = (((A1_p0_base + INT64_C(2))) < ((A1_p0_last - INT64_C(1))) ? ((A1_p0_base + INT64_C(2))) : ((A1_p0_last - INT64_C(1))));
+        int64_t j_8 = ((int64_t)A1_crd[A1_p0_8]);
+        double acc_2_term = (A_vals[A1_p0_8] * x_vals[((INT64_C(0) * INT64_C(800)) + j_8)]);
+        acc_2 = (acc_2 + (((A1_p0_base + INT64_C(2)) < A1_p0_last) ? acc_2_term : 0.0));
+        int64_t A1_p0_9 = (((A1_p0_base + INT64_C(3))) < ((A1_p0_last - INT64_C(1))) ? ((A1_p0_base + INT64_C(3))) : ((A1_p0_last - INT64_C(1))));
+        int64_t j_9 = ((int64_t)A1_crd[A1_p0_9]);
+        double acc_3_term = (A_vals[A1_p0_9] * x_vals[((INT64_C(0) * INT64_C(800)) + j_9)]);
+        acc_3 = (acc_3 + (((A1_p0_base + INT64_C(3)) < A1_p0_last) ? acc_3_term : 0.0));
+        acc = ((acc + acc_1) + (acc_2 + acc_3));
+      } else {
+        for (int64_t A1_p0 = A1_p0_first, A1_p0_end = A1_p0_last; A1_p0 < A1_p0_end; A1_p0++) {
+          int64_t j = ((int64_t)A1_crd[A1_p0]);
+          acc = (acc + (A_vals[A1_p0] * x_vals[((INT64_C(0) * INT64_C(800)) + j)]));
+        }
       }
       y_vals[((INT64_C(0) * INT64_C(1000)) + i)] = acc;
     }
