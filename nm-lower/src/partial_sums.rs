@@ -130,8 +130,7 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
         long.push(Stmt::Decl(at, bin(BinOp::Min, position.clone(), bin(BinOp::Sub, var(last), int(1)))));
         long.extend(copy(f, decls, term, negate, (*p, at), sum, Some(bin(BinOp::Lt, position, var(last)))));
     }
-    let pair = |a: VarId, b: VarId| bin(BinOp::Add, var(a), var(b));
-    long.push(Stmt::Assign(*acc, bin(BinOp::Add, pair(sums[0], sums[1]), pair(sums[2], sums[3]))));
+    long.push(Stmt::Assign(*acc, tree(&sums)));
     // Short loops as they were: the partial sums' setup and final additions cost more than
     // they save (CSR SpMV on luxembourg, 2 entries a row: 0.31 → 0.42 ms).
     let plain = Stmt::For { var: *p, start: var(first), end: var(last), body: body.clone(), parallel: false };
@@ -176,4 +175,15 @@ fn copy(
     };
     out.push(Stmt::Assign(sum, bin(op, var(sum), term)));
     out
+}
+
+/// The sums added pairwise: `(s0 + s1) + (s2 + s3)` for four.
+fn tree(sums: &[VarId]) -> Expr {
+    match sums {
+        [one] => var(*one),
+        _ => {
+            let (a, b) = sums.split_at(sums.len() / 2);
+            bin(BinOp::Add, tree(a), tree(b))
+        }
+    }
 }
