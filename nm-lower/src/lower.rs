@@ -91,26 +91,36 @@ impl Coordinates {
             Coordinates::Array(crd) => load(*crd, p),
             Coordinates::Structured { meta, n, m, base } => {
                 let bits = nm_format::metadata_bits(*m) as i64;
-                let block = bin(BinOp::Div, bin(BinOp::Sub, p.clone(), base.clone()), int(*n as i64));
+                // Positions are never negative: powers of two divide by shifts (a signed
+                // division by 2 or 64 is a shift plus a sign fix-up in C).
+                let divide = |e: Expr, d: i64| {
+                    if d > 0 && (d as u64).is_power_of_two() {
+                        bin(BinOp::Shr, e, int(d.trailing_zeros() as i64))
+                    } else {
+                        bin(BinOp::Div, e, int(d))
+                    }
+                };
+                let block = divide(bin(BinOp::Sub, p.clone(), base.clone()), *n as i64);
                 let offset = if bits == 0 {
                     int(0)
                 } else {
                     // Bit `p·bits` of the words, reaching into the next word when it straddles two.
                     let bit = bin(BinOp::Mul, p, int(bits));
-                    let word = bin(BinOp::Div, bit.clone(), int(64));
-                    let shift = bin(BinOp::Rem, bit, int(64));
+                    let word = divide(bit.clone(), 64);
+                    let shift = bin(BinOp::BitAnd, bit, int(63));
                     let low = bin(BinOp::Shr, load(*meta, word.clone()), shift.clone());
                     let high = bin(
                         BinOp::Shl,
                         load(*meta, bin(BinOp::Add, word, int(1))),
                         bin(BinOp::Sub, int(64), shift.clone()),
                     );
-                    let straddles = bin(BinOp::Lt, int(64 - bits), shift);
-                    let joined = Expr::Select(
-                        Box::new(straddles),
-                        Box::new(bin(BinOp::BitOr, low.clone(), high)),
-                        Box::new(low),
-                    );
+                    // A width that divides 64 (nv24's 2 bits, M = 16's 4) never straddles.
+                    let joined = if 64 % bits == 0 {
+                        low
+                    } else {
+                        let straddles = bin(BinOp::Lt, int(64 - bits), shift);
+                        Expr::Select(Box::new(straddles), Box::new(bin(BinOp::BitOr, low.clone(), high)), Box::new(low))
+                    };
                     bin(BinOp::BitAnd, joined, int((1i64 << bits) - 1))
                 };
                 bin(BinOp::Add, bin(BinOp::Mul, block, int(*m as i64)), offset)
