@@ -16,15 +16,21 @@
 //! The pass takes `for p in start..end` (not parallel) whose body is declarations followed by
 //! one `acc = acc + e` (or `e + acc`, or `acc - e`; either may sit in an `if 1`, a dense
 //! locate) into a floating-point variable declared outside it, with nothing else reading or
-//! writing `acc`. Loops of 8 entries or more become
+//! writing `acc`. It becomes
 //!
 //! ```text
-//! let p0 = start; let blocks = max(end - p0, 0) / 4
-//! let acc_1 = 0.0; let acc_2 = 0.0; let acc_3 = 0.0
-//! for b in 0..blocks { the body for p = p0 + 4b into acc, p0 + 4b + 1 into acc_1, ... }
-//! for p in p0 + 4·blocks..end { the body into acc }
-//! acc = (acc + acc_1) + (acc_2 + acc_3)
+//! let p_first = start; let p_last = end
+//! if 8 <= p_last - p_first {                      // shorter loops as they were (else branch)
+//!   let acc_1 = 0.0; let acc_2 = 0.0; let acc_3 = 0.0
+//!   let blocks = (p_last - p_first - 1) / 4       // whole blocks before the last
+//!   for b in 0..blocks { the body for p = p_first + 4b into acc, + 1 into acc_1, ... }
+//!   // the last 1–4 entries without a loop: p = min(base + u, p_last - 1), the term
+//!   // counted only where base + u < p_last
+//!   acc = (acc + acc_1) + (acc_2 + acc_3)
+//! } else { for p in p_first..p_last { the body } }
 //! ```
+//!
+//! Entry `q` of the loop (counted from `start`) is added into sum `q mod 4`, in order.
 
 use crate::ir::build::{bin, float, int, var};
 use crate::ir::{BinOp, Expr, Function, ScalarType, Stmt, VarId};
