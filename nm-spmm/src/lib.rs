@@ -157,6 +157,12 @@ impl<T: Real> LineAligned<T> {
     }
 }
 
+impl<T: Real> Default for LineAligned<T> {
+    fn default() -> Self {
+        LineAligned::zeros(0)
+    }
+}
+
 impl<T> std::ops::Deref for LineAligned<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
@@ -358,7 +364,7 @@ pub fn spmm_with<T: Real>(
     let block_rows = TILES_PER_BLOCK * isa.tile_rows();
     // One transposed block per thread, reused: allocated per block, its pages were faulted
     // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
-    row_blocks(c, m, b.cols, block_rows, threads, |a_t: &mut Vec<T>, lo, hi, rows| {
+    row_blocks(c, m, b.cols, block_rows, threads, |a_t: &mut LineAligned<T>, lo, hi, rows| {
         block_rows_of(isa, a, lo, hi, b, rows, a_t)
     });
     Ok(())
@@ -429,7 +435,9 @@ impl<T> SharedOut<T> {
 
 /// Elements from one row of a transposed tile of `rows` rows to the next: a power of two, so
 /// that one row's values never straddle two cache lines (6 rows of f32 in 24 bytes did, and
-/// 1:8 ran at 54 against 4:8's 86 GFLOP/s).
+/// 1:8 ran at 54 against 4:8's 86 GFLOP/s) — given a buffer that starts on a line
+/// ([`LineAligned`]: a `Vec` of a transposed block's size comes from `mmap` 16 bytes past a
+/// page, where every other f32 row of 32 bytes straddled two lines).
 const fn row_stride(rows: usize) -> usize {
     rows.next_power_of_two()
 }
@@ -440,7 +448,15 @@ type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_,
 
 /// Rows `lo..hi` of `C` (`c` holds exactly them), every column group.
 /// `a_t` is the thread's buffer for the transposed block.
-fn block_rows_of<T: Real>(isa: Isa, a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T], a_t: &mut Vec<T>) {
+fn block_rows_of<T: Real>(
+    isa: Isa,
+    a: &[T],
+    lo: usize,
+    hi: usize,
+    b: &NmMatrix<'_, T>,
+    c: &mut [T],
+    a_t: &mut LineAligned<T>,
+) {
     macro_rules! lanes {
         ($run:ident) => {
             match b.l {
@@ -472,7 +488,7 @@ fn block_avx512<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut Vec<T>,
+    a_t: &mut LineAligned<T>,
 ) {
     let tile: SimdTile<T, L, ROWS_512> =
         if b.prefetch() { T::tile_avx512::<L, true> } else { T::tile_avx512::<L, false> };
@@ -488,7 +504,7 @@ fn block_avx2<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut Vec<T>,
+    a_t: &mut LineAligned<T>,
 ) {
     let tile: SimdTile<T, L, ROWS_256> = if b.prefetch() { T::tile_avx2::<L, true> } else { T::tile_avx2::<L, false> };
     let simd = L.is_multiple_of(T::LANES_256).then_some(tile);
@@ -501,7 +517,7 @@ fn block_baseline<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut Vec<T>,
+    a_t: &mut LineAligned<T>,
 ) {
     block::<T, L, false, ROWS_512>(a, lo, hi, b, c, a_t, None)
 }
@@ -517,7 +533,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut Vec<T>,
+    a_t: &mut LineAligned<T>,
     simd: Option<SimdTile<T, L, R>>,
 ) {
     let (k, n) = (b.rows, b.cols);
@@ -535,8 +551,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
         // Rows past `k` are never written: zero since the buffer was first grown for this `B`
         // (a block never needs more tiles than the first, full one).
         if a_t.len() < tiles * kp * stride {
-            a_t.clear();
-            a_t.resize(tiles * kp * stride, T::ZERO);
+            *a_t = LineAligned::zeros(tiles * kp * stride);
         }
         for (t, tile_t) in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride).enumerate() {
             // Past the block's end (and in the unused slots of a 6-row tile), the last row
