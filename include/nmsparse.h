@@ -171,6 +171,21 @@ enum nms_status nms_program_compile(const struct nms_program *program,
 // `program` is NULL or a program from this library, not used afterwards.
 void nms_program_free(struct nms_program *program);
 
+// Writes a description of the kernel (NUL-terminated) into `buffer` of `capacity` bytes and
+// its length (without the NUL) to `*length` when `length` is not NULL: the statement, the
+// kernel that runs it (generated C, the interpreter, or the hand-written N:M SpMM — what the
+// command line's `-print-compute` names), the threads it uses, operands read through copies,
+// kernels run first, and notes on what the lowering decided (a sparse result that stores
+// every coordinate of a loop). A buffer too small is `NMS_ERR_INVALID_ARGUMENT` with
+// `*length` still written, so that a caller can ask for the length first.
+//
+// # Safety
+// `kernel` is live; `buffer` has `capacity` writable bytes; `length` is NULL or writable.
+enum nms_status nms_kernel_describe(const struct nms_kernel *kernel,
+                                    char *buffer,
+                                    size_t capacity,
+                                    size_t *length);
+
 // Runs later calls of the kernel on `threads` threads (row ranges of the outermost loop,
 // where it names disjoint rows of the result; results are identical bit for bit).
 //

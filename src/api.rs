@@ -413,6 +413,56 @@ impl<T: Scalar> Kernel<T> {
         notes
     }
 
+    /// What runs, in a few lines a person reads (the C library's `nms_kernel_describe`, the
+    /// API's `-print-compute` without the code): the statement, the kernel that runs it —
+    /// generated loops (compiled C or the interpreter) or nm-spmm's hand-written N:M SpMM — and
+    /// on how many threads, the operands read through copies or views, the kernels run
+    /// first, and the notes.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (temporary, part) in &self.parts {
+            out.push_str(&format!("first, into the temporary `{temporary}`:\n"));
+            for line in part.describe().lines() {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+        out.push_str(&format!("statement: {}\n", self.stmt));
+        let threads = match (self.threads, self.parallel()) {
+            (1, _) => "1 thread".to_string(),
+            (n, true) => format!("{n} threads"),
+            (n, false) => {
+                let why = match &self.engine {
+                    Engine::Generated { narrow, .. } if narrow.compiled.is_none() => {
+                        "the interpreter runs sequentially"
+                    }
+                    _ => "the outer loop does not name disjoint rows of the result",
+                };
+                format!("1 thread ({n} asked for: {why})")
+            }
+        };
+        let engine = match &self.engine {
+            Engine::NmSpmm(route) => crate::commands::describe_nm_spmm(route),
+            Engine::Generated { narrow, .. } => match &narrow.compiled {
+                Some(_) => "a generated loop nest, compiled C".to_string(),
+                None => "a generated loop nest, run by the interpreter".to_string(),
+            },
+        };
+        out.push_str(&format!("kernel: {engine}, on {threads}\n"));
+        if !self.conversions.is_empty() {
+            let declared = |n: &str| self.declared.get(n).and_then(|(_, f)| f.clone());
+            out.push_str(&format!("copies: {}\n", crate::conversion::describe(&self.conversions, declared)));
+        }
+        for (view, operand) in &self.views {
+            out.push_str(&format!("view: `{view}` reads `{operand}` in another order than its first read\n"));
+        }
+        if let Engine::Generated { narrow, .. } = &self.engine {
+            for note in &narrow.lowered.notes {
+                out.push_str(&format!("note: {note}\n"));
+            }
+        }
+        out
+    }
+
     /// The statement this kernel runs (the combined one when it has [`Kernel::parts`]).
     pub fn statement(&self) -> &IndexNotation {
         &self.stmt

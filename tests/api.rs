@@ -190,6 +190,9 @@ fn an_nm_spmm_statement_runs_the_hand_written_kernel() {
         .unwrap()
         .with_threads(2);
     assert!(kernel.loops().is_none() && kernel.parallel());
+    let described = kernel.describe();
+    assert!(described.contains("kernel: C = A·B with B in nm(2,4,4): nm-spmm's hand-written N:M SpMM"), "{described}");
+    assert!(described.contains("on 2 threads"), "{described}");
     let c = kernel.run(&[("A", &a), ("B", &b)]).unwrap();
     let pb = b.to_dense().unwrap();
     let expected: Vec<f32> =
@@ -229,6 +232,49 @@ fn an_nv24_spmm_statement_runs_the_hand_written_kernel() {
         (0..m * n).map(|q| (0..k).map(|p| pa[q / n * k + p] * b_values[p * n + q % n]).sum()).collect();
     assert_eq!(c.to_dense().unwrap(), expected);
     assert!(expected.iter().any(|&v| v != 0.0));
+}
+
+/// `Kernel::describe` names what runs: generated code or the interpreter, the threads it
+/// really uses (and why fewer than asked), the operands read through copies.
+#[test]
+fn a_kernel_describes_what_runs_it() {
+    let spmv = Program::new("y(i) = A(i,j) * x(j)")
+        .unwrap()
+        .tensor("A", &[5, 4], "csr")
+        .unwrap()
+        .tensor("x", &[4], "dense")
+        .unwrap()
+        .tensor("y", &[5], "dense")
+        .unwrap();
+    let jit = spmv.compile::<f64>(Backend::Jit).unwrap().with_threads(2);
+    assert_eq!(
+        jit.describe(),
+        "statement: y(i) = A(i,j) * x(j)\nkernel: a generated loop nest, compiled C, on 2 threads\n"
+    );
+    let interp = spmv.compile::<f64>(Backend::Interp).unwrap().with_threads(3);
+    assert!(
+        interp.describe().contains(
+            "kernel: a generated loop nest, run by the interpreter, on 1 thread (3 asked for: the interpreter runs sequentially)"
+        ),
+        "{}",
+        interp.describe()
+    );
+    // Both operands in CSR, read in conflicting orders: one through a copy.
+    let copied = Program::new("A(i,j) = B(i,j) + C(j,i)")
+        .unwrap()
+        .tensor("A", &[4, 4], "dense")
+        .unwrap()
+        .tensor("B", &[4, 4], "csr")
+        .unwrap()
+        .tensor("C", &[4, 4], "csr")
+        .unwrap()
+        .compile::<f64>(Backend::Interp)
+        .unwrap();
+    assert_eq!(
+        copied.describe(),
+        "statement: A(i,j) = B(i,j) + C(j,i)\nkernel: a generated loop nest, run by the interpreter, on 1 thread\n\
+         copies: `C` (csr) is read through a copy in dcsc, which the kernel can read; declare it so to avoid the copy\n"
+    );
 }
 
 /// Found by the differential tests: joining the row ranges of a sparse result panicked when
@@ -327,6 +373,8 @@ fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
         for backend in [Backend::Interp, Backend::Jit] {
             let kernel = program.compile::<f64>(backend).unwrap_or_else(|e| panic!("{expr} {backend:?}: {e}"));
             assert_eq!(kernel.parts().len(), parts, "{expr}: {}", kernel.statement());
+            let described = kernel.describe();
+            assert_eq!(described.matches("first, into the temporary").count(), parts, "{described}");
             let result = kernel.with_threads(2).run(&args).unwrap_or_else(|e| panic!("{expr} {backend:?}: {e}"));
             let declared = Format::parse(decls[0].2, 2).unwrap();
             assert_eq!(result.format(), &declared, "{expr}");
@@ -367,6 +415,8 @@ fn a_loop_no_operand_makes_sparse_fills_the_sparse_result_with_a_note() {
         let kernel = program.compile::<f64>(backend).unwrap_or_else(|e| panic!("{backend:?}: {e}"));
         let notes = kernel.notes();
         assert!(notes.iter().any(|n| n.contains("`A` stores every coordinate of `i`")), "{notes:?}");
+        let described = kernel.describe();
+        assert!(described.contains("note: `A` stores every coordinate of `i`"), "{described}");
         let result = kernel.run(&args).unwrap();
         assert_eq!(result.to_dense().unwrap(), expected, "{backend:?}");
         assert_eq!(result.values().len(), 40, "every coordinate stored");

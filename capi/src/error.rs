@@ -279,3 +279,29 @@ pub(crate) unsafe fn release<T>(handle: *mut T) {
         drop(unsafe { Box::from_raw(handle) });
     }
 }
+
+/// Writes `text` and a NUL into `buffer` (`capacity` bytes) and its length without the NUL to
+/// `*length` when `length` is not NULL — written even when the buffer is too small (which is
+/// `NMS_ERR_INVALID_ARGUMENT`), so that a caller can ask for the length first.
+///
+/// # Safety
+/// `buffer` is NULL or has `capacity` writable bytes; `length` is NULL or writable.
+pub(crate) unsafe fn put_text(
+    text: &str,
+    buffer: *mut c_char,
+    capacity: usize,
+    length: *mut usize,
+) -> Result<(), Failure> {
+    if !length.is_null() {
+        // SAFETY: non-NULL and writable by the caller's contract.
+        unsafe { put(length, text.len(), "length") }?;
+    }
+    if capacity < text.len() + 1 {
+        return Err(Failure::invalid(format!("the buffer holds {capacity} bytes, {} needed", text.len() + 1)));
+    }
+    // SAFETY: the caller's contract.
+    let out = unsafe { arg_out_slice(buffer.cast::<u8>(), capacity, "buffer") }?;
+    out[..text.len()].copy_from_slice(text.as_bytes());
+    out[text.len()] = 0;
+    Ok(())
+}

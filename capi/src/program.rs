@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use nms::format::Tensor;
 use nms::{Backend, Kernel, Program};
 
-use crate::error::{Failure, arg, arg_mut, arg_slice, arg_str, give, guard, nms_status, release};
+use crate::error::{Failure, arg, arg_mut, arg_slice, arg_str, give, guard, nms_status, put_text, release};
 use crate::tensor::{AnyTensor, nms_dtype, nms_tensor};
 
 /// Which back end runs a kernel.
@@ -158,6 +158,36 @@ pub unsafe extern "C" fn nms_program_compile(
 pub unsafe extern "C" fn nms_program_free(program: *mut nms_program) {
     // SAFETY: the contract above.
     unsafe { release(program) }
+}
+
+/// Writes a description of the kernel (NUL-terminated) into `buffer` of `capacity` bytes and
+/// its length (without the NUL) to `*length` when `length` is not NULL: the statement, the
+/// kernel that runs it (generated C, the interpreter, or the hand-written N:M SpMM — what the
+/// command line's `-print-compute` names), the threads it uses, operands read through copies,
+/// kernels run first, and notes on what the lowering decided (a sparse result that stores
+/// every coordinate of a loop). A buffer too small is `NMS_ERR_INVALID_ARGUMENT` with
+/// `*length` still written, so that a caller can ask for the length first.
+///
+/// # Safety
+/// `kernel` is live; `buffer` has `capacity` writable bytes; `length` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nms_kernel_describe(
+    kernel: *const nms_kernel,
+    buffer: *mut c_char,
+    capacity: usize,
+    length: *mut usize,
+) -> nms_status {
+    guard(|| {
+        // SAFETY: the contract above.
+        let kernel = unsafe { arg(kernel, "kernel") }?;
+        let text = match &kernel.inner {
+            Some(AnyKernel::F32(k)) => k.describe(),
+            Some(AnyKernel::F64(k)) => k.describe(),
+            None => return Err(Failure::invalid("the kernel is empty")),
+        };
+        // SAFETY: the contract above.
+        unsafe { put_text(&text, buffer, capacity, length) }
+    })
 }
 
 /// Runs later calls of the kernel on `threads` threads (row ranges of the outermost loop,

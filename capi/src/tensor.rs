@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_void};
 
 use nms::format::{CoordinateList, Duplicates, Format, Indices, LevelStorage, Tensor, Value};
 
-use crate::error::{Failure, arg, arg_out_slice, arg_slice, arg_str, give, guard, nms_status, put, release};
+use crate::error::{Failure, arg, arg_out_slice, arg_slice, arg_str, give, guard, nms_status, put, put_text, release};
 
 /// The element type of a tensor's values.
 #[repr(C)]
@@ -116,19 +116,8 @@ pub unsafe extern "C" fn nms_format_to_string(
     guard(|| {
         // SAFETY: the contract above.
         let format = unsafe { arg(format, "format") }?;
-        let text = format.inner.to_string();
-        if !length.is_null() {
-            // SAFETY: non-NULL and writable by the contract.
-            unsafe { put(length, text.len(), "length") }?;
-        }
-        if capacity < text.len() + 1 {
-            return Err(Failure::invalid(format!("the buffer holds {capacity} bytes, {} needed", text.len() + 1)));
-        }
         // SAFETY: the contract above.
-        let out = unsafe { arg_out_slice(buffer.cast::<u8>(), capacity, "buffer") }?;
-        out[..text.len()].copy_from_slice(text.as_bytes());
-        out[text.len()] = 0;
-        Ok(())
+        unsafe { put_text(&format.inner.to_string(), buffer, capacity, length) }
     })
 }
 

@@ -10,7 +10,9 @@ pub use info::{Info, info};
 pub use nm::Device;
 pub use run::{Backend, RunOptions, ValueType, run};
 
-pub(crate) use nm::{NmSpmm, multiply_cpu as multiply_nm, recognise as recognise_nm_spmm};
+pub(crate) use nm::{
+    NmSpmm, describe as describe_nm_spmm, multiply_cpu as multiply_nm, recognise as recognise_nm_spmm,
+};
 
 use std::time::{Duration, Instant};
 

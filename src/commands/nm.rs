@@ -47,15 +47,16 @@ pub(crate) fn recognise(stmt: &IndexNotation, format: impl Fn(TensorId) -> Optio
     shaped.then_some(NmSpmm { a: a.tensor, b: b.tensor, structured })
 }
 
-/// What `-print-compute` shows instead of generated C.
+/// The kernel that runs the route, in words (what `-print-compute` shows instead of
+/// generated C, and [`crate::Kernel::describe`]).
 pub(crate) fn describe(s: &NmSpmm) -> String {
     match s.structured {
         NmOperand::B((n, m, l)) => format!(
-            "// C = A·B with B in nm({n},{m},{l}): nm-spmm's hand-written N:M SpMM ({:?} on this CPU), not generated code\n",
+            "C = A·B with B in nm({n},{m},{l}): nm-spmm's hand-written N:M SpMM ({:?} on this CPU), not generated code",
             Isa::detect()
         ),
         NmOperand::ANv24 => format!(
-            "// C = A·B with A in nv24: nm-spmm's hand-written 2:4 SpMM ({:?} on this CPU), not generated code\n",
+            "C = A·B with A in nv24: nm-spmm's hand-written 2:4 SpMM ({:?} on this CPU), not generated code",
             Isa::detect()
         ),
     }

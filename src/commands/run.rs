@@ -339,7 +339,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             };
             return finish(o, &stmt, &result_shape, &run.result, &timing, out);
         }
-        let note = super::nm::describe(&route);
+        let note = format!("// {}\n", super::nm::describe(&route));
         if o.print_compute || o.print_loops {
             print!("{note}");
         }

@@ -242,6 +242,19 @@ int main(int argc, char **argv) {
     EXPECT(nms_kernel_run(k, 2, NULL, args, &y), NMS_ERR_NULL, "names");
     EXPECT(nms_kernel_run(NULL, 2, names, args, &y), NMS_ERR_NULL, "kernel");
     EXPECT(nms_kernel_set_threads(k, 0), NMS_ERR_INVALID_ARGUMENT, "threads");
+    /* What runs the kernel, in words: the length first (a buffer too small), then the text. */
+    size_t described = 0;
+    EXPECT(nms_kernel_describe(k, NULL, 0, &described), NMS_ERR_INVALID_ARGUMENT, "buffer");
+    char *description = malloc(described + 1);
+    OK(nms_kernel_describe(k, description, described + 1, NULL));
+    if (strlen(description) != described ||
+        strcmp(description, "statement: y(i) = A(i,j) * x(j)\n"
+                            "kernel: a generated loop nest, run by the interpreter, on 1 thread\n") != 0) {
+        fprintf(stderr, "described in %zu bytes: %s\n", described, description);
+        failures++;
+    }
+    free(description);
+    EXPECT(nms_kernel_describe(NULL, text, sizeof text, NULL), NMS_ERR_NULL, "kernel");
     OK(nms_kernel_run(k, 2, names, args, &y));
     double yv[3];
     OK(nms_tensor_to_dense(y, NMS_F64, yv, 3));
