@@ -252,6 +252,19 @@ fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     assert!(rows.status.success(), "{}", stderr(&rows));
     assert!(stderr(&rows).contains("`A` (csc) is read through a copy in dcsr"), "{}", stderr(&rows));
     assert_eq!(stdout(&rows), stdout(&o));
+    // Options naming what the statement lacks (a typo would silently run something else).
+    for (option, said) in [
+        ("-f=a:csr", "-f=a:csr: the statement has no tensor `a` (its tensors: `y`, `A`, `x`)"),
+        ("-g=z:d", "no tensor `z`"),
+        ("-i=B:nowhere.mtx", "no tensor `B`"),
+        ("--prune=Q", "no tensor `Q`"),
+        ("-d=k:9", "-d=k:9: the statement has no index variable `k` (its variables: `i`, `j`)"),
+        ("-o=A:out.mtx", "only the result `y` is written"),
+    ] {
+        let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4", option]);
+        assert_eq!(o.status.code(), Some(1), "{option}");
+        assert!(stderr(&o).contains(said), "{option}: {}", stderr(&o));
+    }
     // What no copy helps is refused by name.
     let o = nmsparse(&["y(i) = A(i,3-j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4"]);
     assert_eq!(o.status.code(), Some(1));

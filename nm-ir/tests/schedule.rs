@@ -163,6 +163,15 @@ fn schedules_parse_with_carets() {
         "expected a workspace policy: bucket, hash, coord, map or vector\n  precompute(B(i,j), j, jw, w, heap)\n                               ^^^^"
     );
     assert_eq!(error("unroll(i, -2)"), "expected a non-negative integer\n  unroll(i, -2)\n            ^");
+    // Beyond u32 (and beyond i64, which lexes as a float): said so, not "non-negative".
+    assert_eq!(
+        error("unroll(i, 4294967296)"),
+        "too large: at most 4294967295\n  unroll(i, 4294967296)\n            ^^^^^^^^^^"
+    );
+    assert_eq!(
+        error("split(i, i0, i1, 18446744073709551616)"),
+        "too large: at most 4294967295\n  split(i, i0, i1, 18446744073709551616)\n                   ^^^^^^^^^^^^^^^^^^^^"
+    );
 }
 
 #[test]

@@ -162,8 +162,51 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
 }
 
+/// Refuses an option that names a tensor or an index variable the statement does not have
+/// (`-f=a:csr` for `A`): ignored, the typo would run something else than asked.
+fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError> {
+    let list = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let tensors = list(stmt.tensors.iter().map(|(_, t)| t.name.as_str()).collect());
+    let tensor_options = [("f", &o.formats), ("g", &o.generate), ("i", &o.inputs)];
+    for (option, specs) in tensor_options {
+        for spec in specs {
+            let (name, _) = split_pair(option, spec)?;
+            if stmt.tensor_named(name).is_none() {
+                return Err(CommandError(format!(
+                    "-{option}={spec}: the statement has no tensor `{name}` (its tensors: {tensors})"
+                )));
+            }
+        }
+    }
+    for name in &o.prune {
+        if stmt.tensor_named(name).is_none() {
+            return Err(CommandError(format!(
+                "--prune={name}: the statement has no tensor `{name}` (its tensors: {tensors})"
+            )));
+        }
+    }
+    let result = stmt.tensor_name(stmt.lhs.tensor);
+    for spec in &o.outputs {
+        let (name, _) = split_pair("o", spec)?;
+        if name != result {
+            return Err(CommandError(format!("-o={spec}: only the result `{result}` is written")));
+        }
+    }
+    let vars = list(stmt.vars.iter().map(|(_, v)| v.name.as_str()).collect());
+    for spec in &o.dims {
+        let (name, _) = split_pair("d", spec)?;
+        if stmt.var_named(name).is_none() {
+            return Err(CommandError(format!(
+                "-d={spec}: the statement has no index variable `{name}` (its variables: {vars})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let mut stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
+    check_names(o, &stmt)?;
     let mut out = String::new();
     // Formats, inputs, sizes.
     let mut formats: HashMap<String, String> = HashMap::new();
@@ -768,13 +811,8 @@ fn finish<T: KernelValue>(
         result.stored_len()
     );
     for spec in &o.outputs {
-        let (t, path) = split_pair("o", spec)?;
-        if t != stmt.tensor_name(result_id) {
-            return Err(CommandError(format!(
-                "-o={spec}: only the result `{}` is written",
-                stmt.tensor_name(result_id)
-            )));
-        }
+        // The name was checked before running (`check_names`).
+        let (_, path) = split_pair("o", spec)?;
         write_tensor(PathBuf::from(path), result)?;
     }
     Ok(out)

@@ -151,6 +151,11 @@ fn named<T>(p: &mut Parser<'_>, from: fn(&str) -> Option<T>, names: &str) -> Res
 fn int(p: &mut Parser<'_>) -> Result<u64, ParseError> {
     match p.next_kind() {
         Some(Tok::Int(v)) if v >= 0 && v <= u32::MAX as i64 => Ok(v as u64),
+        // (An integer beyond i64 lexes as a float.)
+        Some(Tok::Int(v)) if v > 0 => Err(p.error_prev(&format!("too large: at most {}", u32::MAX))),
+        Some(Tok::Float(v)) if v > 0.0 && v.fract() == 0.0 => {
+            Err(p.error_prev(&format!("too large: at most {}", u32::MAX)))
+        }
         _ => Err(p.error_prev("expected a non-negative integer")),
     }
 }
