@@ -6,7 +6,10 @@
 # matrix in one run, with the peers' operands (x[j] = 1 + (j % 17)/16; B[j,c] = 1 + ((7j + 3c)
 # % 23)/22; Aᵀ materialised before timing; X, Y as in bench_peers.py) so checksums compare.
 # At THREADS=2 the peers' harness runs GraphBLAS only (the others are sequential).
-# usage: KERNEL=spmv|spmm64|spgemm_AA|spgemm_AAt|outer_AA|outer_AAt|sddmm64 [THREADS=1|2] [REPS=50]
+# add_AAt (C = A + Aᵀ, CSR, Aᵀ materialised as CSR before timing, square matrices) and
+# mttkrp16 (M(i,r) = T(i,j,k,..) U1(j,r) U2(k,r).., R = 16, T in CSF, on the shared FROSTT
+# tensors; U_m[j,r] = 1 + ((m j + 5 r) % 11)/10 as in bench_peers.py) likewise.
+# usage: KERNEL=spmv|spmm64|spgemm_AA|spgemm_AAt|outer_AA|outer_AAt|sddmm64|add_AAt|mttkrp16 [THREADS=1|2] [REPS=50]
 #        [WS=bucket|hash|coord|...] bench/kernels_vs_peers.sh
 #        (needs the peers' venv; see bench/compare_format.sh)
 set -euo pipefail
@@ -19,8 +22,11 @@ OUT=${OUT:-/tmp/kernels_compare.csv}
 TMP=$(mktemp -d)
 cargo build -q --release
 echo "kernel,matrix,system,seconds,checksum" > "$OUT"
-for name in Groebner_id2003_aug MIT8 arrow astro-ph bcsstk16 bcsstk33 luxembourg sparse-images-1024 wiki-Vote wing; do
+names="Groebner_id2003_aug MIT8 arrow astro-ph bcsstk16 bcsstk33 luxembourg sparse-images-1024 wiki-Vote wing"
+[ "$KERNEL" = mttkrp16 ] && names="splatt-med JF17K-4way"
+for name in $names; do
   f=../shared/data/matrices/$name.mtx
+  [ "$KERNEL" = mttkrp16 ] && f=../shared/data/tensors/$name.tns
   cols=$(awk '!/^%/ {print $2; exit}' "$f")
   rows=$(awk '!/^%/ {print $1; exit}' "$f")
   case "$KERNEL" in
@@ -72,6 +78,40 @@ for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
             for i in range(rows): o.write('%r\n' % (1 + ((a*i + b*c) % m)/(m - 1)))
 "
     out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS -nthreads=$THREADS -c) ;;
+  add_AAt)
+    square=$("$PY" -c "
+import fast_matrix_market as fmm, scipy.sparse as sp, numpy as np
+A = sp.csr_matrix(fmm.mmread('$f'), dtype=np.float64); A.sum_duplicates()
+if A.shape[0] != A.shape[1]: print(0); raise SystemExit
+fmm.mmwrite('$TMP/B.mtx', A.T.tocsr().tocoo())
+print(1)
+")
+    if [ "$square" != 1 ]; then echo "$name: skipped, not square" >&2; continue; fi
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) + B(i,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -time=$REPS -nthreads=$THREADS -c) ;;
+  mttkrp16)
+    order=$(awk '!/^#/ {print NF - 1; exit}' "$f")
+    "$PY" -c "
+dims = [0] * $order
+for line in open('$f'):
+    if line.startswith('#'): continue
+    c = line.split()
+    for q in range($order): dims[q] = max(dims[q], int(c[q]))
+for m in range(1, $order):
+    with open('$TMP/U%d.mtx' % m, 'w') as o:
+        o.write('%%%%MatrixMarket matrix array real general\n%d 16\n' % dims[m])
+        for r in range(16):
+            for j in range(dims[m]): o.write('%r\n' % (1 + ((m * j + 5 * r) % 11) / 10))
+"
+    vars=(i j k l m)
+    sub=$(IFS=,; echo "${vars[*]:0:$order}")
+    expr="M(i,r) = T($sub)"
+    inputs=()
+    for ((m = 1; m < order; m++)); do
+      expr="$expr * U$m(${vars[$m]},r)"
+      inputs+=("-i=U$m:$TMP/U$m.mtx")
+    done
+    csf=$(printf 's%.0s' $(seq 1 "$order"))
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "$expr" -f=T:$csf -i=T:$f "${inputs[@]}" -time=$REPS -nthreads=$THREADS -c) ;;
   *) echo "unknown KERNEL=$KERNEL" >&2; exit 2 ;;
   esac
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')
@@ -91,7 +131,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = {}
 for r in rows:
     by.setdefault(r['matrix'].replace('.mtx', ''), {})[r['system']] = r
-peers = [p for p in ['scipy', 'scipy+sort', 'scipy+numpy', 'graphblas', 'mlir'] if any(p in s for s in by.values())]
+peers = [p for p in ['scipy', 'scipy+sort', 'scipy+numpy', 'numpy-coo', 'graphblas', 'mlir'] if any(p in s for s in by.values())]
 print('| matrix | nmsparse (ms) | ' + ' | '.join(p + ' (ms)' for p in peers) + ' | best peer / nmsparse | checksum agrees |')
 print('|---|---:|' + '---:|' * len(peers) + '---:|---|')
 ratios = []

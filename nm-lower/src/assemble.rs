@@ -61,8 +61,8 @@ pub fn split(f: &Function) -> Option<Split> {
 fn without_stores(body: &[Stmt], drop: &[ArrayId]) -> Vec<Stmt> {
     body.iter()
         .filter(|s| {
-            !matches!(s, Stmt::Store { array, .. } | Stmt::Resize { array, .. } | Stmt::Prefetch { array, .. }
-                if drop.contains(array))
+            !matches!(s, Stmt::Store { array, .. } | Stmt::Resize { array, .. } | Stmt::Written { array, .. }
+                | Stmt::Prefetch { array, .. } if drop.contains(array))
         })
         .map(|s| match s {
             Stmt::For { var, start, end, body, parallel } => Stmt::For {

@@ -6,6 +6,9 @@
 //! Every array is the caller's own vector, read or written in place; an output the kernel
 //! `resize`s is grown by calling `grow`, which resizes that vector on the Rust side — so a
 //! sparse result is assembled directly in the vectors it is returned in, never copied back.
+//! New elements are zero, except in an array the kernel only appends to
+//! ([`crate::ir::appended`]): its `written` statement sets the descriptor's `len` to the
+//! elements it wrote, which is all the vector then claims.
 //! The function returns 0, or 1 when growing fails (out of memory).
 
 use std::fmt::Write as _;
@@ -335,6 +338,10 @@ impl Emitter<'_> {
                 self.line(depth, &text);
             }
             Stmt::Resize { array, len } => self.resize(*array, len, depth),
+            Stmt::Written { array, len } => {
+                let text = format!("args[{}].len = {};", array.index(), self.expr(len, ScalarType::Index));
+                self.line(depth, &text);
+            }
             Stmt::Sort { array, start, end, scratch } => {
                 let a = &self.f.arrays[*array];
                 let text = format!(
@@ -387,6 +394,9 @@ pub struct CKernel {
     /// Memory of the last [`CKernel::run_rows`]: per-thread workspaces and per-range outputs,
     /// emptied and reused, so that repeated runs do not page-fault fresh allocations.
     pool: std::sync::Mutex<Pool>,
+    /// Per parameter, whether the kernel only appends to it ([`crate::ir::appended`]): grown
+    /// without zeroing, its length after the call the one its `Written` statement gives.
+    appended: Vec<bool>,
 }
 
 /// Arrays [`CKernel::run_rows`] keeps between calls (indexed like the kernel's parameters).
@@ -413,7 +423,7 @@ impl CKernel {
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
         let openmp = uses_parallel(&f.body);
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
-        Ok(CKernel { function: f.clone(), compiled, pool: Default::default() })
+        Ok(CKernel { function: f.clone(), compiled, pool: Default::default(), appended: crate::ir::appended(f) })
     }
 
     /// Whether the object came from the cache.
@@ -428,11 +438,12 @@ impl CKernel {
         crate::interp::check_arguments(f, arrays)?;
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
-            .map(|data| {
+            .enumerate()
+            .map(|(k, data)| {
                 let owner: *mut ArrayData<'static> = (data as *mut ArrayData).cast();
                 // SAFETY: `owner` comes from a live `&mut ArrayData`.
                 let (ptr, len) = raw_parts(unsafe { &mut *owner });
-                NmsArray { data: ptr, len: len as i64, owner, grow: grow_array }
+                NmsArray { data: ptr, len: len as i64, owner, grow: self.grow_of(k) }
             })
             .collect();
         // Workspaces: `finish` compresses into the result's arrays, reached through `host`.
@@ -469,7 +480,44 @@ impl CKernel {
                 flushed.or_else(|| GROW_FAILURE.with(|g| g.take())).unwrap_or_else(|| "an allocation failed".into());
             return Err(RunError::OutOfMemory(f.name.clone(), why));
         }
+        for k in self.written() {
+            self.take_written(k, &mut arrays[k], descriptors[k].len)
+                .map_err(|e| RunError::OutOfMemory(f.name.clone(), e))?;
+        }
         Ok(())
+    }
+
+    /// The parameters a top-level `Written` statement names.
+    fn written(&self) -> impl Iterator<Item = usize> + '_ {
+        self.function.body.iter().filter_map(|s| match s {
+            Stmt::Written { array, .. } => Some(nm_ir::id::Id::index(*array)),
+            _ => None,
+        })
+    }
+
+    /// The `grow` of parameter `k`: without zeroing for an array the kernel only appends to.
+    fn grow_of(&self, k: usize) -> unsafe extern "C" fn(*mut NmsArray, i64) -> libc::c_int {
+        if self.appended[k] { grow_unwritten } else { grow_array }
+    }
+
+    /// After a successful call: parameter `k`, which a top-level `Written` statement names,
+    /// takes the length `len` the kernel left in its descriptor.
+    fn take_written(&self, k: usize, data: &mut ArrayData, len: i64) -> Result<(), String> {
+        let taken = if self.appended[k] {
+            // SAFETY: the kernel only appends to this array (see `crate::ir::appended`): it
+            // wrote each of its first `len` elements, which its `Written` statement counts.
+            usize::try_from(len).is_ok_and(|n| unsafe { data.claim_written(n) })
+        } else {
+            usize::try_from(len).is_ok_and(|n| n <= data.len() && data.truncate(n))
+        };
+        if taken {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}`: {len} elements said written, beyond its memory",
+                self.function.arrays[ArrayId::new(k)].name
+            ))
+        }
     }
 }
 
@@ -603,7 +651,7 @@ impl CKernel {
                             };
                             // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
                             let (data, len) = raw_parts(unsafe { &mut *owner });
-                            descriptors.push(NmsArray { data, len: len as i64, owner, grow: grow_array });
+                            descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
                         }
                         GROW_FAILURE.with(|g| g.take());
                         // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
@@ -612,7 +660,16 @@ impl CKernel {
                         // thread's own.
                         let status = unsafe { entry(descriptors.as_mut_ptr()) };
                         let outcome = if status == 0 {
-                            Ok(own)
+                            let mut taken = Ok(());
+                            for k in self.written() {
+                                let data = match sharing[k] {
+                                    Sharing::Shared => continue,
+                                    Sharing::PerThread => &mut scratch[k],
+                                    Sharing::PerRange => &mut own[k],
+                                };
+                                taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
+                            }
+                            taken.map(|()| own)
                         } else {
                             Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
                         };
@@ -727,6 +784,23 @@ unsafe extern "C" fn refuse_grow(_: *mut NmsArray, _: i64) -> libc::c_int {
 /// `grow` of the kernel ABI: resizes the vector behind `a` to `n` elements (new ones zero) and
 /// updates the descriptor; 1 when memory runs out (reported, never an abort).
 unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
+    // SAFETY: the caller's contract (a descriptor `run` made).
+    unsafe { grow(a, n, true) }
+}
+
+/// `grow` of an array the kernel only appends to ([`crate::ir::appended`]): room for `n`
+/// elements, the ones the kernel wrote kept, the new ones not zeroed (the kernel writes each
+/// before reading it; the runner claims only those its `Written` statement counts).
+unsafe extern "C" fn grow_unwritten(a: *mut NmsArray, n: i64) -> libc::c_int {
+    // SAFETY: the caller's contract (a descriptor `run` made).
+    unsafe { grow(a, n, false) }
+}
+
+/// [`grow_array`] (`zero`) or [`grow_unwritten`].
+///
+/// # Safety
+/// `a` is a descriptor `run` or `run_rows` made for a writable argument.
+unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
     let grown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: the kernel passes back a descriptor `run` made, whose `owner` is a vector
         // `run` borrows mutably for the whole call; the kernel holds no other reference to it
@@ -754,16 +828,24 @@ unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
             ));
         }
         let capacity = data.capacity();
-        if data.try_reserve(extra).is_err() {
+        let reserved = if zero {
+            data.try_reserve(extra)
+        } else {
+            // What the kernel wrote so far lies below its descriptor's length.
+            data.reserve_unwritten(descriptor.len.max(0) as usize, n)
+        };
+        if reserved.is_err() {
             return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
         }
         if data.capacity() != capacity {
             data.advise_huge_pages();
         }
-        data.resize(n);
+        if zero {
+            data.resize(n);
+        }
         let (ptr, len) = raw_parts(data);
         descriptor.data = ptr;
-        descriptor.len = len as i64;
+        descriptor.len = if zero { len as i64 } else { n as i64 };
         true
     }));
     match grown {

@@ -241,10 +241,60 @@ impl ArrayData<'_> {
         owned!(self, v => v.clear(), borrowed => ())
     }
 
+    /// Room for `n` elements (never fewer than it has) for a kernel that only appends: the
+    /// memory of the first `kept` elements is kept as it is (the kernel may have written them
+    /// without the vector counting them), the rest is not zeroed, and the vector's length is
+    /// unchanged — the caller claims what the kernel wrote with [`ArrayData::claim_written`].
+    pub(crate) fn reserve_unwritten(&mut self, kept: usize, n: usize) -> Result<(), TryReserveError> {
+        owned!(self, v => reserve_unwritten(v, kept, n), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
+    }
+
+    /// Sets the length to `n` (false, and nothing done, beyond the capacity or for a borrowed
+    /// array).
+    ///
+    /// # Safety
+    /// The first `n` elements are initialised (a kernel wrote them).
+    pub(crate) unsafe fn claim_written(&mut self, n: usize) -> bool {
+        owned!(self, v => {
+            if n > v.capacity() {
+                return false;
+            }
+            // SAFETY: within capacity; initialised by the caller's contract.
+            unsafe { v.set_len(n) };
+            true
+        }, borrowed => false)
+    }
+
+    /// Shortens to `n` elements; false for a borrowed array.
+    pub(crate) fn truncate(&mut self, n: usize) -> bool {
+        owned!(self, v => { v.truncate(n); true }, borrowed => false)
+    }
+
     /// Grows to `n` elements (never shrinks), new ones zero; false for a borrowed array.
     pub(crate) fn resize(&mut self, n: usize) -> bool {
         owned!(self, v => { v.resize(n.max(v.len()), Default::default()); true }, borrowed => false)
     }
+}
+
+/// [`ArrayData::reserve_unwritten`] on a vector: its allocation viewed as `MaybeUninit`
+/// elements for the reallocation, so that what a kernel wrote past the vector's length is
+/// copied along without the vector ever claiming it.
+fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize) -> Result<(), TryReserveError> {
+    use std::mem::{ManuallyDrop, MaybeUninit};
+    let len = v.len();
+    let mut old = ManuallyDrop::new(std::mem::take(v));
+    // SAFETY: `MaybeUninit<T>` has `T`'s size and alignment, and the allocation, length and
+    // capacity are the vector's own (which `ManuallyDrop` no longer frees).
+    let mut raw: Vec<MaybeUninit<T>> = unsafe { Vec::from_raw_parts(old.as_mut_ptr().cast(), len, old.capacity()) };
+    let keep = kept.clamp(len, raw.capacity());
+    // SAFETY: within the capacity; `MaybeUninit` elements need no initialisation.
+    unsafe { raw.set_len(keep) };
+    let reserved = raw.try_reserve(n.saturating_sub(keep));
+    let mut raw = ManuallyDrop::new(raw);
+    // SAFETY: the same allocation back as `T`s (same layout), claiming only the `len`
+    // elements that were initialised before.
+    *v = unsafe { Vec::from_raw_parts(raw.as_mut_ptr().cast(), len, raw.capacity()) };
+    reserved
 }
 
 /// `dest` := the concatenation of `parts`, written straight into `dest`'s spare memory by
@@ -550,6 +600,21 @@ impl Machine<'_, '_> {
             Stmt::Resize { array, len } => {
                 let n = self.eval(len)?.index().max(0) as usize;
                 if !self.arrays[nm_ir::id::Id::index(*array)].resize(n) {
+                    return Err(self.read_only(*array));
+                }
+            }
+            Stmt::Written { array, len } => {
+                let n = self.eval(len)?.index();
+                let k = nm_ir::id::Id::index(*array);
+                let have = self.arrays[k].len();
+                if n < 0 || n as usize > have {
+                    return Err(InterpError::OutOfBounds {
+                        array: self.f.arrays[*array].name.clone(),
+                        index: n,
+                        len: have,
+                    });
+                }
+                if !self.arrays[k].truncate(n as usize) {
                     return Err(self.read_only(*array));
                 }
             }

@@ -889,6 +889,20 @@ impl Assembly {
         ]
     }
 
+    /// The lengths of what the kernel appended: each compressed level's `crd`, and the values
+    /// (see [`Stmt::Written`]), so that they grow without zeroing.
+    fn written(&self) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for l in 0..self.kinds.len() {
+            let (Some(crd), Some(n)) = (self.crd[l], self.count[l]) else { continue };
+            out.push(Stmt::Written { array: crd, len: var(n) });
+            if l + 1 == self.kinds.len() {
+                out.push(Stmt::Written { array: self.vals.expect("prologue ran"), len: var(n) });
+            }
+        }
+        out
+    }
+
     /// `pos` of a compressed level under dense ones: rows no loop visited repeat the count
     /// before them (a running maximum); the top level's `pos` is `[0, count]`.
     fn epilogue(&self, f: &mut Function) -> Vec<Stmt> {
@@ -1311,6 +1325,9 @@ pub fn lower_options(
         // A row range visits every row of its range: no row's `pos` is left to fill.
         if partition.is_none() {
             body.extend(a.epilogue(&mut lw.f));
+        }
+        if lw.ism.is_none() {
+            body.extend(a.written());
         }
     }
     lw.f.body = body;

@@ -123,7 +123,10 @@ fn f32_kernels_stay_in_f32_on_both_back_ends() {
 
 /// a(i) = b(i) + c(i) over two sparse vectors: a while loop merging both, then the tails,
 /// assembling a compressed result whose arrays grow by doubling.
-fn sparse_add() -> Function {
+/// `a = b + c` on sparse vectors, `a` appended in a merge loop, its arrays grown by doubling
+/// from 1; `written` ends it with `Written` statements, which make `a`'s `crd` and values
+/// arrays the kernel only appends to (grown without zeroing by the C runner).
+fn sparse_add(written: bool) -> Function {
     let mut f = Function::new("sparse_add");
     let level = |t: &str| Role::Crd { tensor: t.into(), level: 0 };
     let b_pos = f.array("b0_pos", ElemType::I32, Role::Pos { tensor: "b".into(), level: 0 }, false);
@@ -205,6 +208,10 @@ fn sparse_add() -> Function {
         Stmt::Resize { array: a_pos, len: int(2) },
         Stmt::Store { array: a_pos, index: int(1), value: var(pa), accumulate: false },
     ];
+    if written {
+        f.body.push(Stmt::Written { array: a_crd, len: var(pa) });
+        f.body.push(Stmt::Written { array: a_vals, len: var(pa) });
+    }
     f
 }
 
@@ -226,10 +233,27 @@ fn vector(seed: u64, n: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>, V
 
 #[test]
 fn a_merge_loop_assembles_the_same_sparse_result_on_both_back_ends() {
-    let f = sparse_add();
-    let kernel = CKernel::compile(&f, &cc()).unwrap();
-    for (seed, db, dc) in [(1, 0.3, 0.3), (2, 0.0, 0.5), (3, 0.5, 0.0), (4, 1.0, 0.1), (5, 0.0, 0.0)] {
-        let n = 50;
+    for written in [false, true] {
+        let f = sparse_add(written);
+        // Only `a`'s crd and values (parameters 7 and 8) are appended, and only when `Written`
+        // says how much of them the kernel wrote.
+        let appended: Vec<usize> = (0..9).filter(|&k| nm_lower::ir::appended(&f)[k]).collect();
+        assert_eq!(appended, if written { vec![7, 8] } else { vec![] });
+        merge_on_both_back_ends(&f, written);
+    }
+}
+
+fn merge_on_both_back_ends(f: &Function, written: bool) {
+    let kernel = CKernel::compile(f, &cc()).unwrap();
+    // Up to 4000 entries: a dozen doublings, each keeping what the kernel wrote before it.
+    for (seed, db, dc, n) in [
+        (1, 0.3, 0.3, 50),
+        (2, 0.0, 0.5, 50),
+        (3, 0.5, 0.0, 50),
+        (4, 1.0, 0.1, 50),
+        (5, 0.0, 0.0, 50),
+        (6, 0.7, 0.6, 4000),
+    ] {
         let (bp, bc, bv, bd) = vector(seed, n, db);
         let (cp, cc_, cv, cd) = vector(seed + 100, n, dc);
         let args = || {
@@ -246,11 +270,15 @@ fn a_merge_loop_assembles_the_same_sparse_result_on_both_back_ends() {
             ]
         };
         let (mut by_interp, mut by_c) = (args(), args());
-        interpret(&f, &mut by_interp).unwrap();
+        interpret(f, &mut by_interp).unwrap();
         kernel.run(&mut by_c).unwrap();
         assert_eq!(by_c, by_interp, "seed {seed}");
-        // Build the result from the kernel's arrays (validated) and compare densely.
         let ArrayData::I64(pos) = &by_c[6] else { unreachable!() };
+        if written {
+            // `Written` left exactly the entries, on both back ends.
+            assert_eq!((by_c[7].len(), by_c[8].len()), (pos[1] as usize, pos[1] as usize), "seed {seed}");
+        }
+        // Build the result from the kernel's arrays (validated) and compare densely.
         let ArrayData::I32(crd) = &by_c[7] else { unreachable!() };
         let ArrayData::F64(vals) = &by_c[8] else { unreachable!() };
         let nnz = pos[1] as usize;
@@ -262,6 +290,46 @@ fn a_merge_loop_assembles_the_same_sparse_result_on_both_back_ends() {
         let expected: Vec<f64> = bd.iter().zip(&cd).map(|(x, y)| x + y).collect();
         assert_eq!(a.to_dense().unwrap(), expected, "seed {seed}");
     }
+}
+
+/// An output the kernel reads or adds into is not one it only appends to: it keeps zeroed
+/// growth; and a `Written` length beyond such an output's elements is an error on both back
+/// ends.
+#[test]
+fn outputs_read_or_accumulated_are_not_appended() {
+    use nm_ir::id::Id;
+    let f = sparse_add(true);
+    let (a_crd, a_vals) = (ArrayId::new(7), ArrayId::new(8));
+    let mut read = f.clone();
+    let peek = read.var("peek", ScalarType::Index);
+    read.body.push(Stmt::Decl(peek, load(a_crd, int(0))));
+    assert!(!nm_lower::ir::appended(&read)[7] && nm_lower::ir::appended(&read)[8]);
+    let mut added = f.clone();
+    added.body.insert(0, Stmt::Resize { array: a_vals, len: int(1) });
+    added.body.insert(1, Stmt::Store { array: a_vals, index: int(0), value: float(1.0), accumulate: true });
+    assert!(nm_lower::ir::appended(&added)[7] && !nm_lower::ir::appended(&added)[8]);
+    // Too long a `Written` on a zeroed output: refused, not believed.
+    let mut long = sparse_add(false);
+    long.body.push(Stmt::Written { array: ArrayId::new(6), len: int(3) });
+    assert!(!nm_lower::ir::appended(&long)[6]);
+    let kernel = CKernel::compile(&long, &cc()).unwrap();
+    let (bp, bc, bv, _) = vector(1, 20, 0.5);
+    let args = || {
+        vec![
+            ArrayData::I32(bp.clone()),
+            ArrayData::I32(bc.clone()),
+            ArrayData::F64(bv.clone()),
+            ArrayData::I32(bp.clone()),
+            ArrayData::I32(bc.clone()),
+            ArrayData::F64(bv.clone()),
+            ArrayData::I64(vec![0]),
+            ArrayData::I32(vec![]),
+            ArrayData::F64(vec![]),
+        ]
+    };
+    assert!(interpret(&long, &mut args()).is_err());
+    let e = kernel.run(&mut args()).unwrap_err();
+    assert!(e.to_string().contains("a0_pos"), "{e}");
 }
 
 #[test]

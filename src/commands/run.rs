@@ -501,9 +501,9 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let jit = |f: &nm_lower::ir::Function| CKernel::compile(f, &cc()?).map_err(|e| CommandError(e.to_string()));
     // The kernels to run: the fused one, or assembly then compute.
     let kernels: Vec<Runner<'_>> = match (&halves, o.backend) {
-        (None, Backend::Jit) => vec![Runner::C(jit(&lowered.function)?)],
+        (None, Backend::Jit) => vec![Runner::C(Box::new(jit(&lowered.function)?))],
         (None, Backend::Interp) => vec![Runner::Interp(&lowered.function)],
-        (Some(h), Backend::Jit) => vec![Runner::C(jit(&h.assemble)?), Runner::C(jit(&h.compute)?)],
+        (Some(h), Backend::Jit) => vec![Runner::C(Box::new(jit(&h.assemble)?)), Runner::C(Box::new(jit(&h.compute)?))],
         (Some(h), Backend::Interp) => vec![Runner::Interp(&h.assemble), Runner::Interp(&h.compute)],
     };
     let compile_time = compile_start.elapsed();
@@ -842,6 +842,6 @@ fn stats(what: &str, times: &[Duration], reps: usize) -> String {
 
 /// A kernel ready to run on one back end.
 enum Runner<'a> {
-    C(CKernel),
+    C(Box<CKernel>),
     Interp(&'a nm_lower::ir::Function),
 }

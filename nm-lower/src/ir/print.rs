@@ -149,6 +149,11 @@ impl Function {
                 self.write_expr(f, len)?;
                 writeln!(f)
             }
+            Stmt::Written { array, len } => {
+                write!(f, "{pad}written {}[..", self.arrays[*array].name)?;
+                self.write_expr(f, len)?;
+                writeln!(f, "]")
+            }
             Stmt::Sort { array, start, end, scratch } => {
                 write!(f, "{pad}sort {}[", self.arrays[*array].name)?;
                 self.write_expr(f, start)?;
