@@ -215,7 +215,10 @@ fn sparse_add(written: bool) -> Function {
     f
 }
 
-fn vector(seed: u64, n: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>, Vec<f64>) {
+/// A sparse vector's `pos`, `crd` and values, and its dense form.
+type Vector = (Vec<i32>, Vec<i32>, Vec<f64>, Vec<f64>);
+
+fn vector(seed: u64, n: usize, density: f64) -> Vector {
     let t = Tensor::from_coordinates(
         &uniform::<f64>(&[n], density, Values::SmallIntegers(9), seed),
         &Format::parse("s", 1).unwrap(),
@@ -229,6 +232,21 @@ fn vector(seed: u64, n: usize, density: f64) -> (Vec<i32>, Vec<i32>, Vec<f64>, V
         t.values().to_vec(),
         t.to_dense().unwrap(),
     )
+}
+
+/// The arguments of [`sparse_add`] for operands `b` and `c` (from [`vector`]), `a` empty.
+fn merge_args(b: &Vector, c: &Vector) -> Vec<ArrayData<'static>> {
+    vec![
+        ArrayData::I32(b.0.clone()),
+        ArrayData::I32(b.1.clone()),
+        ArrayData::F64(b.2.clone()),
+        ArrayData::I32(c.0.clone()),
+        ArrayData::I32(c.1.clone()),
+        ArrayData::F64(c.2.clone()),
+        ArrayData::I64(vec![0]),
+        ArrayData::I32(vec![]),
+        ArrayData::F64(vec![]),
+    ]
 }
 
 #[test]
@@ -254,22 +272,9 @@ fn merge_on_both_back_ends(f: &Function, written: bool) {
         (5, 0.0, 0.0, 50),
         (6, 0.7, 0.6, 4000),
     ] {
-        let (bp, bc, bv, bd) = vector(seed, n, db);
-        let (cp, cc_, cv, cd) = vector(seed + 100, n, dc);
-        let args = || {
-            vec![
-                ArrayData::I32(bp.clone()),
-                ArrayData::I32(bc.clone()),
-                ArrayData::F64(bv.clone()),
-                ArrayData::I32(cp.clone()),
-                ArrayData::I32(cc_.clone()),
-                ArrayData::F64(cv.clone()),
-                ArrayData::I64(vec![0]),
-                ArrayData::I32(vec![]),
-                ArrayData::F64(vec![]),
-            ]
-        };
-        let (mut by_interp, mut by_c) = (args(), args());
+        let (b, c) = (vector(seed, n, db), vector(seed + 100, n, dc));
+        let (bd, cd) = (b.3.clone(), c.3.clone());
+        let (mut by_interp, mut by_c) = (merge_args(&b, &c), merge_args(&b, &c));
         interpret(f, &mut by_interp).unwrap();
         kernel.run(&mut by_c).unwrap();
         assert_eq!(by_c, by_interp, "seed {seed}");
@@ -313,22 +318,9 @@ fn outputs_read_or_accumulated_are_not_appended() {
     long.body.push(Stmt::Written { array: ArrayId::new(6), len: int(3) });
     assert!(!nm_lower::ir::appended(&long)[6]);
     let kernel = CKernel::compile(&long, &cc()).unwrap();
-    let (bp, bc, bv, _) = vector(1, 20, 0.5);
-    let args = || {
-        vec![
-            ArrayData::I32(bp.clone()),
-            ArrayData::I32(bc.clone()),
-            ArrayData::F64(bv.clone()),
-            ArrayData::I32(bp.clone()),
-            ArrayData::I32(bc.clone()),
-            ArrayData::F64(bv.clone()),
-            ArrayData::I64(vec![0]),
-            ArrayData::I32(vec![]),
-            ArrayData::F64(vec![]),
-        ]
-    };
-    assert!(interpret(&long, &mut args()).is_err());
-    let e = kernel.run(&mut args()).unwrap_err();
+    let b = vector(1, 20, 0.5);
+    assert!(interpret(&long, &mut merge_args(&b, &b)).is_err());
+    let e = kernel.run(&mut merge_args(&b, &b)).unwrap_err();
     assert!(e.to_string().contains("a0_pos"), "{e}");
 }
 
