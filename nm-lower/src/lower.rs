@@ -3347,9 +3347,18 @@ fn assemble_result<T: KernelValue>(
             .zip(&lowered.params)
             .position(|((_, d), t)| *t == result && d.output && want(&d.role))
     };
-    let ints = |k: usize| match &arrays[k] {
-        ArrayData::I64(v) => v.iter().map(|&x| x.max(0) as usize).collect::<Vec<usize>>(),
-        _ => Vec::new(),
+    // The first `len` entries of an index array, 32-bit where they fit (one pass to check,
+    // one to convert: widening to `usize` first copied a result's coordinates three times).
+    let ints = |k: Option<usize>, len: usize| -> Indices {
+        let v = match k.map(|k| &arrays[k]) {
+            Some(ArrayData::I64(v)) => &v[..len.min(v.len())],
+            _ => &[],
+        };
+        if v.iter().all(|&x| x <= u32::MAX as i64) {
+            Indices::U32(v.iter().map(|&x| x.max(0) as u32).collect())
+        } else {
+            Indices::U64(v.iter().map(|&x| x.max(0) as u64).collect())
+        }
     };
     let sizes = format.level_sizes(shape);
     let mut levels = Vec::new();
@@ -3361,17 +3370,14 @@ fn assemble_result<T: KernelValue>(
                 parents *= sizes[l];
             }
             LevelKind::Singleton(_) => {
-                let crd = find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)).map(ints).unwrap_or_default();
-                let crd: Vec<usize> = crd.into_iter().take(parents).collect();
-                levels.push(LevelStorage::Singleton { crd: Indices::from_usize(crd) });
+                let crd = ints(find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)), parents);
+                levels.push(LevelStorage::Singleton { crd });
             }
             _ => {
-                let pos = find(&|r| matches!(r, Role::Pos { level, .. } if *level == l)).map(ints).unwrap_or_default();
-                let crd = find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)).map(ints).unwrap_or_default();
-                let pos: Vec<usize> = pos.into_iter().take(parents + 1).collect();
-                let count = pos.get(parents).copied().unwrap_or(0);
-                let crd: Vec<usize> = crd.into_iter().take(count).collect();
-                levels.push(LevelStorage::Compressed { pos: Indices::from_usize(pos), crd: Indices::from_usize(crd) });
+                let pos = ints(find(&|r| matches!(r, Role::Pos { level, .. } if *level == l)), parents + 1);
+                let count = if pos.len() == parents + 1 { pos.get(parents) } else { 0 };
+                let crd = ints(find(&|r| matches!(r, Role::Crd { level, .. } if *level == l)), count);
+                levels.push(LevelStorage::Compressed { pos, crd });
                 parents = count;
             }
         }
