@@ -310,6 +310,28 @@ const ROWS_256: usize = 6;
 /// Register tiles per row block a thread takes: a block's tiles reuse each group's vectors of
 /// `B` while they are in cache.
 const TILES_PER_BLOCK: usize = 8;
+/// From this many bytes of B's kept values on, a block takes up to [`LARGE_B_TILES`] tiles:
+/// each block reads all of B once, and a B this large no longer stays in the last-level cache
+/// from block to block (Zen 3, 1 thread, f32, L = 32, medians of alternated runs: at 4096³
+/// 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s, 2:8 66–69 → 77–80, 1:8 62–68 → 66–75,
+/// 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
+const LARGE_B_BYTES: usize = 8 << 20;
+/// Tiles per block where B is large (64 were slower again: 1:8 at 4096³ 66 → 46–51 GFLOP/s).
+const LARGE_B_TILES: usize = 32;
+
+/// Rows of C per block for `m` rows on `threads` threads with tiles of `tile_rows` rows.
+fn rows_per_block<T>(b: &NmMatrix<'_, T>, m: usize, threads: usize, tile_rows: usize) -> usize {
+    let tiles = if std::mem::size_of_val(&b.values[..]) < LARGE_B_BYTES {
+        TILES_PER_BLOCK
+    } else {
+        // As many blocks as tiles of at most LARGE_B_TILES take, rounded up to a multiple of
+        // the threads, so that the threads finish together (at 1024 rows on 2 threads, blocks
+        // of 32 tiles left one thread a 64-row block behind the other's three full ones).
+        let blocks = (m.div_ceil(LARGE_B_TILES * tile_rows).div_ceil(threads) * threads).max(1);
+        m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK, LARGE_B_TILES)
+    };
+    tiles * tile_rows
+}
 
 impl Isa {
     /// Rows per register tile of this instruction set's kernel.
@@ -361,13 +383,25 @@ pub fn spmm_with<T: Real>(
     check("C", m * b.cols, c.len())?;
     check("B's values", b.windows * b.groups * b.n * b.l, b.values.len())?;
     let isa = if isa.supported() { isa } else { Isa::Baseline };
-    let block_rows = TILES_PER_BLOCK * isa.tile_rows();
+    spmm_in_blocks(isa, a, m, b, c, threads, rows_per_block(b, m, threads, isa.tile_rows()));
+    Ok(())
+}
+
+/// [`spmm_with`] after its checks, `block_rows` rows of C at a time.
+fn spmm_in_blocks<T: Real>(
+    isa: Isa,
+    a: &[T],
+    m: usize,
+    b: &NmMatrix<'_, T>,
+    c: &mut [T],
+    threads: usize,
+    block_rows: usize,
+) {
     // One transposed block per thread, reused: allocated per block, its pages were faulted
     // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
     row_blocks(c, m, b.cols, block_rows, threads, |a_t: &mut LineAligned<T>, lo, hi, rows| {
         block_rows_of(isa, a, lo, hi, b, rows, a_t)
     });
-    Ok(())
 }
 
 /// Runs `work` (which takes tasks until none are left) on `threads` threads: this one and
@@ -1229,5 +1263,57 @@ mod tests {
         }
         let w = LineAligned::<f64>::zeros(33);
         assert_eq!((w.len(), w.as_ptr() as usize % CACHE_LINE), (33, 0));
+    }
+
+    /// A B of 4:8 in `nm(4,8,32)`, `k × n`, small integers (sums exact in any order).
+    fn small_b(k: usize, n: usize) -> Tensor<f32> {
+        let dense: Vec<f32> = (0..k * n).map(|q| ((q * 7919) % 13) as f32 - 6.0).collect();
+        let b = Tensor::from_dense(&[k, n], &dense, &nm_format::Format::dense(2)).unwrap();
+        b.prune(&nm_format::Format::nm(4, 8, 32).unwrap()).unwrap().0
+    }
+
+    #[test]
+    fn large_blocks_multiply_like_a_dense_reference() {
+        // What the blocks are checked against: the pruned B densified, and a triple loop.
+        let (m, k, n) = (700, 100, 70);
+        let b = small_b(k, n);
+        let dense_b = b.to_dense().unwrap();
+        let a: Vec<f32> = (0..m * k).map(|q| ((q * 31) % 7) as f32 - 3.0).collect();
+        let mut want = vec![0.0f32; m * n];
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    want[i * n + j] += a[i * k + kk] * dense_b[kk * n + j];
+                }
+            }
+        }
+        let nm = NmMatrix::new(&b).unwrap();
+        let isas = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported());
+        for isa in isas {
+            for tiles in [TILES_PER_BLOCK, 17, LARGE_B_TILES] {
+                for threads in [1, 2] {
+                    let mut c = vec![f32::NAN; m * n];
+                    spmm_in_blocks(isa, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows());
+                    assert!(c == want, "{isa:?}, {tiles} tiles per block, {threads} threads");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_large_b_takes_larger_blocks_while_every_thread_gets_two() {
+        let b = small_b(16, 64);
+        let mut nm = NmMatrix::new(&b).unwrap();
+        assert_eq!(rows_per_block(&nm, 10_000, 1, 6), TILES_PER_BLOCK * 6);
+        // The rule reads only the size of the kept values.
+        nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
+        assert_eq!(rows_per_block(&nm, 10_000, 1, 6), LARGE_B_TILES * 6);
+        // 1024 rows on 2 threads: 6 blocks of 29 tiles (3 each), not 5⅓ of 32.
+        assert_eq!(rows_per_block(&nm, 1024, 2, 6), 29 * 6);
+        assert_eq!(rows_per_block(&nm, 1024, 4, 6), 22 * 6); // 8 blocks
+        assert_eq!(rows_per_block(&nm, 1024, 16, 6), 11 * 6); // 16 blocks
+        assert_eq!(rows_per_block(&nm, 100, 16, 6), TILES_PER_BLOCK * 6);
+        assert_eq!(rows_per_block(&nm, 0, 1, 6), TILES_PER_BLOCK * 6);
+        assert_eq!(rows_per_block(&nm, 10_000, 1, 8), LARGE_B_TILES * 8);
     }
 }
