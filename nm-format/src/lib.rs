@@ -57,6 +57,7 @@ mod tensor;
 mod transpose;
 mod validate;
 mod value;
+pub mod workers;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;

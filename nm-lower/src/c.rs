@@ -615,67 +615,59 @@ impl CKernel {
         type RangeResult = Result<Vec<ArrayData<'static>>, String>;
         let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
-        std::thread::scope(|scope| {
-            for scratch in &thread_arrays {
-                let (next, outcomes, range_arrays, sharing, shared, elems, entry) =
-                    (&next, &outcomes, &range_arrays, &sharing, &shared, &elems, &entry);
-                scope.spawn(move || {
-                    let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
-                    loop {
-                        let r = next.fetch_add(1, Ordering::Relaxed);
-                        if r >= ranges {
-                            break;
+        let workers = AtomicUsize::new(0);
+        nm_format::workers::run_on(threads, || {
+            // Each worker its own scratch arrays (one set per thread).
+            let Some(scratch) = thread_arrays.get(workers.fetch_add(1, Ordering::Relaxed)) else { return };
+            let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let r = next.fetch_add(1, Ordering::Relaxed);
+                if r >= ranges {
+                    break;
+                }
+                let (lo, hi) = bounds(r);
+                let mut own: Vec<ArrayData> =
+                    std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
+                let mut descriptors = Vec::with_capacity(elems.len());
+                for k in 0..elems.len() {
+                    let owner: *mut ArrayData<'static> = match sharing[k] {
+                        Sharing::Shared => {
+                            let SharedArray(data, len) = shared[k];
+                            descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
+                            continue;
                         }
-                        let (lo, hi) = bounds(r);
-                        let mut own: Vec<ArrayData> =
-                            std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
-                        let mut descriptors = Vec::with_capacity(elems.len());
-                        for k in 0..elems.len() {
-                            let owner: *mut ArrayData<'static> = match sharing[k] {
-                                Sharing::Shared => {
-                                    let SharedArray(data, len) = shared[k];
-                                    descriptors.push(NmsArray {
-                                        data,
-                                        len,
-                                        owner: std::ptr::null_mut(),
-                                        grow: refuse_grow,
-                                    });
-                                    continue;
-                                }
-                                Sharing::PerThread => &mut scratch[k],
-                                Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
-                                    own[k] = ArrayData::I64(vec![lo as i64, hi as i64]);
-                                    &mut own[k]
-                                }
-                                Sharing::PerRange => &mut own[k],
-                            };
-                            // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
-                            let (data, len) = raw_parts(unsafe { &mut *owner });
-                            descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
+                        Sharing::PerThread => &mut scratch[k],
+                        Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                            own[k] = ArrayData::I64(vec![lo as i64, hi as i64]);
+                            &mut own[k]
                         }
-                        GROW_FAILURE.with(|g| g.take());
-                        // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
-                        // read, shared outputs written at the rows of `lo..hi` only (the outer
-                        // loop's range names disjoint result elements), everything else is this
-                        // thread's own.
-                        let status = unsafe { entry(descriptors.as_mut_ptr()) };
-                        let outcome = if status == 0 {
-                            let mut taken = Ok(());
-                            for k in self.written() {
-                                let data = match sharing[k] {
-                                    Sharing::Shared => continue,
-                                    Sharing::PerThread => &mut scratch[k],
-                                    Sharing::PerRange => &mut own[k],
-                                };
-                                taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
-                            }
-                            taken.map(|()| own)
-                        } else {
-                            Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
+                        Sharing::PerRange => &mut own[k],
+                    };
+                    // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
+                    let (data, len) = raw_parts(unsafe { &mut *owner });
+                    descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
+                }
+                GROW_FAILURE.with(|g| g.take());
+                // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
+                // read, shared outputs written at the rows of `lo..hi` only (the outer
+                // loop's range names disjoint result elements), everything else is this
+                // thread's own.
+                let status = unsafe { entry(descriptors.as_mut_ptr()) };
+                let outcome = if status == 0 {
+                    let mut taken = Ok(());
+                    for k in self.written() {
+                        let data = match sharing[k] {
+                            Sharing::Shared => continue,
+                            Sharing::PerThread => &mut scratch[k],
+                            Sharing::PerRange => &mut own[k],
                         };
-                        *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+                        taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
                     }
-                });
+                    taken.map(|()| own)
+                } else {
+                    Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
+                };
+                *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
             }
         });
         let mut own: Vec<Vec<ArrayData>> = Vec::with_capacity(ranges);

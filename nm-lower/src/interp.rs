@@ -321,19 +321,22 @@ fn join_slices<T: Copy + Send + Sync>(
         spare = tail;
         start += part.len();
     }
-    std::thread::scope(|scope| {
-        for group in groups {
-            scope.spawn(move || {
-                for (to, from) in group {
-                    for (t, f) in to.iter_mut().zip(from) {
-                        t.write(*f);
-                    }
-                }
-            });
+    let groups: Vec<std::sync::Mutex<Copies<'_, T>>> = groups.into_iter().map(std::sync::Mutex::new).collect();
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (next, written) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    nm_format::workers::run_on(threads, || {
+        let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
+        for (to, from) in std::mem::take(&mut *group.lock().unwrap_or_else(|e| e.into_inner())) {
+            for (t, f) in to.iter_mut().zip(from) {
+                t.write(*f);
+            }
+            written.fetch_add(from.len(), Ordering::Relaxed);
         }
     });
-    // SAFETY: the parts' lengths sum to `total`, and the loop above wrote every one of the
-    // first `total` spare elements (the scope joined every thread).
+    // Each group is taken once (`take`), so the count is what was written.
+    assert_eq!(written.into_inner(), total, "every part copied");
+    // SAFETY: the parts' lengths sum to `total`, the parts cover the first `total` spare
+    // elements in order, and every part was copied (asserted).
     unsafe { dest.set_len(total) };
     Ok(())
 }

@@ -404,17 +404,6 @@ fn spmm_in_blocks<T: Real>(
     });
 }
 
-/// Runs `work` (which takes tasks until none are left) on `threads` threads: this one and
-/// `threads - 1` spawned.
-fn on_threads(threads: usize, work: impl Fn() + Sync) {
-    std::thread::scope(|s| {
-        for _ in 1..threads {
-            s.spawn(&work);
-        }
-        work();
-    });
-}
-
 /// Rows `0..m` of `c` (`m × n`) in blocks of `block_rows`, taken by `threads` threads as they
 /// finish the previous one: `body(scratch, lo, hi, rows lo..hi of c)`, with a scratch value
 /// per thread kept from block to block.
@@ -443,7 +432,7 @@ fn row_blocks<T: Send, S: Default>(
             body(&mut scratch, lo, hi, rows);
         }
     };
-    on_threads(threads.min(blocks), work);
+    nm_format::workers::run_on(threads.min(blocks), work);
 }
 
 /// `C`'s memory, handed to the threads, each of which writes its own rows.

@@ -1,0 +1,88 @@
+//! Worker threads for the kernels that split their work (row ranges of a compiled kernel, row
+//! blocks of an N:M SpMM, the join of a sparse result's parts): one pool per thread count,
+//! started on first use and kept, so that a call does not pay for starting its threads.
+//! Spawning two threads per call made a two-thread SpMV on wiki-Vote take 0.126 ms where one
+//! thread took 0.057 ms.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Runs `work` once on each of `threads` threads and returns when every run has: on a kept
+/// pool of exactly that many threads, or, where no pool can be started, on threads spawned for
+/// this call. `work` takes its tasks from shared state (an atomic counter, say) until none are
+/// left. One thread or none: `work` runs on the calling thread.
+pub fn run_on(threads: usize, work: impl Fn() + Sync) {
+    if threads <= 1 {
+        work();
+        return;
+    }
+    match pool(threads) {
+        Some(pool) => {
+            pool.broadcast(|_| work());
+        }
+        None => std::thread::scope(|s| {
+            for _ in 1..threads {
+                s.spawn(&work);
+            }
+            work();
+        }),
+    }
+}
+
+/// The kept pool of `threads` threads, started now if there is none; `None` where the threads
+/// could not be started.
+fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+    /// The pools started so far, with their thread counts.
+    type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, pool)) = pools.iter().find(|(n, _)| *n == threads) {
+        return Some(pool.clone());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("nmsparse-{threads}-{i}"))
+        .build()
+        .ok()?;
+    let pool = Arc::new(pool);
+    pools.push((threads, pool.clone()));
+    Some(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn work_runs_once_on_each_of_the_threads_asked_for() {
+        for threads in [0, 1, 2, 3, 5] {
+            for _ in 0..3 {
+                let runs = AtomicUsize::new(0);
+                let names = Mutex::new(HashSet::new());
+                run_on(threads, || {
+                    runs.fetch_add(1, Ordering::Relaxed);
+                    names.lock().unwrap().insert(std::thread::current().id());
+                });
+                assert_eq!(runs.into_inner(), threads.max(1));
+                assert_eq!(names.into_inner().unwrap().len(), threads.max(1));
+            }
+        }
+    }
+
+    #[test]
+    fn tasks_shared_through_a_counter_are_each_taken_once() {
+        let next = AtomicUsize::new(0);
+        let done: Vec<AtomicUsize> = (0..1000).map(|_| AtomicUsize::new(0)).collect();
+        run_on(4, || {
+            loop {
+                let t = next.fetch_add(1, Ordering::Relaxed);
+                if t >= done.len() {
+                    break;
+                }
+                done[t].fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        assert!(done.iter().all(|d| d.load(Ordering::Relaxed) == 1));
+    }
+}
