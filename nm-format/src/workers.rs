@@ -28,23 +28,37 @@ pub fn run_on(threads: usize, work: impl Fn() + Sync) {
     }
 }
 
+/// Pools kept at most: asking for many thread counts one after another (2, 3, …, 100) must
+/// not leave thousands of idle threads behind. The least recently used pool goes first; its
+/// threads end once no call still uses it.
+const KEPT_POOLS: usize = 4;
+
+/// The pools started so far with their thread counts, the most recently used last.
+type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
+
+fn pools() -> std::sync::MutexGuard<'static, Pools> {
+    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
+    POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The kept pool of `threads` threads, started now if there is none; `None` where the threads
 /// could not be started.
 fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
-    /// The pools started so far, with their thread counts.
-    type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
-    static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, pool)) = pools.iter().find(|(n, _)| *n == threads) {
-        return Some(pool.clone());
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(move |i| format!("nmsparse-{threads}-{i}"))
-        .build()
-        .ok()?;
-    let pool = Arc::new(pool);
+    let mut pools = pools();
+    let pool = match pools.iter().position(|(n, _)| *n == threads) {
+        Some(at) => pools.remove(at).1,
+        None => Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(move |i| format!("nmsparse-{threads}-{i}"))
+                .build()
+                .ok()?,
+        ),
+    };
     pools.push((threads, pool.clone()));
+    if pools.len() > KEPT_POOLS {
+        pools.remove(0);
+    }
     Some(pool)
 }
 
@@ -68,6 +82,17 @@ mod tests {
                 assert_eq!(names.into_inner().unwrap().len(), threads.max(1));
             }
         }
+    }
+
+    #[test]
+    fn only_the_most_recently_used_pools_are_kept() {
+        for threads in 2..10 {
+            run_on(threads, || {});
+        }
+        run_on(7, || {});
+        // Other tests may start pools of their own in between: only the bound is certain.
+        let kept: Vec<usize> = pools().iter().map(|(n, _)| *n).collect();
+        assert!(kept.len() <= KEPT_POOLS, "{kept:?}");
     }
 
     #[test]
