@@ -300,6 +300,50 @@ fn row_ranges_with_nothing_at_the_end_join_on_two_threads() {
     assert_eq!(a.to_dense().unwrap(), expected);
 }
 
+/// The worker threads are kept between calls, a pool per thread count, four pools at most:
+/// kernels run from several threads at once on many thread counts (pools started, shared and
+/// dropped while in use) still compute what a dense loop does.
+#[test]
+fn kernels_on_many_thread_counts_from_several_threads_at_once_match_a_dense_loop() {
+    let (m, n) = (300, 50);
+    let dense: Vec<f64> = (0..m * n).map(|q| if q % 7 == 0 { (q % 13) as f64 - 6.0 } else { 0.0 }).collect();
+    let b = Tensor::from_dense(&[m, n], &dense, &Format::csr()).unwrap();
+    let x_values: Vec<f64> = (0..n).map(|j| j as f64 - 20.0).collect();
+    let x = Tensor::from_dense(&[n], &x_values, &Format::dense(1)).unwrap();
+    let want_y: Vec<f64> = (0..m).map(|i| (0..n).map(|j| dense[i * n + j] * x_values[j]).sum()).collect();
+    let want_a: Vec<f64> = dense.iter().map(|v| v * 2.0).collect();
+    let spmv = Program::new("y(i) = B(i,j) * x(j)")
+        .unwrap()
+        .tensor("B", &[m, n], "csr")
+        .unwrap()
+        .tensor("x", &[n], "dense")
+        .unwrap()
+        .tensor("y", &[m], "dense")
+        .unwrap();
+    let scale = Program::new("A(i,j) = B(i,j) * 2")
+        .unwrap()
+        .tensor("A", &[m, n], "csr")
+        .unwrap()
+        .tensor("B", &[m, n], "csr")
+        .unwrap();
+    std::thread::scope(|s| {
+        for caller in 0..3 {
+            let (spmv, scale, b, x, want_y, want_a) = (&spmv, &scale, &b, &x, &want_y, &want_a);
+            s.spawn(move || {
+                for threads in (2..=8).chain(2..=4) {
+                    let threads = threads + caller % 2;
+                    // Compiled again each time (the source is cached): a kernel's thread count is set once.
+                    let spmv_kernel = spmv.compile::<f64>(Backend::Jit).unwrap().with_threads(threads);
+                    let y = spmv_kernel.run(&[("B", b), ("x", x)]).unwrap();
+                    assert_eq!(&y.to_dense().unwrap(), want_y, "SpMV on {threads} threads");
+                    let a = scale.compile::<f64>(Backend::Jit).unwrap().with_threads(threads).run(&[("B", b)]).unwrap();
+                    assert_eq!(&a.to_dense().unwrap(), want_a, "CSR result on {threads} threads");
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn a_sum_whose_terms_need_loop_orders_of_their_own_runs_as_several_kernels() {
     // (statement, declarations (name, shape, format), parts expected). `B(i,k) * C(k,j) +
