@@ -309,6 +309,8 @@ fn join_slices<T: Copy + Send + Sync>(
     dest.clear();
     dest.try_reserve(total)?;
     let mut spare = &mut dest.spare_capacity_mut()[..total];
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let threads = threads.max(1);
     // Per thread: (where to write, what to copy) for each of its parts.
     type Copies<'a, T> = Vec<(&'a mut [std::mem::MaybeUninit<T>], &'a [T])>;
@@ -321,8 +323,7 @@ fn join_slices<T: Copy + Send + Sync>(
         spare = tail;
         start += part.len();
     }
-    let groups: Vec<std::sync::Mutex<Copies<'_, T>>> = groups.into_iter().map(std::sync::Mutex::new).collect();
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    let groups: Vec<Mutex<Copies<'_, T>>> = groups.into_iter().map(Mutex::new).collect();
     let (next, written) = (AtomicUsize::new(0), AtomicUsize::new(0));
     nm_format::workers::run_on(threads, || {
         let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
