@@ -431,12 +431,8 @@ impl<T: Scalar> Kernel<T> {
             (1, _) => "1 thread".to_string(),
             (n, true) => format!("{n} threads"),
             (n, false) => {
-                let why = match &self.engine {
-                    Engine::Generated { narrow, .. } if narrow.compiled.is_none() => {
-                        "the interpreter runs sequentially"
-                    }
-                    _ => "the outer loop does not name disjoint rows of the result",
-                };
+                let interpreted = matches!(&self.engine, Engine::Generated { narrow, .. } if narrow.compiled.is_none());
+                let why = crate::commands::why_one_thread(interpreted);
                 format!("1 thread ({n} asked for: {why})")
             }
         };

@@ -162,6 +162,16 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
 }
 
+/// Why a kernel asked to run on several threads runs on one: the interpreter, or an outer
+/// loop that does not split the result by rows (the command's note and `Kernel::describe`).
+pub(crate) fn why_one_thread(interpreted: bool) -> &'static str {
+    if interpreted {
+        "the interpreter runs sequentially"
+    } else {
+        "the outer loop does not name disjoint rows of the result"
+    }
+}
+
 /// Refuses an option that names a tensor or an index variable the statement does not have
 /// (`-f=a:csr` for `A`): ignored, the typo would run something else than asked.
 fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError> {
@@ -482,11 +492,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         eprintln!(
             "note: -nthreads={}: {}; running on one thread",
             o.threads,
-            if o.backend == Backend::Interp {
-                "the interpreter runs sequentially"
-            } else {
-                "the outer loop does not name disjoint rows of the result"
-            }
+            why_one_thread(o.backend == Backend::Interp)
         );
     }
     let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
