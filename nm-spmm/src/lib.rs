@@ -382,6 +382,11 @@ pub fn spmm_with<T: Real>(
     check("A", m * b.rows, a.len())?;
     check("C", m * b.cols, c.len())?;
     check("B's values", b.windows * b.groups * b.n * b.l, b.values.len())?;
+    if b.rows == 0 {
+        // No inner dimension: every sum is empty (and a tile would have no rows of A to read).
+        c.fill(T::ZERO);
+        return Ok(());
+    }
     let isa = if isa.supported() { isa } else { Isa::Baseline };
     spmm_in_blocks(isa, a, m, b, c, threads, rows_per_block(b, m, threads, isa.tile_rows()));
     Ok(())

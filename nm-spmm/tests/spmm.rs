@@ -142,3 +142,36 @@ fn a_long_k() {
     check::<f32>();
     check::<f64>();
 }
+
+/// Empty dimensions: no inner dimension (`k = 0`: every element of C an empty sum, zero), no
+/// rows, no columns — every instruction set and thread count, both kernels. (`k = 0` panicked in
+/// the transposition, a found bug.)
+#[test]
+fn empty_dimensions() {
+    let mut rng = Pcg64::seed_from_u64(5);
+    let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()).collect();
+    for (m, k, n) in [(3, 0, 70), (0, 16, 64), (5, 16, 0), (0, 0, 0), (9, 0, 0)] {
+        for l in [1, 32] {
+            let (b, dense_b) = nm_matrix::<f32>(k, n, 2, 8, l, &mut rng);
+            let a = integers::<f32>(m * k, &mut rng);
+            let expected = reference(&a, &dense_b, m, k, n);
+            let nm = NmMatrix::new(&b).unwrap();
+            for &isa in &isas {
+                for threads in [1, 2] {
+                    let mut c = vec![99.0; m * n];
+                    spmm_with(isa, &a, m, &nm, &mut c, threads).unwrap();
+                    assert_eq!(c, expected, "{m}x{k}x{n} L={l} {isa:?} {threads} threads");
+                }
+            }
+        }
+        let raw = Tensor::from_dense(&[m, k], &integers::<f64>(m * k, &mut rng), &Format::dense(2)).unwrap();
+        let (a, _) = raw.prune(&Format::nv24(2)).unwrap();
+        let b = integers::<f64>(k * n, &mut rng);
+        let expected = reference(&a.to_dense().unwrap(), &b, m, k, n);
+        for threads in [1, 2] {
+            let mut c = vec![7.0; m * n];
+            nm_spmm::spmm_nv24(&a, &b, n, &mut c, threads).unwrap();
+            assert_eq!(c, expected, "nv24 {m}x{k}x{n} {threads} threads");
+        }
+    }
+}
