@@ -190,7 +190,8 @@ enum nms_status nms_kernel_describe(const struct nms_kernel *kernel,
 // where it names disjoint rows of the result; results are identical bit for bit). The threads
 // start on the first such call and are kept, idle, for later ones (one set per thread count,
 // shared by every kernel and `nms_nm_spmm`, as an OpenMP runtime keeps its own): unloading the
-// library while they exist (`dlclose`) is not supported.
+// library while they exist (`dlclose`) is not supported. `threads` is 1 to 1024
+// (`NMS_ERR_INVALID_ARGUMENT` otherwise): past the cores, threads only wait for one another.
 //
 // # Safety
 // `kernel` is live and used by no other thread during the call.
@@ -409,8 +410,9 @@ void nms_tensor_free(struct nms_tensor *tensor);
 // in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
 // nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
 // chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
-// read A and B rounded to bf16 and accumulate in f32). On success `*c` is a new dense `m×n`
-// tensor the caller releases with `nms_tensor_free`.
+// read A and B rounded to bf16 and accumulate in f32). `threads` is 1 to 1024 (0 means 1;
+// more is `NMS_ERR_INVALID_ARGUMENT`). On success `*c` is a new dense `m×n` tensor the caller releases
+// with `nms_tensor_free`.
 //
 // # Safety
 // `a` and `b` are live tensors; `c` points at room for one pointer.

@@ -388,9 +388,10 @@ pub struct Kernel<T> {
 impl<T: Scalar> Kernel<T> {
     /// Runs on `threads` threads where the kernel's outer loop names disjoint rows of the
     /// result (see [`Kernel::parallel`]) or it is the N:M SpMM; otherwise on one. The result
-    /// is the same bit for bit.
+    /// is the same bit for bit. At most [`MAX_THREADS`](nm_format::workers::MAX_THREADS) run
+    /// (more would only wait for one another): a larger count is taken as that.
     pub fn with_threads(mut self, threads: usize) -> Self {
-        self.threads = threads.max(1);
+        self.threads = threads.clamp(1, nm_format::workers::MAX_THREADS);
         self.parts = std::mem::take(&mut self.parts).into_iter().map(|(n, k)| (n, k.with_threads(threads))).collect();
         self
     }

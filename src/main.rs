@@ -88,7 +88,7 @@ struct RunCli {
     #[arg(long = "print-iteration-graph")]
     print_iteration_graph: bool,
     /// Threads: row ranges of the outer loop run in parallel where it names result rows.
-    #[arg(long = "nthreads", value_name = "N", default_value_t = 1)]
+    #[arg(long = "nthreads", value_name = "N", default_value_t = 1, value_parser = thread_count)]
     nthreads: usize,
     /// Write the generated C to a file.
     #[arg(long = "write-source", value_name = "FILE")]
@@ -124,6 +124,15 @@ struct RunCli {
     /// f32; needs a CUDA driver, a device, and NVRTC or precompiled CUBINs).
     #[arg(long = "device", value_name = "cpu|cuda[:N]", default_value = "cpu")]
     device: String,
+}
+
+/// `-nthreads`: 1 to `MAX_THREADS`, where more would only make the threads wait for each other.
+fn thread_count(text: &str) -> Result<usize, String> {
+    let max = nm_format::workers::MAX_THREADS;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("`{text}` is not a thread count from 1 to {max}")),
+    }
 }
 
 /// taco writes long options with one dash (`-time=10`); clap wants two.
@@ -207,6 +216,11 @@ fn run_expression(cli: RunCli) -> ExitCode {
         }
     };
     let _ = cli.print_nocolor;
+    if let Ok(cores) = std::thread::available_parallelism()
+        && cli.nthreads > cores.get()
+    {
+        eprintln!("note: -nthreads={}: this machine runs {cores} threads at once; the others wait", cli.nthreads);
+    }
     let workspace = match cli.workspace.as_deref().map(str::parse::<nmsparse::ism::Policy>) {
         None => None,
         Some(Ok(policy)) => Some(nmsparse::ism::Config::new(policy)),

@@ -214,6 +214,24 @@ fn taco_options_assembly_and_compute_generation_timing_csv_and_f32() {
     assert!(!o.status.success() && stderr(&o).contains("expected f64 or f32"), "{}", stderr(&o));
 }
 
+/// A thread count from 1 to `MAX_THREADS` (100,000 threads on two cores did not finish a
+/// 1000-row SpMV in a minute); more threads than the machine runs at once work, with a note.
+#[test]
+fn thread_counts_out_of_range_are_refused() {
+    for count in ["0", "100000", "two"] {
+        let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4", &format!("-nthreads={count}")]);
+        assert_eq!(o.status.code(), Some(2), "{count}");
+        assert!(stderr(&o).contains("is not a thread count from 1 to 1024"), "{count}: {}", stderr(&o));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let more = format!("-nthreads={}", cores + 1);
+    let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:40", "-d=j:4", &more]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("this machine runs {cores} threads at once")), "{}", stderr(&o));
+    let one = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:40", "-d=j:4"]);
+    assert_eq!(stdout(&o), stdout(&one));
+}
+
 #[test]
 fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     let o = nmsparse(&[

@@ -194,7 +194,8 @@ pub unsafe extern "C" fn nms_kernel_describe(
 /// where it names disjoint rows of the result; results are identical bit for bit). The threads
 /// start on the first such call and are kept, idle, for later ones (one set per thread count,
 /// shared by every kernel and `nms_nm_spmm`, as an OpenMP runtime keeps its own): unloading the
-/// library while they exist (`dlclose`) is not supported.
+/// library while they exist (`dlclose`) is not supported. `threads` is 1 to 1024
+/// (`NMS_ERR_INVALID_ARGUMENT` otherwise): past the cores, threads only wait for one another.
 ///
 /// # Safety
 /// `kernel` is live and used by no other thread during the call.
@@ -203,9 +204,7 @@ pub unsafe extern "C" fn nms_kernel_set_threads(kernel: *mut nms_kernel, threads
     guard(|| {
         // SAFETY: the contract above.
         let kernel = unsafe { arg_mut(kernel, "kernel") }?;
-        if threads == 0 {
-            return Err(Failure::invalid("threads must be at least 1"));
-        }
+        check_threads(threads)?;
         kernel.inner = match kernel.inner.take() {
             Some(AnyKernel::F32(k)) => Some(AnyKernel::F32(k.with_threads(threads))),
             Some(AnyKernel::F64(k)) => Some(AnyKernel::F64(k.with_threads(threads))),
@@ -284,4 +283,14 @@ pub unsafe extern "C" fn nms_kernel_run(
 pub unsafe extern "C" fn nms_kernel_free(kernel: *mut nms_kernel) {
     // SAFETY: the contract above.
     unsafe { release(kernel) }
+}
+
+/// A thread count of 1 to `MAX_THREADS`, else why not.
+pub(crate) fn check_threads(threads: usize) -> Result<(), Failure> {
+    let max = nms::format::workers::MAX_THREADS;
+    if (1..=max).contains(&threads) {
+        Ok(())
+    } else {
+        Err(Failure::invalid(format!("threads must be 1 to {max}, not {threads}")))
+    }
 }

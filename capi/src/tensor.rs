@@ -619,8 +619,9 @@ pub enum nms_device {
 /// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
 /// nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
 /// chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
-/// read A and B rounded to bf16 and accumulate in f32). On success `*c` is a new dense `m×n`
-/// tensor the caller releases with `nms_tensor_free`.
+/// read A and B rounded to bf16 and accumulate in f32). `threads` is 1 to 1024 (0 means 1;
+/// more is `NMS_ERR_INVALID_ARGUMENT`). On success `*c` is a new dense `m×n` tensor the caller releases
+/// with `nms_tensor_free`.
 ///
 /// # Safety
 /// `a` and `b` are live tensors; `c` points at room for one pointer.
@@ -638,6 +639,7 @@ pub unsafe extern "C" fn nms_nm_spmm(
         if c.is_null() {
             return Err(Failure::null("c"));
         }
+        crate::program::check_threads(threads.max(1))?;
         if device == nms_device::NMS_DEVICE_CUDA {
             let (AnyTensor::F32(x), AnyTensor::F32(y)) = (&a.inner, &b.inner) else {
                 return Err(Failure::new(

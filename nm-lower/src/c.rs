@@ -560,6 +560,9 @@ impl CKernel {
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
         }
+        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
+        // the workers run.
+        let threads = threads.min(extent).min(nm_format::workers::MAX_THREADS);
         crate::interp::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
         // An assembly or compute half (see `crate::assemble`) writes only some of the result's

@@ -326,12 +326,14 @@ fn join_slices<T: Copy + Send + Sync>(
     let groups: Vec<Mutex<Copies<'_, T>>> = groups.into_iter().map(Mutex::new).collect();
     let (next, written) = (AtomicUsize::new(0), AtomicUsize::new(0));
     nm_format::workers::run_on(threads, || {
-        let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) else { return };
-        for (to, from) in std::mem::take(&mut *group.lock().unwrap_or_else(|e| e.into_inner())) {
-            for (t, f) in to.iter_mut().zip(from) {
-                t.write(*f);
+        // Group by group until none is left (fewer threads than groups may run).
+        while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
+            for (to, from) in std::mem::take(&mut *group.lock().unwrap_or_else(|e| e.into_inner())) {
+                for (t, f) in to.iter_mut().zip(from) {
+                    t.write(*f);
+                }
+                written.fetch_add(from.len(), Ordering::Relaxed);
             }
-            written.fetch_add(from.len(), Ordering::Relaxed);
         }
     });
     // Each group is taken once (`take`), so the count is what was written.

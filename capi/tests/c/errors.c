@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
     EXPECT(nms_nm_spmm(a, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "dense");
     EXPECT(nms_nm_spmm(col, col, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "nm(N,M,L)");
     EXPECT(nms_nm_spmm(NULL, pruned, 1, NMS_DEVICE_CPU, &c_nm), NMS_ERR_NULL, "a");
+    EXPECT(nms_nm_spmm(col, pruned, 1025, NMS_DEVICE_CPU, &c_nm), NMS_ERR_INVALID_ARGUMENT, "1 to 1024");
     double row16[16] = {0};
     size_t wide[2] = {1, 16}, wrong[2] = {1, 15};
     nms_tensor *xrow = NULL, *bad_row = NULL;
@@ -242,6 +243,7 @@ int main(int argc, char **argv) {
     EXPECT(nms_kernel_run(k, 2, NULL, args, &y), NMS_ERR_NULL, "names");
     EXPECT(nms_kernel_run(NULL, 2, names, args, &y), NMS_ERR_NULL, "kernel");
     EXPECT(nms_kernel_set_threads(k, 0), NMS_ERR_INVALID_ARGUMENT, "threads");
+    EXPECT(nms_kernel_set_threads(k, 100000), NMS_ERR_INVALID_ARGUMENT, "1 to 1024");
     /* What runs the kernel, in words: the length first (a buffer too small), then the text. */
     size_t described = 0;
     EXPECT(nms_kernel_describe(k, NULL, 0, &described), NMS_ERR_INVALID_ARGUMENT, "buffer");
