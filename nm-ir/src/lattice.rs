@@ -240,6 +240,9 @@ fn build(ctx: &Context<'_>, e: ExprId) -> MergeLattice {
             keep_whole(MergeLattice { points }, e)
         }
         Expr::Binary(op, a, b) => {
+            // `*` and `/` intersect (taco's convention for `/`: where the divisor is not stored
+            // there is no entry, not the ±inf or NaN of a dense division); `+` and `-` add
+            // each side alone below.
             let (la, lb) = (build(ctx, *a), build(ctx, *b));
             let mut points = Vec::new();
             for pa in &la.points {

@@ -109,6 +109,8 @@ fn illegal_commands_say_why() {
         err(SPGEMM, "reorder(i, k)"),
         "reorder: the loops over `i` and `k` are not directly nested (the loop over `j` stands between them)"
     );
+    assert_eq!(err(SPGEMM, "reorder(i, i)"), "reorder: `i` is named twice");
+    assert_eq!(err(SPGEMM, "reorder(j, k, j)"), "reorder: `j` is named twice");
     assert_eq!(
         err("y(i) = b(i) - A(i,j) * x(j)", "reorder(i, j)"),
         "reorder: the loops over `i` and `j` are not directly nested (a `where` stands between them)"

@@ -329,6 +329,14 @@ pub enum ScheduleError {
         /// The name.
         name: String,
     },
+    /// A loop named twice in one command.
+    #[error("{command}: `{name}` is named twice")]
+    NamedTwice {
+        /// The command.
+        command: &'static str,
+        /// The name.
+        name: String,
+    },
     /// Loops that must be directly nested but are not.
     #[error("{command}: the loops over {vars} are not directly nested ({why})")]
     NotNested {
@@ -581,6 +589,9 @@ impl ConcreteNotation {
 
     fn reorder(&mut self, names: &[String]) -> Result<(), ScheduleError> {
         let vars: Vec<IndexVarId> = names.iter().map(|n| self.var_named("reorder", n)).collect::<Result<_, _>>()?;
+        if let Some(dup) = vars.iter().position(|v| vars.iter().filter(|w| *w == v).count() > 1) {
+            return Err(ScheduleError::NamedTwice { command: "reorder", name: names[dup].clone() });
+        }
         // The outermost loop over any of them starts the nest.
         let (start, _) = self
             .stmts
@@ -611,9 +622,6 @@ impl ConcreteNotation {
                 _ => unreachable!(),
             })
             .collect();
-        if let Some(dup) = vars.iter().position(|v| vars.iter().filter(|w| *w == v).count() > 1) {
-            return Err(ScheduleError::NameInUse { command: "reorder", name: names[dup].clone() });
-        }
         for (&s, v) in chain.iter().zip(&vars) {
             let attrs = loops.iter().find(|(w, _)| w == v).expect("in the chain").1;
             if let Stmt::Forall { var, attrs: a, .. } = &mut self.stmts[s] {
