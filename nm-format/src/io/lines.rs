@@ -50,9 +50,14 @@ pub(crate) fn parse_index(field: &[u8]) -> Option<usize> {
     Some(v)
 }
 
-/// Shows a field in a message, shortened and printable.
+/// Shows a field in a message, shortened and printable: bytes that are not UTF-8 as `\u{fffd}`
+/// and control characters escaped (`\u{1b}`, `\t`), so that a binary file named as a matrix
+/// cannot send escape sequences to the terminal that prints the error.
 pub(crate) fn show(field: &[u8]) -> String {
-    let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
+    let s: String = String::from_utf8_lossy(&field[..field.len().min(40)])
+        .chars()
+        .flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] })
+        .collect();
     if field.len() > 40 { format!("{s}...") } else { s }
 }
 
@@ -113,4 +118,15 @@ pub(crate) fn collect_chunks<A>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shown_fields_are_printable() {
+        assert_eq!(super::show(b"1.5e3"), "1.5e3");
+        assert_eq!(super::show(b"\x1b[2Jx\ty\r"), "\\u{1b}[2Jx\\ty\\r");
+        assert_eq!(super::show(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(super::show("é".repeat(30).as_bytes()), format!("{}...", "é".repeat(20)));
+    }
 }
