@@ -296,18 +296,34 @@ fn precompute_into_a_dense_workspace() {
 #[test]
 fn split_loops_over_dense_coordinates() {
     for (rows, factor) in [(17, 4), (16, 4), (5, 8)] {
-        let schedule = format!("split(i, i0, i1, {factor}); parallelize(i0, cpu_thread, no_races)");
-        check(
-            "y(i) = A(i,j) * x(j)",
-            &schedule,
-            &[("y", &[rows], "dense", 1.0), ("A", &[rows, 9], "csr", 0.3), ("x", &[9], "dense", 1.0)],
-            31,
-        );
+        // Either loop of the split on threads (the inner one's last block ended in a `break`,
+        // which OpenMP refuses: C that did not compile); `cpu_vector` is left to the compiler.
+        for parallel in ["i0, cpu_thread", "i1, cpu_thread", "i1, cpu_vector"] {
+            let schedule = format!("split(i, i0, i1, {factor}); parallelize({parallel}, no_races)");
+            check(
+                "y(i) = A(i,j) * x(j)",
+                &schedule,
+                &[("y", &[rows], "dense", 1.0), ("A", &[rows, 9], "csr", 0.3), ("x", &[9], "dense", 1.0)],
+                31,
+            );
+        }
         check(
             "C(i,j) = A(i,k) * B(k,j)",
             &format!("split(i, i0, i1, {factor}); reorder(i0, i1, k, j)"),
             &[("C", &[rows, 7], "csr", 1.0), ("A", &[rows, 9], "csr", 0.3), ("B", &[9, 7], "csr", 0.3)],
             32,
+        );
+    }
+    // Blocks of an operand's positions on threads, where every position writes its own element
+    // of the result (a loop bound computed at run time: OpenMP takes it declared outside).
+    for parallel in ["f0", "f1"] {
+        check(
+            "C(i,j) = A(i,j) * B(i,j)",
+            &format!(
+                "fuse(i, j, f); pos(f, fp, A); split(fp, f0, f1, 4); parallelize({parallel}, cpu_thread, no_races)"
+            ),
+            &[("C", &[13, 11], "dense", 1.0), ("A", &[13, 11], "csr", 0.4), ("B", &[13, 11], "dense", 1.0)],
+            34,
         );
     }
     check(

@@ -121,7 +121,14 @@ fn illegal_commands_say_why() {
     );
     assert_eq!(
         err("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
-        "parallelize: iterations of `j` write the same elements of `y` (`j` does not index it); use atomics, temporary or parallel_reduction instead of no_races"
+        "parallelize: iterations of `j` write the same elements of `y` (`j` does not index it), so no_races does not hold"
+    );
+    assert_eq!(
+        err(
+            "y(i) = A(i,j) * x(j)",
+            "fuse(i, j, f); pos(f, fp, A); split(fp, f0, f1, 4); parallelize(f0, cpu_thread, no_races)"
+        ),
+        "parallelize: iterations of `f0` write the same elements of `y` (`f0` comes from `j`, which does not index it), so no_races does not hold"
     );
     assert_eq!(
         err("y(i) = A(i,j) * x(j)", "parallelize(i, cpu_thread, no_races); parallelize(j, cpu_vector, atomics)"),

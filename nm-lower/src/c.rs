@@ -217,29 +217,30 @@ impl Emitter<'_> {
                 self.line(depth, &text);
             }
             Stmt::For { var, start, end, body, parallel } => {
+                let v = &self.f.vars[*var].name;
+                let constant = matches!(end, Expr::Int(_));
+                let (start, end) = (self.expr(start, ScalarType::Index), self.expr(end, ScalarType::Index));
+                // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
+                // would otherwise be reloaded per iteration (the stores in the body may alias
+                // it as far as the C compiler knows). OpenMP takes one declaration in the loop
+                // header, so a parallel loop's end is declared in a block around it.
+                let text = if constant {
+                    format!("for (int64_t {v} = {start}; {v} < {end}; {v}++) {{")
+                } else if *parallel {
+                    self.line(depth, &format!("{{ int64_t {v}_end = {end};"));
+                    format!("for (int64_t {v} = {start}; {v} < {v}_end; {v}++) {{")
+                } else {
+                    format!("for (int64_t {v} = {start}, {v}_end = {end}; {v} < {v}_end; {v}++) {{")
+                };
                 if *parallel {
                     self.line(depth, "#pragma omp parallel for schedule(dynamic, 16)");
                 }
-                let v = &self.f.vars[*var].name;
-                // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
-                // would otherwise be reloaded per iteration (the stores in the body may alias
-                // it as far as the C compiler knows).
-                let text = if matches!(end, Expr::Int(_)) {
-                    format!(
-                        "for (int64_t {v} = {}; {v} < {}; {v}++) {{",
-                        self.expr(start, ScalarType::Index),
-                        self.expr(end, ScalarType::Index)
-                    )
-                } else {
-                    format!(
-                        "for (int64_t {v} = {}, {v}_end = {}; {v} < {v}_end; {v}++) {{",
-                        self.expr(start, ScalarType::Index),
-                        self.expr(end, ScalarType::Index)
-                    )
-                };
                 self.line(depth, &text);
                 self.block(body, depth + 1);
                 self.line(depth, "}");
+                if *parallel && !constant {
+                    self.line(depth, "}");
+                }
             }
             Stmt::While { cond, body } => {
                 let text = format!("while ({}) {{", self.expr(cond, ScalarType::Bool));

@@ -610,7 +610,7 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
             loop {
                 match &cin.stmts[p] {
                     CinStmt::Forall { var, body, attrs } => {
-                        loops.push((*var, attrs.parallel.is_some()));
+                        loops.push((*var, on_threads(attrs)));
                         p = *body;
                     }
                     CinStmt::Assign { lhs, op, rhs }
@@ -673,7 +673,7 @@ fn fused_workspace(
     let (write, p_op, rhs) = loop {
         match &cin.stmts[p] {
             CinStmt::Forall { var, body, attrs } => {
-                loops.push((*var, attrs.parallel.is_some()));
+                loops.push((*var, on_threads(attrs)));
                 p = *body;
             }
             CinStmt::Assign { lhs, op, rhs } if lhs.tensor == read.tensor => break (lhs.clone(), *op, *rhs),
@@ -987,6 +987,45 @@ pub fn lower_with(
     lower_options(cin, types, value, widths, &LowerOptions::default())
 }
 
+/// Whether a loop runs on OpenMP threads: `parallelize(cpu_thread, no_races)` (the schedule
+/// checked that its iterations write disjoint elements) or `ignore_races` (the user's promise).
+/// `cpu_vector` is left to the C compiler's vectorizer; the other strategies are refused by
+/// [`check_parallel`].
+fn on_threads(attrs: &nm_ir::concrete::LoopAttrs) -> bool {
+    use nm_ir::concrete::{OutputRace, ParallelUnit};
+    matches!(attrs.parallel, Some((ParallelUnit::CpuThread, OutputRace::NoRaces | OutputRace::IgnoreRaces)))
+}
+
+/// Refuses the `parallelize` commands the back ends cannot run as asked: GPU units, and
+/// threads whose iterations write the same elements (atomics, temporaries, parallel
+/// reductions are not generated; a plain parallel loop would race).
+fn check_parallel(cin: &ConcreteNotation) -> Result<(), LowerError> {
+    use nm_ir::concrete::{OutputRace, ParallelUnit};
+    for (_, s) in cin.stmts.iter() {
+        let CinStmt::Forall { var, attrs, .. } = s else { continue };
+        let name = &cin.vars[*var].name;
+        match attrs.parallel {
+            Some((ParallelUnit::GpuBlock | ParallelUnit::GpuWarp | ParallelUnit::GpuThread, _)) => {
+                return unsupported(format!(
+                    "GPU loops (`parallelize({name}, gpu_...)`): the CPU back ends run this statement"
+                ));
+            }
+            Some((
+                ParallelUnit::CpuThread,
+                race @ (OutputRace::Atomics | OutputRace::Temporary | OutputRace::ParallelReduction),
+            )) => {
+                return unsupported(format!(
+                    "`parallelize({name}, cpu_thread, {})`: only loops whose iterations write \
+                     disjoint elements run on threads (no_races; -nthreads splits result rows)",
+                    race.name()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Lowers `cin` for operands whose index arrays have `widths`, with `options`.
 pub fn lower_options(
     cin: &ConcreteNotation,
@@ -1007,6 +1046,7 @@ pub fn lower_options(
         })
     });
     let options = &LowerOptions { workspace: options.workspace.or(from_schedule), ..options.clone() };
+    check_parallel(cin)?;
     // The nest.
     let mut loops = Vec::new();
     let mut s = cin.root;
@@ -1014,7 +1054,7 @@ pub fn lower_options(
         match &cin.stmts[s] {
             // Unroll and bound marks only tune a loop; it runs as a plain loop here.
             CinStmt::Forall { var, body, attrs } => {
-                loops.push((*var, attrs.parallel.is_some()));
+                loops.push((*var, on_threads(attrs)));
                 s = *body;
             }
             CinStmt::Assign { .. } | CinStmt::Where { .. } => break s,
@@ -1479,6 +1519,13 @@ impl Lowerer<'_> {
                 let blocks = match self.position_space(parent) {
                     Some(ps) => {
                         bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64))
+                    }
+                    None if self.cin.derivations.contains_key(&parent) => {
+                        return unsupported(format!(
+                            "a split of `{}`, itself made by a schedule command (split the original variable \
+                             with the product of the factors instead)",
+                            self.cin.vars[parent].name
+                        ));
                     }
                     None => int(self.size(parent).div_ceil(factor as usize) as i64),
                 };
@@ -2077,16 +2124,13 @@ impl Lowerer<'_> {
             let parallel = parallel && sparse.is_empty() && !ranged;
             match split_inner {
                 Some((inner, block, factor)) => {
-                    let mut block_body = vec![
-                        Stmt::Decl(loop_var, bin(BinOp::Add, bin(BinOp::Mul, var(block), int(factor)), var(inner))),
-                        Stmt::If {
-                            cond: bin(BinOp::Le, end, var(loop_var)),
-                            then: vec![Stmt::Break],
-                            otherwise: vec![],
-                        },
-                    ];
+                    // The last block stops at the end: a bound, not a `break` (which OpenMP
+                    // does not allow in a parallel loop).
+                    let first = bin(BinOp::Mul, var(block), int(factor));
+                    let mut block_body = vec![Stmt::Decl(loop_var, bin(BinOp::Add, first.clone(), var(inner)))];
                     block_body.extend(body);
-                    out.push(Stmt::For { var: inner, start: int(0), end: int(factor), body: block_body, parallel });
+                    let stop = bin(BinOp::Min, int(factor), bin(BinOp::Sub, end, first));
+                    out.push(Stmt::For { var: inner, start: int(0), end: stop, body: block_body, parallel });
                 }
                 None => out.push(Stmt::For { var: loop_var, start, end, body, parallel }),
             }

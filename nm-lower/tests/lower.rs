@@ -306,6 +306,32 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
     );
     assert_eq!(e, "cannot lower this statement yet: variables made by bound");
+    // A split of a split (its block count needs the parent's extent, which a derived variable
+    // has none of: an index out of bounds before) and `parallelize` strategies the back ends
+    // would run as a plain parallel loop, racing (they gave wrong sums without a word).
+    let dense_mv = |schedule: &str| {
+        err("y(i) = A(i,j) * x(j)", schedule, ("y", &[8]), &[("A", &[8, 30], None, 1), ("x", &[30], None, 2)])
+    };
+    assert_eq!(
+        dense_mv("split(i, a, b, 4); split(b, c, d, 2)"),
+        "cannot lower this statement yet: a split of `b`, itself made by a schedule command (split the original \
+         variable with the product of the factors instead)"
+    );
+    for race in ["atomics", "temporary", "parallel_reduction"] {
+        assert_eq!(
+            dense_mv(&format!("parallelize(j, cpu_thread, {race})")),
+            format!(
+                "cannot lower this statement yet: `parallelize(j, cpu_thread, {race})`: only loops whose iterations \
+                 write disjoint elements run on threads (no_races; -nthreads splits result rows)"
+            )
+        );
+    }
+    for unit in ["gpu_block", "gpu_warp", "gpu_thread"] {
+        assert_eq!(
+            dense_mv(&format!("parallelize(i, {unit}, no_races)")),
+            "cannot lower this statement yet: GPU loops (`parallelize(i, gpu_...)`): the CPU back ends run this statement"
+        );
+    }
     // A `where` producer follows a compressed level along an outer loop only where the level
     // below is compressed too (an empty range stands for a missing entry; see
     // `where_producers_follow_compressed_levels_along_outer_loops`).

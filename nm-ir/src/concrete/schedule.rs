@@ -365,13 +365,15 @@ pub enum ScheduleError {
     },
     /// `parallelize` with `no_races` on a loop whose iterations write the same elements.
     #[error(
-        "parallelize: iterations of `{var}` write the same elements of `{tensor}` (`{var}` does not index it); use atomics, temporary or parallel_reduction instead of no_races"
+        "parallelize: iterations of `{var}` write the same elements of `{tensor}` ({why}), so no_races does not hold"
     )]
     Races {
         /// The variable.
         var: String,
         /// The written tensor.
         tensor: String,
+        /// The variable, or the one it was derived from, that does not index the tensor.
+        why: String,
     },
     /// `precompute` of an expression the statement does not contain.
     #[error("precompute: `{expr}` is not a subexpression of {cin}")]
@@ -716,9 +718,17 @@ impl ConcreteNotation {
                 if self.temporaries.contains(&lhs.tensor) && *op == AssignOp::Accumulate {
                     continue;
                 }
-                let indexed = lhs.subscripts.iter().flat_map(|t| t.vars()).any(|v| origins.contains(&v));
-                if !indexed {
-                    return Err(ScheduleError::Races { var: name, tensor: self.tensors[lhs.tensor].name.clone() });
+                // Every variable the loop came from must index the result: a loop over the
+                // positions of a fused `(i, j)` visits one `y(i)` from several iterations.
+                let unindexed =
+                    origins.iter().find(|o| !lhs.subscripts.iter().flat_map(|t| t.vars()).any(|v| v == **o));
+                if let Some(&o) = unindexed {
+                    let why = if o == var {
+                        format!("`{name}` does not index it")
+                    } else {
+                        format!("`{name}` comes from `{}`, which does not index it", self.vars[o].name)
+                    };
+                    return Err(ScheduleError::Races { var: name, tensor: self.tensors[lhs.tensor].name.clone(), why });
                 }
             }
         }
