@@ -72,6 +72,29 @@ fn each_stage_reports_its_own_error() {
     assert_eq!(e.to_string(), "no tensor given for `x`");
 }
 
+/// Nesting is bounded (30,000 parentheses overflowed the parser's stack: an abort): the deepest
+/// statement accepted compiles and runs on a test thread's 2 MiB stack through every pass, in
+/// both back ends; one level more is a parse error.
+#[test]
+fn the_deepest_statements_accepted_compile_and_run_on_a_small_stack() {
+    let chain = |terms: usize| format!("y(i) = {}", vec!["x(i)"; terms].join(" + "));
+    let nested = |depth: usize| format!("y(i) = {}x(i){} * 2", "(".repeat(depth), ")".repeat(depth));
+    let x = Tensor::from_dense(&[4], &[1.0, -2.0, 0.0, 3.5], &Format::dense(1)).unwrap();
+    for (expr, factor) in [(chain(1000), 1000.0), (nested(999), 2.0)] {
+        for backend in [Backend::Interp, Backend::Jit] {
+            let p =
+                Program::new(&expr).unwrap().tensor("x", &[4], "dense").unwrap().tensor("y", &[4], "dense").unwrap();
+            let y = p.compile::<f64>(backend).unwrap().run(&[("x", &x)]).unwrap();
+            let expected: Vec<f64> = x.values().iter().map(|v| v * factor).collect();
+            assert_eq!(y.to_dense().unwrap(), expected, "{backend:?}");
+        }
+    }
+    for expr in [chain(1002), nested(1001)] {
+        let e = Program::new(&expr).unwrap_err();
+        assert!(matches!(e, Error::Parse(_)) && e.to_string().contains("more than 1000"), "{e}");
+    }
+}
+
 /// A CSR matrix with the same entries as `a`, its positions and coordinates stored in 64 bits
 /// (what nm-format keeps for arrays whose entries exceed 32 bits).
 fn widened(a: &Tensor<f64>) -> Tensor<f64> {

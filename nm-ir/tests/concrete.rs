@@ -83,6 +83,22 @@ fn cin_parse_errors_point_at_the_token() {
     );
 }
 
+/// `forall`s nest at most 1000 deep (deeper overflowed the parser's stack: an abort).
+#[test]
+fn cin_nesting_is_bounded() {
+    let nest = |depth: usize| {
+        let vars: Vec<String> = (0..depth).map(|d| format!("v{d}")).collect();
+        format!(
+            "{}y(v0) = x(v0){}",
+            vars.iter().map(|v| format!("forall({v}, ")).collect::<String>(),
+            ")".repeat(depth)
+        )
+    };
+    assert!(parse_concrete(&nest(1000)).is_ok());
+    let e = parse_concrete(&nest(30000)).unwrap_err();
+    assert!(e.to_string().contains("nested more than 1000 levels deep"), "{e}");
+}
+
 #[test]
 fn sequences_and_temporaries_parse() {
     let cin = parse_concrete("forall(i, sequence(A(i) = B(i), A(i) += C(i)))").unwrap();

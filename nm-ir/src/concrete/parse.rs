@@ -53,6 +53,7 @@ fn stmt(
 ) -> Result<StmtId, ParseError> {
     let Some(kw) = keyword(p) else { return assignment(p, stmts) };
     p.at += 2;
+    p.enter()?;
     let s = match kw {
         "forall" => {
             let (_, name) = p.name("the loop's index variable")?;
@@ -82,6 +83,7 @@ fn stmt(
         }
     };
     p.expect(Tok::RParen, &format!("`)` closing `{kw}(`"))?;
+    p.leave();
     Ok(stmts.push(s))
 }
 

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use super::{
     Access, AssignOp, BinaryOp, Expr, ExprId, IndexNotation, IndexTerm, IndexVar, IndexVarId, TensorId, TensorVar,
 };
-use crate::id::Arena;
+use crate::id::{Arena, Id};
 
 /// A statement that does not parse; `offset..offset+len` (bytes) is the offending token.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -148,10 +148,19 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
     Ok(out)
 }
 
+/// How deep statements and expressions may nest (parentheses, `forall`s, a chain of
+/// operators): every pass after parsing recurses over the tree, and 30,000 nested parentheses
+/// overflowed the parser's stack — an abort, not an error.
+const MAX_NESTING: usize = 1000;
+
 pub(crate) struct Parser<'a> {
     text: &'a str,
     tokens: Vec<Token>,
     pub(crate) at: usize,
+    /// Parentheses, `sum(`, negations and statements open around the current token.
+    nesting: usize,
+    /// The height of each expression node (a leaf is 1), by id.
+    heights: Vec<usize>,
     pub(crate) tensors: Arena<TensorId, TensorVar>,
     pub(crate) vars: Arena<IndexVarId, IndexVar>,
     pub(crate) exprs: Arena<ExprId, Expr>,
@@ -166,6 +175,8 @@ impl<'a> Parser<'a> {
             text,
             tokens: lex(text)?,
             at: 0,
+            nesting: 0,
+            heights: Vec::new(),
             tensors: Arena::new(),
             vars: Arena::new(),
             exprs: Arena::new(),
@@ -351,8 +362,33 @@ impl<'a> Parser<'a> {
         Ok(term)
     }
 
-    fn push(&mut self, e: Expr) -> ExprId {
-        self.exprs.push(e)
+    /// A node, refused where the tree would grow taller than [`MAX_NESTING`] (a chain of
+    /// operators nests as deep as it is long).
+    fn push(&mut self, e: Expr) -> Result<ExprId, ParseError> {
+        let height = 1 + match &e {
+            Expr::Access(_) | Expr::Literal(_) => 0,
+            Expr::Neg(a) | Expr::Sum(_, a) => self.heights[a.index()],
+            Expr::Binary(_, a, b) => self.heights[a.index()].max(self.heights[b.index()]),
+        };
+        if height > MAX_NESTING {
+            return Err(self.error_prev(&format!("the expression nests more than {MAX_NESTING} operations deep")));
+        }
+        self.heights.push(height);
+        Ok(self.exprs.push(e))
+    }
+
+    /// Enters a parenthesis, negation or statement, refused past [`MAX_NESTING`]; [`Self::leave`]
+    /// ends it.
+    pub(crate) fn enter(&mut self) -> Result<(), ParseError> {
+        self.nesting += 1;
+        if self.nesting > MAX_NESTING {
+            return Err(self.error_prev(&format!("nested more than {MAX_NESTING} levels deep")));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn leave(&mut self) {
+        self.nesting -= 1;
     }
 
     pub(crate) fn expr(&mut self) -> Result<ExprId, ParseError> {
@@ -365,7 +401,7 @@ impl<'a> Parser<'a> {
             };
             self.at += 1;
             let right = self.term()?;
-            left = self.push(Expr::Binary(op, left, right));
+            left = self.push(Expr::Binary(op, left, right))?;
         }
     }
 
@@ -379,14 +415,16 @@ impl<'a> Parser<'a> {
             };
             self.at += 1;
             let right = self.unary()?;
-            left = self.push(Expr::Binary(op, left, right));
+            left = self.push(Expr::Binary(op, left, right))?;
         }
     }
 
     fn unary(&mut self) -> Result<ExprId, ParseError> {
         if self.eat(&Tok::Minus) {
+            self.enter()?;
             let inner = self.unary()?;
-            return Ok(self.push(Expr::Neg(inner)));
+            self.leave();
+            return self.push(Expr::Neg(inner));
         }
         self.primary()
     }
@@ -395,30 +433,34 @@ impl<'a> Parser<'a> {
         match self.peek().cloned() {
             Some(Tok::Int(v)) => {
                 self.at += 1;
-                Ok(self.push(Expr::Literal(v as f64)))
+                self.push(Expr::Literal(v as f64))
             }
             Some(Tok::Float(v)) => {
                 self.at += 1;
-                Ok(self.push(Expr::Literal(v)))
+                self.push(Expr::Literal(v))
             }
             Some(Tok::LParen) => {
                 self.at += 1;
+                self.enter()?;
                 let e = self.expr()?;
                 self.expect(Tok::RParen, "`)`")?;
+                self.leave();
                 Ok(e)
             }
             Some(Tok::Name(n)) if n == "sum" && self.tokens.get(self.at + 1).map(|t| &t.tok) == Some(&Tok::LParen) => {
                 self.at += 2;
+                self.enter()?;
                 let (_, v) = self.name("the summed index variable")?;
                 let v = self.var(&v);
                 self.expect(Tok::Comma, "`,` after the summed variable")?;
                 let e = self.expr()?;
                 self.expect(Tok::RParen, "`)` closing `sum(`")?;
-                Ok(self.push(Expr::Sum(v, e)))
+                self.leave();
+                self.push(Expr::Sum(v, e))
             }
             Some(Tok::Name(_)) => {
                 let a = self.access()?;
-                Ok(self.push(Expr::Access(a)))
+                self.push(Expr::Access(a))
             }
             _ => Err(self.error_at_token(self.at, "expected a tensor access, a number, `(` or `-`")),
         }
