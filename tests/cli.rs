@@ -270,16 +270,23 @@ fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
     assert!(rows.status.success(), "{}", stderr(&rows));
     assert!(stderr(&rows).contains("`A` (csc) is read through a copy in dcsr"), "{}", stderr(&rows));
     assert_eq!(stdout(&rows), stdout(&o));
-    // Options naming what the statement lacks (a typo would silently run something else).
-    for (option, said) in [
-        ("-f=a:csr", "-f=a:csr: the statement has no tensor `a` (its tensors: `y`, `A`, `x`)"),
-        ("-g=z:d", "no tensor `z`"),
-        ("-i=B:nowhere.mtx", "no tensor `B`"),
-        ("--prune=Q", "no tensor `Q`"),
-        ("-d=k:9", "-d=k:9: the statement has no index variable `k` (its variables: `i`, `j`)"),
-        ("-o=A:out.mtx", "only the result `y` is written"),
+    // Options naming what the statement lacks (a typo would silently run something else), and
+    // a name given twice to one option or both read and generated (the last one won, silently).
+    for (extra, option, said) in [
+        ("-c", "-f=a:csr", "-f=a:csr: the statement has no tensor `a` (its tensors: `y`, `A`, `x`)"),
+        ("-c", "-g=z:d", "no tensor `z`"),
+        ("-c", "-i=B:nowhere.mtx", "no tensor `B`"),
+        ("-c", "--prune=Q", "no tensor `Q`"),
+        ("-c", "-d=k:9", "-d=k:9: the statement has no index variable `k` (its variables: `i`, `j`)"),
+        ("-c", "-o=A:out.mtx", "only the result `y` is written"),
+        ("-c", "-f=A:csc", "-f=A:csc: `A` is already given by -f=A:csr"),
+        ("-c", "-d=i:5", "-d=i:5: `i` is already given by -d=i:4"),
+        ("-g=x:s", "-g=x:d", "-g=x:d: `x` is already given by -g=x:s"),
+        ("-g=x:s", "-i=x:x.tns", "-i=x:x.tns: `x` is already given by -g=x:s"),
+        ("--prune=x", "--prune=x", "--prune=x: `x` is already given by --prune=x"),
+        ("-o=y:a.tns", "-o=y:b.tns", "-o=y:b.tns: `y` is already given by -o=y:a.tns"),
     ] {
-        let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4", option]);
+        let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4", extra, option]);
         assert_eq!(o.status.code(), Some(1), "{option}");
         assert!(stderr(&o).contains(said), "{option}: {}", stderr(&o));
     }

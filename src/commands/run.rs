@@ -177,41 +177,60 @@ pub(crate) fn why_one_thread(interpreted: bool) -> &'static str {
 fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError> {
     let list = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
     let tensors = list(stmt.tensors.iter().map(|(_, t)| t.name.as_str()).collect());
-    let tensor_options = [("f", &o.formats), ("g", &o.generate), ("i", &o.inputs)];
-    for (option, specs) in tensor_options {
-        for spec in specs {
-            let (name, _) = split_pair(option, spec)?;
+    // Each option's names, with the text that gave them (`--prune` takes bare names).
+    let named = |option: &str, specs: &[String]| -> Result<Vec<(String, String)>, CommandError> {
+        specs
+            .iter()
+            .map(|spec| match option {
+                "-prune" => Ok((spec.clone(), format!("--prune={spec}"))),
+                _ => split_pair(option, spec).map(|(name, _)| (name.to_string(), format!("-{option}={spec}"))),
+            })
+            .collect()
+    };
+    // A name given twice to one option is a conflict (which would win?), as is a tensor both
+    // read from a file and generated.
+    let once = |given: &[(String, String)]| -> Result<(), CommandError> {
+        for (k, (name, text)) in given.iter().enumerate() {
+            if let Some((_, first)) = given[..k].iter().find(|(n, _)| n == name) {
+                return Err(CommandError(format!("{text}: `{name}` is already given by {first}")));
+            }
+        }
+        Ok(())
+    };
+    let mut read_or_made = Vec::new();
+    for (option, specs) in [("f", &o.formats), ("g", &o.generate), ("i", &o.inputs), ("-prune", &o.prune)] {
+        let given = named(option, specs)?;
+        for (name, text) in &given {
             if stmt.tensor_named(name).is_none() {
                 return Err(CommandError(format!(
-                    "-{option}={spec}: the statement has no tensor `{name}` (its tensors: {tensors})"
+                    "{text}: the statement has no tensor `{name}` (its tensors: {tensors})"
                 )));
             }
         }
-    }
-    for name in &o.prune {
-        if stmt.tensor_named(name).is_none() {
-            return Err(CommandError(format!(
-                "--prune={name}: the statement has no tensor `{name}` (its tensors: {tensors})"
-            )));
+        once(&given)?;
+        if matches!(option, "g" | "i") {
+            read_or_made.extend(given);
         }
     }
+    once(&read_or_made)?;
     let result = stmt.tensor_name(stmt.lhs.tensor);
-    for spec in &o.outputs {
-        let (name, _) = split_pair("o", spec)?;
+    let outputs = named("o", &o.outputs)?;
+    for (name, text) in &outputs {
         if name != result {
-            return Err(CommandError(format!("-o={spec}: only the result `{result}` is written")));
+            return Err(CommandError(format!("{text}: only the result `{result}` is written")));
         }
     }
+    once(&outputs)?;
     let vars = list(stmt.vars.iter().map(|(_, v)| v.name.as_str()).collect());
-    for spec in &o.dims {
-        let (name, _) = split_pair("d", spec)?;
+    let dims = named("d", &o.dims)?;
+    for (name, text) in &dims {
         if stmt.var_named(name).is_none() {
             return Err(CommandError(format!(
-                "-d={spec}: the statement has no index variable `{name}` (its variables: {vars})"
+                "{text}: the statement has no index variable `{name}` (its variables: {vars})"
             )));
         }
     }
-    Ok(())
+    once(&dims)
 }
 
 fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
