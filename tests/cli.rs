@@ -290,6 +290,16 @@ fn the_expression_runner_prints_its_stages_and_refuses_bad_input() {
         assert_eq!(o.status.code(), Some(1), "{option}");
         assert!(stderr(&o).contains(said), "{option}: {}", stderr(&o));
     }
+    let o = nmsparse(&["a = B(i,j) * C(i,j)", "-d=i:3", "-d=j:3", "-o=a:a.mtx"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("-o=a:a.mtx: the result `a` is a scalar; write .tns"), "{}", stderr(&o));
+    let scalar = scratch("scalar.tns");
+    let o = nmsparse(&["a = B(i,j) * C(i,j)", "-d=i:3", "-d=j:3", &format!("-o=a:{}", scalar.display())]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let written: Tensor<f64> = read_tensor(&scalar, "dense").unwrap();
+    assert_eq!(written.shape(), &[1]);
+    let checksum: f64 = stdout(&o).rsplit("checksum ").next().unwrap().trim().parse().unwrap();
+    assert_eq!(written.values(), &[checksum]);
     // What no copy helps is refused by name.
     let o = nmsparse(&["y(i) = A(i,3-j) * x(j)", "-f=A:csr", "-d=i:4", "-d=j:4"]);
     assert_eq!(o.status.code(), Some(1));

@@ -219,6 +219,12 @@ fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError>
         if name != result {
             return Err(CommandError(format!("{text}: only the result `{result}` is written")));
         }
+        // A scalar is held as a one-element vector, which is what `.tns` gets.
+        if stmt.lhs.subscripts.is_empty() && text.ends_with(".mtx") {
+            return Err(CommandError(format!(
+                "{text}: the result `{result}` is a scalar; write .tns (a one-element vector)"
+            )));
+        }
     }
     once(&outputs)?;
     let vars = list(stmt.vars.iter().map(|(_, v)| v.name.as_str()).collect());
