@@ -153,6 +153,7 @@ impl Program {
     /// product that lower as no `where` are left implicit, where that sums the same terms
     /// ([`IndexNotation::without_sums`]): the product is then one nest.
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
+        self.decls.check_names(&self.stmt)?;
         let first = match self.compile_declared::<T>(backend) {
             Err(Error::Lower(e)) => e,
             other => return other,

@@ -53,6 +53,15 @@ fn each_stage_reports_its_own_error() {
         .unwrap();
     assert!(matches!(p.compile::<f64>(Backend::Interp), Err(Error::Semantic(_))));
     let p = p.tensor("x", &[4], "dense").unwrap();
+    // A declaration the statement has no use for is a typo, not something to ignore.
+    let e = p.clone().tensor("Q", &[4], "dense").unwrap().compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
+    assert!(matches!(e, Error::Semantic(_)), "{e}");
+    assert_eq!(e.to_string(), "`Q` is declared, but the statement has no tensor `Q` (its tensors: `y`, `A`, `x`)");
+    let e = p.clone().index_size("k", 3).compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "`k` is declared, but the statement has no index variable `k` (its index variables: `i`, `j`)"
+    );
     let e = p.clone().schedule("reorder(i, q)").compile::<f64>(Backend::Interp).map(|_| ()).unwrap_err();
     assert!(matches!(e, Error::Schedule(_)), "{e}");
     // CSC is walked column by column by default; forced row by row, it is read through a

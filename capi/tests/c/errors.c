@@ -88,6 +88,32 @@ int main(int argc, char **argv) {
     uint64_t ec[6];
     double ev[3];
     EXPECT(nms_tensor_to_coo(a, NMS_F64, ec, ev, 2), NMS_ERR_INVALID_ARGUMENT, "room for 2");
+    /* CSR out: too little room, the wrong value type, not a matrix; queries given NULL. */
+    uint64_t ip[4], ix[3];
+    EXPECT(nms_tensor_to_csr(a, NMS_F64, ip, ix, ev, 2), NMS_ERR_INVALID_ARGUMENT, "room for 2 entries");
+    EXPECT(nms_tensor_to_csr(a, NMS_F32, ip, ix, ev, 3), NMS_ERR_INVALID_ARGUMENT, "NMS_F64");
+    EXPECT(nms_tensor_to_csr(NULL, NMS_F64, ip, ix, ev, 3), NMS_ERR_NULL, "tensor");
+    OK(nms_tensor_to_csr(a, NMS_F64, ip, ix, ev, 3));
+    if (ip[0] != 0 || ip[3] != 3 || ev[0] != 1.0 || ev[2] != 3.0) failures++;
+    {
+        size_t n6 = 6;
+        double v6[6] = {1, 0, 2, 0, 0, 3};
+        nms_tensor *vec = NULL;
+        OK(nms_tensor_from_dense(NMS_F64, 1, &n6, v6, dense1, &vec));
+        EXPECT(nms_tensor_to_csr(vec, NMS_F64, ip, ix, ev, 3), NMS_ERR_INVALID_ARGUMENT, "CSR needs a matrix");
+        nms_tensor_free(vec);
+    }
+    nms_dtype dt = NMS_F32;
+    EXPECT(nms_tensor_dtype(a, NULL), NMS_ERR_NULL, "out");
+    OK(nms_tensor_dtype(a, &dt));
+    if (dt != NMS_F64) failures++;
+    nms_format *af = NULL;
+    EXPECT(nms_tensor_format(NULL, &af), NMS_ERR_NULL, "tensor");
+    OK(nms_tensor_format(a, &af));
+    nms_format_free(af);
+    nms_tensor *converted = NULL;
+    EXPECT(nms_tensor_convert(a, NULL, &converted), NMS_ERR_NULL, "format");
+    EXPECT(nms_tensor_convert(a, dense2, NULL), NMS_ERR_NULL, "out");
 
     /* N:M metadata: data that does not fit the pattern, without pruning. */
     double block[16] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* 3 of 4 in a window */
@@ -98,6 +124,10 @@ int main(int argc, char **argv) {
     nms_tensor *col = NULL;
     OK(nms_tensor_from_dense(NMS_F64, 2, nm_shape, block, dense2, &col));
     OK(nms_tensor_prune(col, nm, &pruned, &dropped));
+    EXPECT(nms_tensor_convert(col, nm, &converted), NMS_ERR_TENSOR, "2:4");
+    EXPECT(nms_tensor_convert(col, dense1, &converted), NMS_ERR_TENSOR, "the format stores 1");
+    OK(nms_tensor_convert(pruned, dense2, &converted));
+    nms_tensor_free(converted);
     if (dropped != 1) failures++;
 
     /* N:M SpMM: the CUDA kernels are f32; A must be dense with B's row count. */
@@ -228,6 +258,24 @@ int main(int argc, char **argv) {
     EXPECT(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k), NMS_ERR_SCHEDULE, "q");
     OK(nms_program_schedule(p, ""));
     OK(nms_program_compile(p, NMS_F64, NMS_BACKEND_INTERP, &k));
+    /* A declaration naming what the statement does not have (a typo was ignored). */
+    for (int typo = 0; typo < 2; typo++) {
+        nms_program *q = NULL;
+        nms_kernel *kq = NULL;
+        OK(nms_program_new("y(i) = A(i,j) * x(j)", &q));
+        OK(nms_program_tensor(q, "A", 2, shape, "csr"));
+        OK(nms_program_tensor(q, "x", 1, &n4, "dense"));
+        OK(nms_program_tensor(q, "y", 1, &n3, "dense"));
+        if (typo == 0) {
+            OK(nms_program_tensor(q, "Q", 1, &n4, "dense"));
+            EXPECT(nms_program_compile(q, NMS_F64, NMS_BACKEND_INTERP, &kq), NMS_ERR_SEMANTIC, "no tensor `Q`");
+        } else {
+            OK(nms_program_index_size(q, "k", 7));
+            EXPECT(nms_program_compile(q, NMS_F64, NMS_BACKEND_INTERP, &kq), NMS_ERR_SEMANTIC, "no index variable `k`");
+        }
+        EXPECT(nms_program_index_size(NULL, "k", 7), NMS_ERR_NULL, "program");
+        nms_program_free(q);
+    }
     nms_tensor *x = NULL, *y = NULL, *x32 = NULL;
     double xv[4] = {1, 2, 3, 4};
     float xf[4] = {1, 2, 3, 4};

@@ -67,6 +67,24 @@ impl Declarations {
         self.sizes.insert(name.to_string(), size);
         self
     }
+
+    /// Refuses a declaration of a tensor or index variable that `stmt` does not have.
+    pub fn check_names(&self, stmt: &IndexNotation) -> Result<(), SemanticError> {
+        let list = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+        let mut tensors: Vec<&String> = self.tensors.keys().collect();
+        tensors.sort();
+        if let Some(name) = tensors.into_iter().find(|n| stmt.tensor_named(n).is_none()) {
+            let known = list(stmt.tensors.iter().map(|(_, t)| t.name.as_str()).collect());
+            return Err(SemanticError::NotInStatement { kind: "tensor", name: name.clone(), known });
+        }
+        let mut vars: Vec<&String> = self.sizes.keys().collect();
+        vars.sort();
+        if let Some(name) = vars.into_iter().find(|n| stmt.var_named(n).is_none()) {
+            let known = list(stmt.vars.iter().map(|(_, v)| v.name.as_str()).collect());
+            return Err(SemanticError::NotInStatement { kind: "index variable", name: name.clone(), known });
+        }
+        Ok(())
+    }
 }
 
 /// The result of checking: a type per tensor and a size per index variable, indexed by id.
@@ -169,6 +187,17 @@ pub enum SemanticError {
         var: String,
         /// The statement with a caret under the left-hand side, if known.
         rendered: Option<(String, usize, usize)>,
+    },
+    /// A declaration naming a tensor or index variable the statement does not have (a typo
+    /// would otherwise be ignored).
+    #[error("`{name}` is declared, but the statement has no {kind} `{name}` (its {kind}s: {known})")]
+    NotInStatement {
+        /// `"tensor"` or `"index variable"`.
+        kind: &'static str,
+        /// The declared name.
+        name: String,
+        /// The statement's names of that kind.
+        known: String,
     },
 }
 
