@@ -154,6 +154,12 @@ impl Program {
     /// ([`IndexNotation::without_sums`]): the product is then one nest.
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         self.decls.check_names(&self.stmt)?;
+        self.compile_any::<T>(backend)
+    }
+
+    /// [`Program::compile`] after its name check: also the statements it splits a sum into,
+    /// which keep every declaration of the whole.
+    fn compile_any<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         let first = match self.compile_declared::<T>(backend) {
             Err(Error::Lower(e)) => e,
             other => return other,
@@ -193,7 +199,7 @@ impl Program {
         if self.schedule.is_none()
             && let Some(stmt) = self.stmt.without_sums()
         {
-            match (Program { stmt, ..self.clone() }).compile::<T>(backend) {
+            match (Program { stmt, ..self.clone() }).compile_any::<T>(backend) {
                 Err(Error::Lower(_)) => {}
                 other => return other,
             }
@@ -204,7 +210,7 @@ impl Program {
         if !self.options.store_every_coordinate {
             let mut program = self.clone();
             program.options.store_every_coordinate = true;
-            match program.compile::<T>(backend) {
+            match program.compile_any::<T>(backend) {
                 Err(Error::Lower(_)) => {}
                 other => return other,
             }
@@ -236,7 +242,7 @@ impl Program {
         let mut parts = Vec::new();
         for (term, (name, dims, f)) in split.terms.iter().zip(&temporaries) {
             let program = Program { stmt: term.clone(), ..self.clone() }.declare(name, dims, f.clone());
-            match program.compile::<T>(backend) {
+            match program.compile_any::<T>(backend) {
                 Ok(kernel) => parts.push((name.clone(), kernel)),
                 Err(Error::Lower(_)) => return Ok(None),
                 Err(other) => return Err(other),
@@ -246,7 +252,7 @@ impl Program {
         for (name, dims, f) in &temporaries {
             program = program.declare(name, dims, f.clone());
         }
-        match program.compile::<T>(backend) {
+        match program.compile_any::<T>(backend) {
             Ok(mut kernel) => {
                 kernel.parts = parts;
                 Ok(Some(kernel))

@@ -47,6 +47,21 @@ fn info_suggests_the_nm_pattern_the_data_fits() {
     assert!(out.contains("read time"), "{out}");
     let out = stdout(&nmsparse(&["info", &sample("tensor_3d.tns")]));
     assert!(out.contains("shape       20 × 30 × 40") && out.contains("csf"), "{out}");
+    // A matrix one row by 2^63 - 1 columns: described, with only the suggestions that fit in
+    // memory (converting it into nv24 failed the whole command; CSC needs a position per column).
+    let wide = scratch("wide.tns");
+    std::fs::write(&wide, "# shape 1 9223372036854775807\n1 9223372036854775807 2.5\n").unwrap();
+    let o = nmsparse(&["info", &wide.display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("shape       1 × 9223372036854775807") && out.contains("csr"), "{out}");
+    assert!(!out.contains("csc") && !out.contains("nv24"), "{out}");
+    // Read as CSR, CSC or DCSR: a clear error, never the allocator's abort.
+    for format in ["csr", "csc", "dcsr"] {
+        let o = nmsparse(&["y(i) = A(i,j) * x(j)", &format!("-f=A:{format}"), &format!("-i=A:{}", wide.display())]);
+        assert_eq!(o.status.code(), Some(1), "{format}: {}", stderr(&o));
+        assert!(stderr(&o).contains("too large"), "{format}: {}", stderr(&o));
+    }
 }
 
 #[test]

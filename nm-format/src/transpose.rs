@@ -35,7 +35,20 @@ impl<T: Value> Tensor<T> {
         let inner = 1 - outer;
         let (rows, cols) = (&list.coords[outer], &list.coords[inner]);
         let n_outer = list.shape[outer];
-        let mut pos = vec![0usize; n_outer + 1];
+        // Three arrays of `n_outer + 1` positions and two of the entries: refused, not an
+        // allocator abort, when a file's header declares more rows than memory holds.
+        let bytes = (n_outer as u128 + 1) * 3 * std::mem::size_of::<usize>() as u128
+            + list.len() as u128 * (std::mem::size_of::<(usize, T)>() + std::mem::size_of::<usize>()) as u128;
+        let too_large =
+            || format!("a {:?} matrix in {}", list.shape, format.name().unwrap_or_else(|| format.to_string()));
+        if let Err(e) = crate::memory::ensure_available(bytes, too_large) {
+            return Some(Err(e));
+        }
+        let mut pos: Vec<usize> = Vec::new();
+        if n_outer.checked_add(1).is_none_or(|n| pos.try_reserve_exact(n).is_err()) {
+            return Some(Err(TensorError::TooLarge { what: too_large() }));
+        }
+        pos.resize(n_outer + 1, 0);
         for &r in rows {
             pos[r + 1] += 1;
         }

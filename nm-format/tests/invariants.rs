@@ -225,6 +225,16 @@ fn storage_larger_than_memory_is_refused_before_allocating() {
     assert!(matches!(&e, TensorError::TooLarge { what } if what.contains("GiB needed")), "{e}");
     let csr = Tensor::from_coordinates(&list, &Format::csr(), Duplicates::Sum).unwrap();
     assert!(matches!(csr.to_dense(), Err(TensorError::TooLarge { .. })));
+    // CSR and CSC hold a position per row (column): a `.mtx` header declaring 2^63 of them
+    // aborted the allocator ("capacity overflow"); usize::MAX rows overflowed the count.
+    for rows in [1usize << 63, usize::MAX] {
+        let mut list = CoordinateList::<f64>::new(vec![rows, rows]);
+        list.push(&[0, 0], 1.0);
+        for format in [Format::csr(), Format::csc()] {
+            let e = Tensor::from_coordinates(&list, &format, Duplicates::Sum).unwrap_err();
+            assert!(matches!(&e, TensorError::TooLarge { what } if what.contains("matrix in")), "{e}");
+        }
+    }
 }
 
 #[test]

@@ -125,16 +125,20 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
         out.push(("dense".to_string(), format!("{:.0}% of the elements are stored", density * 100.0)));
     }
     if order == 2 {
+        // A conversion too large for this machine is a suggestion left out, not a failure of
+        // `info` (a [1, 2^63 - 1] `.tns` could not be described at all).
+        let convert = |format: &Format| match t.convert(format) {
+            Ok(c) => Ok(Some(c)),
+            Err(TensorError::DoesNotFitPattern { .. } | TensorError::TooLarge { .. }) => Ok(None),
+            Err(e) => Err(CommandError::from(e)),
+        };
         for (name, what) in [("nv24", "2 of every 4 along rows"), ("nm(2,4,1)", "vector-wise 2:4, L = 1")] {
-            let format = Format::parse(name, 2)?;
-            match t.convert(&format) {
-                Ok(_) => out.push((name.to_string(), format!("the data fits {what} exactly"))),
-                Err(TensorError::DoesNotFitPattern { .. }) => {}
-                Err(e) => return Err(e.into()),
+            if convert(&Format::parse(name, 2)?)?.is_some() {
+                out.push((name.to_string(), format!("the data fits {what} exactly")));
             }
         }
         for b in [2usize, 4, 8] {
-            let blocked = t.convert(&Format::bcsr(b).map_err(CommandError::from)?)?;
+            let Some(blocked) = convert(&Format::bcsr(b).map_err(CommandError::from)?)? else { continue };
             let fill = t.stored_len() as f64 / blocked.stored_len().max(1) as f64;
             if fill >= 0.5 {
                 out.push((
@@ -143,19 +147,27 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
                 ));
             }
         }
-        let rows_used = {
-            let dcsr = t.convert(&Format::csf(2))?;
-            match &dcsr.levels()[0] {
+        if let Some(dcsr) = convert(&Format::csf(2))? {
+            let rows_used = match &dcsr.levels()[0] {
                 nm_format::LevelStorage::Compressed { crd, .. } => crd.len(),
                 _ => t.shape()[0],
+            };
+            let empty = t.shape()[0] - rows_used.min(t.shape()[0]);
+            if t.shape()[0] > 0 && empty * 2 > t.shape()[0] {
+                out.push(("dcsr".to_string(), format!("{empty} of {} rows are empty", t.shape()[0])));
             }
-        };
-        let empty = t.shape()[0] - rows_used.min(t.shape()[0]);
-        if t.shape()[0] > 0 && empty * 2 > t.shape()[0] {
-            out.push(("dcsr".to_string(), format!("{empty} of {} rows are empty", t.shape()[0])));
         }
-        out.push(("csr".to_string(), "the general-purpose choice for row-wise kernels (SpMV, SpMM)".to_string()));
-        out.push(("csc".to_string(), "for column-wise access (Aᵀx, left-looking factorizations)".to_string()));
+        // CSR and CSC keep a position per row (column): suggested where those fit in memory.
+        let positions_fit = |n: usize| {
+            nm_format::memory::ensure_available((n as u128 + 1) * std::mem::size_of::<usize>() as u128, String::new)
+                .is_ok()
+        };
+        if positions_fit(t.shape()[0]) {
+            out.push(("csr".to_string(), "the general-purpose choice for row-wise kernels (SpMV, SpMM)".to_string()));
+        }
+        if positions_fit(t.shape()[1]) {
+            out.push(("csc".to_string(), "for column-wise access (Aᵀx, left-looking factorizations)".to_string()));
+        }
     } else {
         out.push(("csf".to_string(), "compressed at every level: the general choice for higher orders".to_string()));
         out.push(("coo".to_string(), "for kernels that stream components in any order".to_string()));
