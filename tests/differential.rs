@@ -11,8 +11,10 @@
 //! and skipped; anything else that fails is a failure, and at least 40% of the cases must
 //! compile.
 //!
-//! A third of the cases carry a random loop order (`reorder`), some a `split` of one loop; an
-//! illegal one counts as refused. A tenth of the operands after the first are of order 4. A
+//! About half the cases carry a random schedule (see `random_schedule`): a loop order
+//! (`reorder`), a `split`, `fuse`, `pos`, `parallelize` (CPU threads or vector lanes),
+//! `unroll`, `bound`, `precompute`; an illegal one, or one the lowering refuses by name,
+//! counts as refused. A tenth of the operands after the first are of order 4. A
 //! failing case is shrunk (sizes, threads, schedule, workspace, densities) while it still
 //! fails, and both it and the shrunk one are printed.
 //! Sparse results come in CSR, DCSR, CSC and COO (matrices) and sparse vectors; a third of the
@@ -156,29 +158,7 @@ fn random_case(rng: &mut Pcg64) -> Case {
     let sizes = std::array::from_fn(|_| rng.random_range(1..=max));
     let densities = tensors.iter().map(|_| [0.0, 0.3, 0.6, 1.0][rng.random_range(0..4)]).collect();
     let threads = rng.random_range(1..=2);
-    // Sometimes a random loop order over the statement's variables (illegal ones are refused).
-    let schedule = rng.random_bool(0.3).then(|| {
-        let mut vars = case_vars(&tensors);
-        vars.sort_unstable();
-        vars.dedup();
-        for i in (1..vars.len()).rev() {
-            vars.swap(i, rng.random_range(0..=i));
-        }
-        format!("reorder({})", vars.iter().map(char::to_string).collect::<Vec<_>>().join(", "))
-    });
-    // Sometimes a `split` of one loop (of a dense loop it lowers; of a compressed one it is
-    // refused by name), after the reorder if there is one.
-    let schedule = if rng.random_bool(0.15) {
-        let vars = case_vars(&tensors);
-        let v = vars[rng.random_range(0..vars.len())];
-        let split = format!("split({v}, {v}0, {v}1, {})", rng.random_range(2..=3));
-        Some(match schedule {
-            Some(order) => format!("{order}; {split}"),
-            None => split,
-        })
-    } else {
-        schedule
-    };
+    let schedule = random_schedule(rng, &tensors, &expr);
     let workspace = rng.random_bool(0.3).then(|| {
         use nmsparse::ism::{Config, Policy};
         let policies = [
@@ -217,6 +197,81 @@ fn random_case(rng: &mut Pcg64) -> Case {
     Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace, tied }
 }
 
+/// A random schedule, or none: now and then each of the scheduling language's commands, in
+/// this order, on the loops the earlier ones left — a loop order (`reorder`), a `split` of one
+/// loop, a `fuse` of two loops next to each other in the order written, a `pos` of one loop
+/// over an operand's positions, `parallelize` on CPU threads or vector lanes (`ignore_races`
+/// only on a variable of the result, where no two iterations write one element), an
+/// `unroll`, a `bound`, a `precompute` of the right-hand side or one of its operands. An
+/// illegal command, or one the lowering does not take, is counted as refused; what runs must
+/// agree with the reference.
+fn random_schedule(rng: &mut Pcg64, tensors: &[(String, Vec<Subscript>, String)], rhs: &str) -> Option<String> {
+    let mut loops: Vec<String> = case_vars(tensors).iter().map(char::to_string).collect();
+    let result: Vec<String> = tensors[0].1.iter().map(|s| s.terms[0].1.to_string()).collect();
+    let mut commands = Vec::new();
+    let pick = |rng: &mut Pcg64, loops: &[String]| loops[rng.random_range(0..loops.len())].clone();
+    if rng.random_bool(0.3) {
+        for i in (1..loops.len()).rev() {
+            loops.swap(i, rng.random_range(0..=i));
+        }
+        commands.push(format!("reorder({})", loops.join(", ")));
+    }
+    if rng.random_bool(0.15) {
+        let at = rng.random_range(0..loops.len());
+        let v = loops[at].clone();
+        commands.push(format!("split({v}, {v}0, {v}1, {})", rng.random_range(2..=3)));
+        loops.splice(at..=at, [format!("{v}0"), format!("{v}1")]);
+    }
+    if loops.len() >= 2 && rng.random_bool(0.12) {
+        let at = rng.random_range(0..loops.len() - 1);
+        commands.push(format!("fuse({}, {}, f)", loops[at], loops[at + 1]));
+        loops.splice(at..=at + 1, ["f".to_string()]);
+    }
+    if rng.random_bool(0.12) {
+        // An operand and one of its plain (single-variable) subscripts still a loop.
+        let (name, subscripts, _) = &tensors[rng.random_range(1..tensors.len())];
+        let plain: Vec<String> = subscripts
+            .iter()
+            .filter(|s| s.terms.len() == 1 && s.terms[0].0 == 1 && s.constant == 0)
+            .map(|s| s.terms[0].1.to_string())
+            .filter(|v| loops.contains(v))
+            .collect();
+        if !plain.is_empty() {
+            let v = plain[rng.random_range(0..plain.len())].clone();
+            commands.push(format!("pos({v}, {v}p, {name})"));
+            let at = loops.iter().position(|l| *l == v).expect("a loop");
+            loops[at] = format!("{v}p");
+        }
+    }
+    if rng.random_bool(0.2) {
+        let v = pick(rng, &loops);
+        let unit = if rng.random_bool(0.8) { "cpu_thread" } else { "cpu_vector" };
+        let race = if result.contains(&v) && rng.random_bool(0.4) { "ignore_races" } else { "no_races" };
+        commands.push(format!("parallelize({v}, {unit}, {race})"));
+    }
+    if rng.random_bool(0.1) {
+        let v = pick(rng, &loops);
+        commands.push(format!("unroll({v}, {})", rng.random_range(2..=4)));
+    }
+    if rng.random_bool(0.05) {
+        let v = pick(rng, &loops);
+        let kind = ["min_exact", "min_constraint", "max_exact", "max_constraint"][rng.random_range(0..4)];
+        commands.push(format!("bound({v}, {v}b, 8, {kind})"));
+    }
+    if rng.random_bool(0.1) {
+        let v = pick(rng, &loops);
+        // The whole right-hand side, or one operand's access (`B(i,j)`).
+        let expr = if rng.random_bool(0.5) {
+            rhs.to_string()
+        } else {
+            let (name, subscripts, _) = &tensors[rng.random_range(1..tensors.len())];
+            format!("{name}({})", subscripts.iter().map(Subscript::text).collect::<Vec<_>>().join(","))
+        };
+        commands.push(format!("precompute({expr}, {v}, {v}w, w)"));
+    }
+    (!commands.is_empty()).then(|| commands.join("; "))
+}
+
 /// The variables a case's tensors use, sorted.
 fn case_vars(tensors: &[(String, Vec<Subscript>, String)]) -> Vec<char> {
     let mut vars: Vec<char> =
@@ -244,9 +299,6 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         let id = stmt.tensor_named(name).expect("in the statement");
         d.shapes[id.index()] = shape.clone();
         program = program.tensor(name, &shape, format).map_err(|e| e.to_string())?;
-        if let Some(schedule) = &case.schedule {
-            program = program.schedule(schedule);
-        }
         if n == 0 {
             continue;
         }
@@ -255,6 +307,9 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         let t = operand(&list, &f).map_err(|e| e.to_string())?;
         d.arrays[id.index()] = Some(t.to_dense().unwrap().into_iter().map(Into::into).collect());
         operands.push((name.clone(), t));
+    }
+    if let Some(schedule) = &case.schedule {
+        program = program.schedule(schedule);
     }
     if let Some(w) = case.workspace {
         program = program.workspace(w);
@@ -267,20 +322,17 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
             Ok(k) => k,
             // Refused by name: the lowering (not yet), or a random schedule that is illegal.
             Err(e @ (Error::Lower(_) | Error::Schedule(_))) => {
-                if case.schedule.is_some() {
-                    return Ok(None);
-                }
                 if std::env::var_os("NMSPARSE_DIFF_REFUSALS").is_some() {
                     eprintln!("refused: {e}\n  in {} {:?} [{:?}]", case.expr, case.tensors, case.schedule);
                 }
-                return Ok(Some(false));
+                return Ok(if case.schedule.is_some() { None } else { Some(false) });
             }
-            Err(e) => return Err(format!("{} {:?}: {e}", case.expr, case.tensors)),
+            Err(e) => return Err(format!("{} [{:?}] {:?}: {e}", case.expr, case.schedule, case.tensors)),
         };
         let got = kernel.with_threads(case.threads).run(&args).map_err(|e| {
             format!(
-                "{} {:?}: {e} (sizes {:?}, densities {:?}, {} threads, {backend:?})",
-                case.expr, case.tensors, case.sizes, case.densities, case.threads
+                "{} [{:?}] {:?}: {e} (sizes {:?}, densities {:?}, {} threads, {backend:?})",
+                case.expr, case.schedule, case.tensors, case.sizes, case.densities, case.threads
             )
         })?;
         let got: Vec<f64> = got.to_dense().unwrap().into_iter().map(Into::into).collect();
@@ -299,7 +351,7 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
     let cases: usize = std::env::var("NMSPARSE_DIFF_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let seed: u64 = std::env::var("NMSPARSE_DIFF_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261122);
     let mut rng = Pcg64::seed_from_u64(seed);
-    let (mut ran, mut refused, mut schedules_refused, mut reversed) = (0, 0, 0, 0);
+    let (mut ran, mut refused, mut schedules_refused, mut reversed, mut scheduled) = (0, 0, 0, 0, 0);
     let mut failures = Vec::new();
     for n in 0..cases {
         let case = random_case(&mut rng);
@@ -312,6 +364,7 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
             Ok(Some(true)) => {
                 ran += 1;
                 reversed += usize::from(case.tied.is_some());
+                scheduled += usize::from(case.schedule.is_some());
             }
             Ok(Some(false)) => refused += 1,
             Ok(None) => schedules_refused += 1,
@@ -322,7 +375,7 @@ fn random_statements_agree_with_the_dense_reference_on_both_back_ends() {
         }
     }
     eprintln!(
-        "differential: {ran} cases agreed ({reversed} reading an operand in two orders), {refused} refused by the lowering, {schedules_refused} random schedules refused, {} failed",
+        "differential: {ran} cases agreed ({reversed} reading an operand in two orders, {scheduled} scheduled), {refused} refused by the lowering, {schedules_refused} random schedules refused, {} failed",
         failures.len()
     );
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));

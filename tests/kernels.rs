@@ -334,6 +334,53 @@ fn split_loops_over_dense_coordinates() {
     );
 }
 
+/// Found by the differential tests once their schedules took `parallelize`: a loop on threads
+/// whose iterations append to a sparse result (assembled in order, through a row workspace or
+/// a sparse workspace) emitted `return 1` (a failed grow or flush) inside an OpenMP loop — C
+/// that does not compile — and would have raced on the result's one length. Such a loop runs
+/// on one thread, with a note; the results match the dense reference.
+#[test]
+fn a_parallel_loop_that_appends_to_a_sparse_result_runs_on_one_thread() {
+    let cases: [(&str, &str, &[Decl<'_>]); 4] = [
+        // Assembled in order (CSC result along `i`, COO operand).
+        (
+            "A(i,j) = B(i,j) * C(i)",
+            "parallelize(i, cpu_thread, ignore_races)",
+            &[("A", &[9, 7], "csc", 1.0), ("B", &[9, 7], "coo", 0.4), ("C", &[9], "dense", 1.0)],
+        ),
+        // A sparse vector grown in the parallel loop.
+        (
+            "A(i) = B(i) * C(j)",
+            "parallelize(i, cpu_thread, no_races)",
+            &[("A", &[11], "s", 1.0), ("B", &[11], "dense", 1.0), ("C", &[5], "s", 0.6)],
+        ),
+        // Scattered into a sparse workspace (DCSR result, the inner loop on threads).
+        (
+            "A(i,j) = B(i,j) - C(j,i)",
+            "parallelize(j, cpu_thread, no_races)",
+            &[("A", &[6, 6], "coo", 1.0), ("B", &[6, 6], "dcsr", 0.5), ("C", &[6, 6], "csr", 0.5)],
+        ),
+        // Gustavson's row workspace, the column loop on threads.
+        (
+            "A(i,j) = B(i,k) * C(k,j)",
+            "parallelize(j, cpu_thread, no_races)",
+            &[("A", &[7, 8], "csr", 1.0), ("B", &[7, 5], "csr", 0.4), ("C", &[5, 8], "csr", 0.4)],
+        ),
+    ];
+    for (expr, schedule, decls) in cases {
+        check(expr, schedule, decls, 41);
+        let mut p = Program::new(expr).unwrap().schedule(schedule);
+        for &(name, shape, format, _) in decls {
+            p = p.tensor(name, shape, format).unwrap();
+        }
+        let notes = p.compile::<f64>(Backend::Jit).unwrap().notes();
+        assert!(
+            notes.iter().any(|n| n.contains("runs on one thread: its iterations append to the sparse result `A`")),
+            "{expr} [{schedule}]: {notes:?}"
+        );
+    }
+}
+
 /// Structured N:M operands through the compiler: `nv24` (2:4 along rows) and element-wise
 /// N:M levels, iterating exactly N kept entries per block, coordinates from the metadata
 /// (bits that straddle two words included: 3-bit offsets of 1:8), ragged last blocks.

@@ -1436,6 +1436,25 @@ impl Lowerer<'_> {
         }
     }
 
+    /// Whether a loop the schedule put on threads runs on OpenMP threads: not where its
+    /// iterations append to a sparse result (or its workspace) through one shared length, in
+    /// order, growing it or flushing the workspace on the way — such a loop runs on one
+    /// thread, and a note says so (row ranges of a CSR result still run on `-nthreads`).
+    fn on_omp_threads(&mut self, v: IndexVarId, parallel: bool) -> bool {
+        if !parallel || (self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none()) {
+            return parallel;
+        }
+        let note = format!(
+            "`parallelize({}, cpu_thread, ...)` runs on one thread: its iterations append to the sparse \
+             result `{}` in order (-nthreads runs row ranges of a CSR result on threads)",
+            self.cin.vars[v].name, self.cin.tensors[self.result].name
+        );
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+        false
+    }
+
     /// The loops from the first of `loops` inward, then the assignment of `rhs`.
     ///
     /// Along each variable, the merge lattice of `rhs` decides the loop: a `for` over every
@@ -1535,7 +1554,7 @@ impl Lowerer<'_> {
                 self.split_blocks.pop();
                 let body = body?;
                 // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
-                let parallel = parallel && self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none();
+                let parallel = self.on_omp_threads(v, parallel);
                 return Ok(vec![Stmt::For { var: block, start: int(0), end: blocks, body, parallel }]);
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
@@ -2078,6 +2097,7 @@ impl Lowerer<'_> {
                 }
                 _ => body.extend(inner),
             }
+            let parallel = self.on_omp_threads(v, parallel);
             setup.push(Stmt::For { var: p, start, end: stop, body, parallel });
             self.unguide(&guided, guides_open);
             return Ok(setup);
@@ -2122,6 +2142,7 @@ impl Lowerer<'_> {
             };
             // A row range is split across threads by the caller, not by OpenMP.
             let parallel = parallel && sparse.is_empty() && !ranged;
+            let parallel = self.on_omp_threads(v, parallel);
             match split_inner {
                 Some((inner, block, factor)) => {
                     // The last block stops at the end: a bound, not a `break` (which OpenMP
