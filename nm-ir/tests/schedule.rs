@@ -123,6 +123,13 @@ fn illegal_commands_say_why() {
         err("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
         "parallelize: iterations of `j` write the same elements of `y` (`j` does not index it), so no_races does not hold"
     );
+    // A loop of a `where` producer sums into a temporary declared outside it: every
+    // iteration adds to the same `t0` (it raced, giving wrong sums; found by the differential
+    // tests). The loop around the `where` still may (above).
+    assert_eq!(
+        err("y(i) = b(i) - A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
+        "parallelize: iterations of `j` write the same elements of `t0` (`j` does not index it), so no_races does not hold"
+    );
     assert_eq!(
         err(
             "y(i) = A(i,j) * x(j)",

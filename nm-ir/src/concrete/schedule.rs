@@ -715,7 +715,9 @@ impl ConcreteNotation {
             let origins = self.origins(var);
             for a in self.assignments(s) {
                 let Stmt::Assign { lhs, op, .. } = &self.stmts[a] else { continue };
-                if self.temporaries.contains(&lhs.tensor) && *op == AssignOp::Accumulate {
+                // A temporary summed under a `where` inside the loop is each iteration's own;
+                // one whose `where` is outside (the loop is one of its producer's) is shared.
+                if self.temporaries.contains(&lhs.tensor) && *op == AssignOp::Accumulate && self.produced_inside(s, a) {
                     continue;
                 }
                 // Every variable the loop came from must index the result: a loop over the
@@ -733,6 +735,20 @@ impl ConcreteNotation {
             }
         }
         Ok(())
+    }
+
+    /// Whether the assignment `a` is in the producer of a `where` below `s`.
+    fn produced_inside(&self, s: StmtId, a: StmtId) -> bool {
+        let mut stack = self.child_stmts(s);
+        while let Some(n) = stack.pop() {
+            if let Stmt::Where { producer, .. } = &self.stmts[n]
+                && self.subtree_contains(*producer, a)
+            {
+                return true;
+            }
+            stack.extend(self.child_stmts(n));
+        }
+        false
     }
 
     fn subtree_contains(&self, root: StmtId, target: StmtId) -> bool {
