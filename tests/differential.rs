@@ -194,6 +194,25 @@ fn random_case(rng: &mut Pcg64) -> Case {
         let op = ["+", "-", "*"][rng.random_range(0..3)];
         expr = format!("{expr} {op} B({})", reversed.join(","));
     }
+    // OpenMP hands out a parallel loop's iterations 16 at a time: with 16 or fewer, one thread
+    // takes them all and no race can show (one hid this way at sizes up to 6). The variables
+    // a parallel loop comes from get 34 to 60 coordinates.
+    if let Some(at) = schedule.as_deref().and_then(|s| s.find("parallelize(")) {
+        let text = schedule.as_deref().unwrap_or_default();
+        let name = &text[at + "parallelize(".len()..];
+        let fused = text.find("fuse(").map(|f| text[f + "fuse(".len()..].split(", ").take(2).collect::<Vec<_>>());
+        let origins: Vec<char> = match fused {
+            Some(pair) if name.starts_with('f') => pair.iter().filter_map(|v| v.chars().next()).collect(),
+            _ => name.chars().next().into_iter().collect(),
+        };
+        for v in origins {
+            let big = rng.random_range(34..=60);
+            sizes[var_index(v)] = big;
+            if let Some((a, b)) = tied.filter(|&(a, b)| a == var_index(v) || b == var_index(v)) {
+                (sizes[a], sizes[b]) = (big, big);
+            }
+        }
+    }
     Case { expr: format!("{lhs} = {expr}"), tensors, sizes, threads, densities, schedule, workspace, tied }
 }
 
