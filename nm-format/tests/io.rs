@@ -3,7 +3,7 @@
 
 use nm_format::generate::{Values, uniform};
 use nm_format::io::{MtxField, MtxLayout, MtxSymmetry, parse_mtx, parse_tns, read_mtx, read_tensor, write_tensor};
-use nm_format::{Duplicates, Format, IoError, Tensor};
+use nm_format::{CoordinateList, Duplicates, Format, IoError, Tensor};
 
 fn dense_of(text: &str) -> (Vec<usize>, Vec<f64>) {
     let m = parse_mtx::<f64>(text.as_bytes()).unwrap();
@@ -142,6 +142,22 @@ fn tns_write_then_read_is_exact() {
     let path = dir.join("t.tns");
     write_tensor(&path, &t).unwrap();
     assert_eq!(read_tensor::<f64>(&path, "csf").unwrap(), t);
+    // An empty tensor: its shape comment is all there is, and it is read back (it was refused
+    // as "no components", so an empty result the command wrote could not be read again).
+    for format in ["csf", "coo", "dense", "dsd"] {
+        let empty = Tensor::from_coordinates(
+            &CoordinateList::<f64>::new(vec![4, 0, 2]),
+            &Format::parse(format, 3).unwrap(),
+            Duplicates::Reject,
+        )
+        .unwrap();
+        write_tensor(&path, &empty).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# shape 4 0 2\n", "{format}");
+        let back = read_tensor::<f64>(&path, format).unwrap();
+        assert_eq!((back.shape(), back.stored_len()), (&[4, 0, 2][..], 0), "{format}");
+    }
+    let list = parse_tns::<f64>(b"# an empty matrix\n# shape 3 5\n\n").unwrap();
+    assert_eq!((list.shape.as_slice(), list.len()), (&[3, 5][..], 0));
     // Without a shape comment the shape is the largest coordinate.
     let list = parse_tns::<f64>(b"# no shape\n1 2 3 1.0\n2 1 1 -2\n").unwrap();
     assert_eq!(list.shape, vec![2, 2, 3]);
@@ -152,6 +168,9 @@ fn tns_write_then_read_is_exact() {
 fn malformed_tns_names_the_line() {
     let cases: &[(&str, usize, &str)] = &[
         ("", 1, "no components"),
+        ("# a comment\n", 1, "no components"),
+        ("# shape\n", 1, "one size per dimension"),
+        ("# shape 2 x\n", 1, "one size per dimension"),
         ("# c\n1\n", 2, "found 1 field"),
         ("1 2 3.0\n1 x 2.0\n", 2, "expected coordinate 2"),
         ("1 2 3.0\n0 1 2.0\n", 2, "start at 1"),

@@ -1,6 +1,7 @@
 //! FROSTT `.tns`: one line per component, 1-based coordinates then the value; `#` starts a
-//! comment. The file does not state the shape: it is the largest coordinate of each
-//! dimension.
+//! comment. The format does not state the shape: it is the largest coordinate of each
+//! dimension, unless a `# shape s1 s2 ...` comment (which [`write_tns`] writes) gives it —
+//! the only way an empty tensor has one.
 
 use std::io::Write;
 use std::path::Path;
@@ -30,7 +31,12 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
     let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
     let is_skipped = |l: &[u8]| l.first() == Some(&b'#') || l.iter().all(u8::is_ascii_whitespace);
     let Some((first, line)) = lines(text).find(|(_, l)| !is_skipped(l)) else {
-        return Err(err(0, "no components: expected lines of 1-based coordinates and a value".into()));
+        // No component: an empty tensor where a `# shape` comment gives its order (as
+        // [`write_tns`] writes an empty tensor), else nothing to read.
+        return match declared_shape(text, usize::MAX, None).map_err(|(line, m)| err(line, m))? {
+            Some((_, shape)) if !shape.is_empty() => Ok(CoordinateList::new(shape)),
+            _ => Err(err(0, "no components: expected lines of 1-based coordinates and a value".into())),
+        };
     };
     let mut f = Fields::new(line);
     let fields = std::iter::from_fn(|| f.next_field()).count();
@@ -38,7 +44,7 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
         return Err(err(first, format!("expected coordinates and a value, found {fields} field")));
     }
     let order = fields - 1;
-    let declared = declared_shape(text, first, order).map_err(|(line, m)| err(line, m))?;
+    let declared = declared_shape(text, first, Some(order)).map_err(|(line, m)| err(line, m))?;
     let chunks = parse_chunks(text, |chunk| -> Result<Chunk<T>, ChunkError> {
         let mut out =
             Chunk { coords: Vec::with_capacity(chunk.len() / 8), values: Vec::with_capacity(chunk.len() / 16) };
@@ -101,17 +107,22 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
     Ok(list)
 }
 
-/// The `# shape ...` comment among the lines before the first component, if any.
-fn declared_shape(text: &[u8], first: usize, order: usize) -> Result<Option<(usize, Vec<usize>)>, ChunkError> {
+/// The `# shape ...` comment among the lines before the first component, if any; with
+/// `order`, it must list that many sizes.
+fn declared_shape(text: &[u8], first: usize, order: Option<usize>) -> Result<Option<(usize, Vec<usize>)>, ChunkError> {
     for (i, line) in lines(text).take(first) {
         let mut f = Fields::new(line);
         if f.next_field() != Some(b"#") || f.next_field() != Some(b"shape") {
             continue;
         }
         let shape: Option<Vec<usize>> = std::iter::from_fn(|| f.next_field()).map(parse_index).collect();
-        return match shape {
-            Some(s) if s.len() == order => Ok(Some((i, s))),
-            _ => Err((i, format!("`# shape` must list {order} sizes, one per coordinate of the components"))),
+        return match (shape, order) {
+            (Some(s), Some(order)) if s.len() == order => Ok(Some((i, s))),
+            (Some(s), None) if !s.is_empty() => Ok(Some((i, s))),
+            (_, Some(order)) => {
+                Err((i, format!("`# shape` must list {order} sizes, one per coordinate of the components")))
+            }
+            (_, None) => Err((i, "`# shape` must list one size per dimension (integers >= 0)".into())),
         };
     }
     Ok(None)
