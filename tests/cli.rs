@@ -507,6 +507,29 @@ fn convolution_of_an_image_file() {
     assert!(stderr(&o).contains("subscript 0 of `I` reaches 0..=500, outside 0..500"), "{}", stderr(&o));
 }
 
+/// A variable only in compound subscripts takes its size from `-d`, as the error asking for it
+/// says: the command never passed `-d` to the check, so `A(i) = C(2*l+i, j)` failed whatever
+/// was given (found by the differential tests through the command). `-d` against an input's
+/// shape is an error too, where it was silently dropped.
+#[test]
+fn sizes_given_with_d_reach_variables_only_in_compound_subscripts() {
+    let c = scratch("strided.tns");
+    // C is 5 × 3: C(0,0) = 2, C(2,1) = 3, C(4,2) = 1 (1-based in the file).
+    std::fs::write(&c, "# shape 5 3\n1 1 2\n3 2 3\n5 3 1\n").unwrap();
+    let input = format!("-i=C:{}", c.display());
+    // l has 2 coordinates: i reaches 0..=2 (2·1 + i ≤ 4); A(i) = Σ_l,j C(2l+i, j).
+    let o = nmsparse(&["A(i) = C(2*l+i,j)", "-f=C:coo", &input, "-d=l:2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A(0) = C(0,·) + C(2,·) = 2 + 3, A(1) = 0, A(2) = C(2,·) + C(4,·) = 3 + 1.
+    assert!(stdout(&o).contains("A: shape [3], 3 stored values, checksum 9"), "{}", stdout(&o));
+    // Generated: both sizes from -d.
+    let o = nmsparse(&["A(i) = C(2*l+i,j)", "-f=C:coo", "-d=l:2", "-d=i:3", "-d=j:3"]);
+    assert!(o.status.success() && stdout(&o).contains("A: shape [3]"), "{}", stderr(&o));
+    let o = nmsparse(&["A(i) = C(i,j)", "-f=C:coo", &input, "-d=j:4"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("index variable `j` has size 4 from -d but size 3 here"), "{}", stderr(&o));
+}
+
 /// Sizes the machine cannot hold are refused before anything is allocated, with what was
 /// needed: a generated operand, a dense result, a shape with more elements than an address.
 #[test]

@@ -300,24 +300,27 @@ fn case_vars(tensors: &[(String, Vec<Subscript>, String)]) -> Vec<char> {
     vars
 }
 
-/// Runs one case on both back ends: `Some(true)` when both agree with the reference,
-/// `Some(false)` when the lowering refuses it by name, `None` when its random schedule is
-/// refused (illegal, or an order the lowering does not take).
-fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<Option<bool>, String> {
+/// A case's operands, generated and stored in their formats, the dense reference's result,
+/// every variable's size and every tensor's shape (in `case.tensors` order).
+struct Prepared<T> {
+    operands: Vec<(String, Tensor<T>)>,
+    expected: Vec<f64>,
+    sizes: Vec<(String, usize)>,
+    shapes: Vec<Vec<usize>>,
+}
+
+fn prepare<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<Prepared<T>, String> {
     let stmt = parse(&case.expr).map_err(|e| format!("{}: {e}", case.expr))?;
     let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
-    let mut operands: Vec<(String, Tensor<T>)> = Vec::new();
-    let mut program = Program::new(&case.expr).map_err(|e| e.to_string())?;
+    let mut operands = Vec::new();
+    let mut shapes = Vec::new();
     let sizes: Vec<(String, usize)> =
         case_vars(&case.tensors).into_iter().map(|v| (v.to_string(), case.sizes[var_index(v)])).collect();
-    for (v, size) in &sizes {
-        program = program.index_size(v, *size);
-    }
     for (n, (name, subscripts, format)) in case.tensors.iter().enumerate() {
         let shape: Vec<usize> = subscripts.iter().map(|s| s.extent(&case.sizes)).collect();
         let id = stmt.tensor_named(name).expect("in the statement");
         d.shapes[id.index()] = shape.clone();
-        program = program.tensor(name, &shape, format).map_err(|e| e.to_string())?;
+        shapes.push(shape.clone());
         if n == 0 {
             continue;
         }
@@ -327,14 +330,121 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         d.arrays[id.index()] = Some(t.to_dense().unwrap().into_iter().map(Into::into).collect());
         operands.push((name.clone(), t));
     }
+    let given: Vec<(&str, usize)> = sizes.iter().map(|(v, n)| (v.as_str(), *n)).collect();
+    let expected = reference_sized(&case.expr, &d, &given);
+    Ok(Prepared { operands, expected, sizes, shapes })
+}
+
+/// Runs one case through the `nmsparse` command (see
+/// `random_statements_through_the_command_agree_with_the_dense_reference`), with the options
+/// `variant` picks; `Ok(None)` when the command refuses the statement or schedule by name.
+fn run_case_command(case: &Case, seed: u64, variant: usize, dir: &std::path::Path) -> Result<Option<()>, String> {
+    let Prepared { operands, expected, sizes, .. } = prepare::<f64>(case, seed)?;
+    let mut args = vec![case.expr.clone()];
+    for (name, _, format) in &case.tensors {
+        args.push(format!("-f={name}:{format}"));
+    }
+    for (name, t) in &operands {
+        let path = dir.join(format!("{name}.tns"));
+        nmsparse::format::io::write_tensor(&path, t).map_err(|e| e.to_string())?;
+        args.push(format!("-i={name}:{}", path.display()));
+    }
+    for (v, size) in &sizes {
+        args.push(format!("-d={v}:{size}"));
+    }
+    if let Some(schedule) = &case.schedule {
+        args.push(format!("-s={schedule}"));
+    }
+    if let Some(w) = case.workspace {
+        args.push(format!("-workspace={}", w.policy));
+    }
+    args.push(format!("-nthreads={}", case.threads));
+    let out = dir.join("A.tns");
+    let _ = std::fs::remove_file(&out);
+    args.push(format!("-o=A:{}", out.display()));
+    // Taco's assembly then compute kernels, or fused (`-c`); compute run again on one assembly
+    // (`-time=2`); the interpreter now and then; f32 now and then (small integers: exact).
+    if variant % 3 == 1 {
+        args.push("-c".into());
+    }
+    if variant % 2 == 0 {
+        args.push("-time=2".into());
+    }
+    if variant % 5 == 4 {
+        args.push("-backend=interp".into());
+    }
+    if variant % 4 == 3 {
+        args.push("-type=f32".into());
+    }
+    let run =
+        std::process::Command::new(env!("CARGO_BIN_EXE_nmsparse")).args(&args).output().map_err(|e| e.to_string())?;
+    let said = String::from_utf8_lossy(&run.stderr).into_owned();
+    let command = || args.iter().map(|a| format!("'{a}'")).collect::<Vec<_>>().join(" ");
+    if !run.status.success() {
+        let refused = said.contains("cannot lower this statement yet")
+            || ["reorder:", "split:", "fuse:", "pos:", "parallelize:", "unroll:", "bound:", "precompute:"]
+                .iter()
+                .any(|c| said.contains(&format!("error: {c}")));
+        if std::env::var_os("NMSPARSE_DIFF_REFUSALS").is_some() {
+            eprintln!("refused: {said}");
+        }
+        return if refused { Ok(None) } else { Err(format!("nmsparse {} failed:\n{said}", command())) };
+    }
+    let got = nmsparse::format::io::read_tensor::<f64>(&out, &case.tensors[0].2)
+        .map_err(|e| format!("nmsparse {}: reading its result: {e}", command()))?;
+    let got = got.to_dense().unwrap();
+    if got != expected {
+        return Err(format!("nmsparse {}:\n  got      {got:?}\n  expected {expected:?}\n{said}", command()));
+    }
+    Ok(Some(()))
+}
+
+/// The random statements through the `nmsparse` command, the path users take: operands written
+/// as `.tns` files and read with `-i` (converted into their formats), the result written with
+/// `-o` and read back, with taco's separate assembly and compute kernels (the default) or fused
+/// (`-c`), compute run twice on one assembly (`-time=2`), `-nthreads`, `-workspace`, `-type=f32`
+/// and the interpreter. 60 cases by default (`NMSPARSE_DIFF_COMMAND_CASES=N` for more).
+#[test]
+fn random_statements_through_the_command_agree_with_the_dense_reference() {
+    let cases: usize = std::env::var("NMSPARSE_DIFF_COMMAND_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let seed: u64 = std::env::var("NMSPARSE_DIFF_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(20261124);
+    let dir = std::env::temp_dir().join(format!("nmsparse-diff-command-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut rng = Pcg64::seed_from_u64(seed);
+    let (mut ran, mut refused) = (0, 0);
+    let mut failures = Vec::new();
+    for n in 0..cases {
+        let case = random_case(&mut rng);
+        match run_case_command(&case, seed.wrapping_add(n as u64 * 7), n, &dir) {
+            Ok(Some(())) => ran += 1,
+            Ok(None) => refused += 1,
+            Err(e) => failures.push(e),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("differential (command): {ran} cases agreed, {refused} refused, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(ran * 5 > cases * 2, "only {ran} of {cases} cases ran");
+}
+
+/// Runs one case on both back ends: `Some(true)` when both agree with the reference,
+/// `Some(false)` when the lowering refuses it by name, `None` when its random schedule is
+/// refused (illegal, or an order the lowering does not take).
+fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<Option<bool>, String> {
+    let Prepared { operands, expected, sizes, shapes } = prepare::<T>(case, seed)?;
+    let mut program = Program::new(&case.expr).map_err(|e| e.to_string())?;
+    for (v, size) in &sizes {
+        program = program.index_size(v, *size);
+    }
+    for ((name, _, format), shape) in case.tensors.iter().zip(&shapes) {
+        program = program.tensor(name, shape, format).map_err(|e| e.to_string())?;
+    }
     if let Some(schedule) = &case.schedule {
         program = program.schedule(schedule);
     }
     if let Some(w) = case.workspace {
         program = program.workspace(w);
     }
-    let given: Vec<(&str, usize)> = sizes.iter().map(|(v, n)| (v.as_str(), *n)).collect();
-    let expected = reference_sized(&case.expr, &d, &given);
     let args: Vec<(&str, &Tensor<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t)).collect();
     for backend in [Backend::Interp, Backend::Jit] {
         let kernel = match program.compile::<T>(backend) {

@@ -329,7 +329,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         }
         shapes.insert(t.name.clone(), shape);
     }
-    let decls = declarations(&stmt, &shapes, |name| parsed_formats.get(name).cloned());
+    let decls = declarations(&stmt, &shapes, &sizes, |name| parsed_formats.get(name).cloned());
     let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
     let mut cin = concretize_for(&stmt, &types);
     if let Some(s) = &o.schedule {
@@ -462,9 +462,24 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     let lowered = match lower_options(&cin, &types, T::ELEM, &widths, &options) {
         Ok(lowered) => lowered,
         // An operand it cannot read as declared: through a copy in a format it can read.
-        Err(first) => match read_through_copies(&stmt, &shapes, &parsed_formats, &cin, o, &mut tensors, &options)? {
+        Err(first) => match read_through_copies(
+            &stmt,
+            &Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes },
+            &cin,
+            o,
+            &mut tensors,
+            &options,
+        )? {
             Some(lowered) => lowered,
-            None => match read_through_views(&mut stmt, &mut shapes, &mut parsed_formats, o, &mut tensors, &options)? {
+            None => match read_through_views(
+                &mut stmt,
+                &mut shapes,
+                &mut parsed_formats,
+                &sizes,
+                o,
+                &mut tensors,
+                &options,
+            )? {
                 Some(lowered) => lowered,
                 None => {
                     let result_shape = shapes[stmt.tensor_name(result_id)].clone();
@@ -478,8 +493,8 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                     match lower_options(&cin, &types, T::ELEM, &widths, &options) {
                         Ok(lowered) => lowered,
                         Err(_) => {
-                            match read_through_copies(&stmt, &shapes, &parsed_formats, &cin, o, &mut tensors, &options)?
-                            {
+                            let declared = Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes };
+                            match read_through_copies(&stmt, &declared, &cin, o, &mut tensors, &options)? {
                                 Some(lowered) => lowered,
                                 None => return Err(CommandError(first.to_string())),
                             }
@@ -679,19 +694,18 @@ fn run_split<T: crate::Scalar>(
 /// stderr; `None` when none lowers.
 fn read_through_copies<T: crate::Scalar>(
     stmt: &IndexNotation,
-    shapes: &HashMap<String, Vec<usize>>,
-    parsed_formats: &HashMap<String, Format>,
+    known: &Declared<'_>,
     scheduled: &ConcreteNotation,
     o: &RunOptions,
     tensors: &mut [Option<Tensor<T>>],
     options: &LowerOptions,
 ) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
-    let declared = |n: &str| parsed_formats.get(n).cloned();
+    let declared = |n: &str| known.formats.get(n).cloned();
     let loop_order = scheduled.unscheduled_loop_order();
     for conversion in crate::conversion::candidates(stmt, declared, &loop_order) {
         let format_of =
             |name: &str| conversion.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone()).or_else(|| declared(name));
-        let Ok(types) = stmt.check(&declarations(stmt, shapes, format_of)) else { continue };
+        let Ok(types) = stmt.check(&declarations(stmt, known.shapes, known.sizes, format_of)) else { continue };
         let mut cin = concretize_for(stmt, &types);
         if let Some(s) = &o.schedule {
             match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
@@ -741,6 +755,7 @@ fn read_through_views<T: crate::Scalar>(
     stmt: &mut IndexNotation,
     shapes: &mut HashMap<String, Vec<usize>>,
     parsed_formats: &mut HashMap<String, Format>,
+    sizes: &HashMap<String, usize>,
     o: &RunOptions,
     tensors: &mut Vec<Option<Tensor<T>>>,
     options: &LowerOptions,
@@ -757,7 +772,7 @@ fn read_through_views<T: crate::Scalar>(
         tensors.push(tensors[nm_ir::id::Id::index(source)].clone());
     }
     let lowered = (|| {
-        let Ok(types) = split.check(&declarations(&split, &shapes2, |n| formats2.get(n).cloned())) else {
+        let Ok(types) = split.check(&declarations(&split, &shapes2, sizes, |n| formats2.get(n).cloned())) else {
             return Ok(None);
         };
         let mut cin = concretize_for(&split, &types);
@@ -782,7 +797,10 @@ fn read_through_views<T: crate::Scalar>(
         }
         match in_place {
             Some(lowered) => Ok(Some(lowered)),
-            None => read_through_copies(&split, &shapes2, &formats2, &cin, o, tensors, options),
+            None => {
+                let known = Declared { shapes: &shapes2, formats: &formats2, sizes };
+                read_through_copies(&split, &known, &cin, o, tensors, options)
+            }
         }
     })()?;
     match lowered {
@@ -797,13 +815,22 @@ fn read_through_views<T: crate::Scalar>(
     }
 }
 
-/// The declarations of `stmt`'s tensors: `shapes`, in `format` (`None`, or a scalar: dense).
+/// The declarations of `stmt`'s tensors (`shapes`, in `format`: `None`, or a scalar, is dense) and
+/// index variables (`sizes`).
 fn declarations(
     stmt: &IndexNotation,
     shapes: &HashMap<String, Vec<usize>>,
+    sizes: &HashMap<String, usize>,
     format: impl Fn(&str) -> Option<Format>,
 ) -> Declarations {
     let mut decls = Declarations::new();
+    // The sizes known (`-d`, an input's shape): a variable only in compound subscripts has no
+    // other (its `-d` went unseen, and the check asked for the `-d` it had been given).
+    for (name, &n) in sizes {
+        if stmt.var_named(name).is_some() {
+            decls = decls.index_size(name, n);
+        }
+    }
     for (_, t) in stmt.tensors.iter() {
         let shape = &shapes[&t.name];
         let ty = match format(&t.name) {
@@ -838,7 +865,8 @@ fn finish<T: KernelValue>(
         let line = format!("{:.6},{:.6},{mean:.6},{stdev:.6},{median:.6}\n", ms(timing.compile), ms(assemble_time));
         std::fs::write(path, line).map_err(|e| CommandError(format!("-write-time={}: {e}", path.display())))?;
     }
-    let checksum: f64 = result.values().iter().map(|v| v.to_f64()).sum();
+    // From +0: an empty `sum` of floats is -0, printed as "-0".
+    let checksum: f64 = result.values().iter().fold(0.0, |s, v| s + v.to_f64());
     let _ = writeln!(
         out,
         "{}: shape {:?}, {} stored values, checksum {checksum}",
