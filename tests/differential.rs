@@ -388,7 +388,7 @@ fn run_case_command(case: &Case, seed: u64, variant: usize, dir: &std::path::Pat
     if variant % 3 == 1 {
         args.push("-c".into());
     }
-    if variant % 2 == 0 {
+    if variant.is_multiple_of(2) {
         args.push("-time=2".into());
     }
     if variant % 5 == 4 {

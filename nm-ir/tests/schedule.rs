@@ -201,6 +201,14 @@ fn precompute_makes_a_temporary() {
         "forall(i, where(forall(j, C(i,j) += w(j)), forall(k, forall(jw, w(jw) += A(i,k) * B(k,jw)))))"
     );
     assert!(c.workspaces.is_empty());
+    // After a split of `i`, both of its loops are loops over `i`, kept outside the `where`
+    // (they were taken for reductions and moved into the producer, leaving `i` free in the
+    // consumer).
+    let c = run(SPGEMM, "reorder(k, j); split(i, i0, i1, 4); precompute(A(i,k) * B(k,j), j, jw, w)").unwrap();
+    assert_eq!(
+        round_trip(&c),
+        "forall(i0, forall(i1, where(forall(j, C(i,j) += w(j)), forall(k, forall(jw, w(jw) += A(i,k) * B(k,jw))))))"
+    );
     // Element-wise: no loop moves, the producer assigns.
     let c = run("A(i,j) = B(i,j) * C(i,j) * D(j)", "precompute(B(i,j) * C(i,j), j, jw, w)").unwrap();
     assert_eq!(
@@ -228,6 +236,11 @@ fn precompute_refuses_what_a_vector_temporary_cannot_hold() {
     assert_eq!(
         err("C(i,j) = A(i,k) * B(k,j) * d(k)", "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)"),
         "precompute: the rest of the statement uses `k`, which the precomputed expression sums over"
+    );
+    // The expression is written over `j`: a loop made from it indexes no part of it.
+    assert_eq!(
+        err(SPGEMM, "reorder(k, j); split(j, j0, j1, 4); precompute(A(i,k) * B(k,j), j0, jw, w)"),
+        "precompute: `j0` is made by a schedule command; precompute over `j` before that command"
     );
     assert_eq!(
         err(SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, k, w)"),

@@ -43,6 +43,15 @@ impl ConcreteNotation {
             _ => unreachable!("loops are foralls"),
         };
         let (_, var) = self.loop_named("precompute", i)?;
+        // `expr` is written over the statement's variables: a derived one indexes no part of it.
+        if let Some(&parent) = self.origins(var).first()
+            && parent != var
+        {
+            return Err(refuse(format!(
+                "`{i}` is made by a schedule command; precompute over `{}` before that command",
+                self.vars[parent].name
+            )));
+        }
         let p = loops.iter().position(|&l| var_of(self, l) == var).expect("the loop is in the nest");
         let Stmt::Assign { lhs, op, rhs } = self.stmts[assign].clone() else { unreachable!() };
         let target = self
@@ -50,9 +59,12 @@ impl ConcreteNotation {
             .ok_or_else(|| ScheduleError::NoSuchExpr { expr: expr.to_string(), cin: self.to_string() })?;
         let result_vars: Vec<IndexVarId> = lhs.subscripts.iter().flat_map(IndexTerm::vars).collect();
         let expr_vars = self.expr_vars(target);
+        // Whether a loop's variable is, or was made from (by split, fuse, pos), one of `vars`:
+        // the loops of a split `i` are loops over `i`.
+        let over = |c: &Self, l: StmtId, vars: &[IndexVarId]| c.origins(var_of(c, l)).iter().any(|o| vars.contains(o));
         // Reduction loops right outside `i` move into the producer.
         let mut r = p;
-        while r > 0 && !result_vars.contains(&var_of(self, loops[r - 1])) {
+        while r > 0 && !over(self, loops[r - 1], &result_vars) {
             r -= 1;
         }
         // What the consumer reads once `expr` is replaced by w(i).
@@ -64,7 +76,7 @@ impl ConcreteNotation {
         let consumer_vars: Vec<IndexVarId> = result_vars.iter().copied().chain(self.expr_vars(rhs)).collect();
         for &l in &loops[r..p] {
             let v = var_of(self, l);
-            if consumer_vars.contains(&v) {
+            if over(self, l, &consumer_vars) {
                 return Err(refuse(format!(
                     "the rest of the statement uses `{}`, which the precomputed expression sums over",
                     self.vars[v].name
@@ -75,7 +87,7 @@ impl ConcreteNotation {
         let mut consumer_loops: Vec<StmtId> = Vec::new();
         for &l in &loops[p + 1..] {
             let v = var_of(self, l);
-            let (in_expr, in_rest) = (expr_vars.contains(&v), consumer_vars.contains(&v));
+            let (in_expr, in_rest) = (over(self, l, &expr_vars), over(self, l, &consumer_vars));
             if in_expr && in_rest {
                 return Err(refuse(format!(
                     "`{expr}` depends on `{}`, bound inside `{i}`, so w({i}) cannot hold it; precompute over `{}` instead",
