@@ -307,6 +307,16 @@ impl Program {
                 wide: Mutex::new(Vec::new()),
             },
         };
+        // A schedule that parallelizes the outer loop asks for threads: it gets every core
+        // unless `with_threads` says otherwise. Row ranges found without one run on one.
+        let threads = match &engine {
+            Engine::Generated { narrow, .. }
+                if narrow.compiled.is_some() && narrow.lowered.partition.as_ref().is_some_and(|p| p.scheduled) =>
+            {
+                nm_format::workers::cores()
+            }
+            _ => 1,
+        };
         Ok(Kernel {
             stmt: self.stmt.clone(),
             shapes: self.shapes.clone(),
@@ -317,7 +327,7 @@ impl Program {
             engine,
             result_shape: shape,
             result_format: format,
-            threads: 1,
+            threads,
             conversions: Vec::new(),
             declared: HashMap::new(),
             views: Vec::new(),

@@ -87,9 +87,10 @@ struct RunCli {
     /// Print the iteration graph (DOT).
     #[arg(long = "print-iteration-graph")]
     print_iteration_graph: bool,
-    /// Threads: row ranges of the outer loop run in parallel where it names result rows.
-    #[arg(long = "nthreads", value_name = "N", default_value_t = 1, value_parser = thread_count)]
-    nthreads: usize,
+    /// Threads: row ranges of the outer loop run in parallel where it names result rows
+    /// (default: 1, or every core where the schedule parallelizes the outer loop).
+    #[arg(long = "nthreads", value_name = "N", value_parser = thread_count)]
+    nthreads: Option<usize>,
     /// Write the generated C to a file.
     #[arg(long = "write-source", value_name = "FILE")]
     write_source: Option<PathBuf>,
@@ -217,9 +218,10 @@ fn run_expression(cli: RunCli) -> ExitCode {
     };
     let _ = cli.print_nocolor;
     if let Ok(cores) = std::thread::available_parallelism()
-        && cli.nthreads > cores.get()
+        && let Some(n) = cli.nthreads
+        && n > cores.get()
     {
-        eprintln!("note: -nthreads={}: this machine runs {cores} threads at once; the others wait", cli.nthreads);
+        eprintln!("note: -nthreads={n}: this machine runs {cores} threads at once; the others wait");
     }
     let workspace = match cli.workspace.as_deref().map(str::parse::<nmsparse::ism::Policy>) {
         None => None,

@@ -235,6 +235,38 @@ fn an_nm_spmm_statement_runs_the_hand_written_kernel() {
     assert!(matches!(e, Error::Tensor(_)) && e.to_string().contains("`B`"), "{e}");
 }
 
+/// A schedule that parallelizes the outer loop asks for threads: without `with_threads` the
+/// kernel runs on every core (as OpenMP's `parallel for` would), while the same statement
+/// without that schedule runs on one; `with_threads` overrides either. The result is the same.
+#[test]
+fn parallelize_without_a_thread_count_runs_on_every_core() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = |n: usize| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
+    let spmv = Program::new("y(i) = A(i,j) * x(j)")
+        .unwrap()
+        .tensor("A", &[6, 5], "csr")
+        .unwrap()
+        .tensor("x", &[5], "dense")
+        .unwrap()
+        .tensor("y", &[6], "dense")
+        .unwrap();
+    let parallel = spmv.clone().schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap();
+    assert!(parallel.describe().contains(&format!("compiled C, on {}\n", threads(cores))), "{}", parallel.describe());
+    let plain = spmv.clone().compile::<f64>(Backend::Jit).unwrap();
+    assert!(plain.describe().contains("compiled C, on 1 thread\n"), "{}", plain.describe());
+    let a_dense: Vec<f64> = (0..30).map(|q| if q % 3 == 0 { q as f64 - 7.5 } else { 0.0 }).collect();
+    let a = Tensor::from_dense(&[6, 5], &a_dense, &Format::csr()).unwrap();
+    let x = Tensor::from_dense(&[5], &[1.0, -2.0, 0.5, 3.0, 0.25], &Format::dense(1)).unwrap();
+    let expected: Vec<f64> =
+        (0..6).map(|i| (0..5).map(|j| a_dense[i * 5 + j] * [1.0, -2.0, 0.5, 3.0, 0.25][j]).sum()).collect();
+    for kernel in [parallel, plain.with_threads(2)] {
+        assert_eq!(kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap(), expected, "{}", kernel.describe());
+    }
+    let one =
+        spmv.schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap().with_threads(1);
+    assert!(one.describe().contains("compiled C, on 1 thread\n"), "{}", one.describe());
+}
+
 /// `C(i,j) = A(i,k) * B(k,j)` with A in `nv24` runs nm-spmm's 2:4 kernel too (the lowering's
 /// loop nest over the structured level was 11× slower at 1024³), equal to a dense product, with
 /// ragged k (not a multiple of 4) and on two threads.

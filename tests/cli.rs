@@ -229,6 +229,28 @@ fn taco_options_assembly_and_compute_generation_timing_csv_and_f32() {
     assert!(!o.status.success() && stderr(&o).contains("expected f64 or f32"), "{}", stderr(&o));
 }
 
+/// `parallelize` without `-nthreads` runs on every core and says so; `-nthreads=1` keeps one
+/// thread, and a statement without the schedule runs on one without a note. Same result each way.
+#[test]
+fn parallelize_without_nthreads_runs_on_every_core() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let args = ["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:300", "-d=j:50", "-s=parallelize(i, cpu_thread, no_races)"];
+    let every = nmsparse(&args);
+    assert!(every.status.success(), "{}", stderr(&every));
+    let note = "no -nthreads is given: running on";
+    if cores > 1 {
+        assert!(stderr(&every).contains(&format!("{note} {cores} threads")), "{}", stderr(&every));
+    } else {
+        assert!(!stderr(&every).contains(note), "{}", stderr(&every));
+    }
+    let one = nmsparse(&[&args[..], &["-nthreads=1"]].concat());
+    let plain = nmsparse(&args[..4]);
+    for o in [&one, &plain] {
+        assert!(o.status.success() && !stderr(o).contains(note), "{}", stderr(o));
+        assert_eq!(stdout(o), stdout(&every));
+    }
+}
+
 /// A thread count from 1 to `MAX_THREADS` (100,000 threads on two cores did not finish a
 /// 1000-row SpMV in a minute); more threads than the machine runs at once work, with a note.
 #[test]

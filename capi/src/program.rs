@@ -196,6 +196,8 @@ pub unsafe extern "C" fn nms_kernel_describe(
 /// shared by every kernel and `nms_nm_spmm`, as an OpenMP runtime keeps its own): unloading the
 /// library while they exist (`dlclose`) is not supported. `threads` is 1 to 1024
 /// (`NMS_ERR_INVALID_ARGUMENT` otherwise): past the cores, threads only wait for one another.
+/// Until it is called, a kernel whose schedule parallelizes the outermost loop runs on every
+/// core, any other on one thread.
 ///
 /// # Safety
 /// `kernel` is live and used by no other thread during the call.

@@ -12,6 +12,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// 100,000 did not finish): the bound keeps a typo from looking like a hang.
 pub const MAX_THREADS: usize = 1024;
 
+/// The threads this machine runs at once (1 where it cannot tell), at most [`MAX_THREADS`]: the
+/// count a schedule's `parallelize` runs on when no count is given.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_THREADS)
+}
+
 /// Runs `work` on up to `threads` threads (at most [`MAX_THREADS`]) and returns when every
 /// run has: once on each thread of a kept pool of exactly that many, or, where no pool can be
 /// started, on the calling thread and as many threads as could be spawned for this call. So

@@ -436,6 +436,9 @@ pub struct Partition {
     pub bounds: ArrayId,
     /// A sparse result's `pos`, `crd` and values (`None`: a dense result).
     pub rows: Option<(ArrayId, ArrayId, ArrayId)>,
+    /// Whether the schedule put the outermost loop on CPU threads (`parallelize`): its row
+    /// ranges are what runs on them, so a caller that was given no thread count uses every core.
+    pub scheduled: bool,
 }
 
 struct Lowerer<'a> {
@@ -1360,6 +1363,7 @@ pub fn lower_options(
         extent: types.sizes[outer.expect("an outer loop").index()],
         bounds,
         rows: lw.assembly.as_ref().map(|a| (a.pos[1].expect("csr-like"), a.crd[1].expect("csr-like"), lw.result_vals)),
+        scheduled: loops.first().is_some_and(|(_, threads)| *threads),
     });
     if let Some(a) = &lw.assembly {
         // A row range visits every row of its range: no row's `pos` is left to fill.

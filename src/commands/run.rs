@@ -49,7 +49,8 @@ pub struct RunOptions {
     /// `-print-iteration-graph`.
     pub print_iteration_graph: bool,
     /// `-nthreads=N`: row ranges of the outer loop on N threads, where it names result rows.
-    pub threads: usize,
+    /// `None`: one thread, or every core where the schedule parallelizes the outer loop.
+    pub threads: Option<usize>,
     /// `-write-source=FILE`: the generated C.
     pub write_source: Option<PathBuf>,
     /// `-c`: one kernel that assembles and computes (taco's default is two: assembly, then
@@ -89,7 +90,7 @@ impl RunOptions {
             print_loops: false,
             print_compute: false,
             print_iteration_graph: false,
-            threads: 1,
+            threads: None,
             write_source: None,
             fused: false,
             print_assembly: false,
@@ -421,7 +422,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         if o.print_compute || o.print_loops {
             print!("{note}");
         }
-        if o.threads > 1 && o.backend == Backend::Interp {
+        if o.threads.is_some_and(|n| n > 1) && o.backend == Backend::Interp {
             eprintln!("note: the N:M SpMM kernel is compiled Rust; -backend=interp does not apply to it");
         }
         let compile_start = Instant::now();
@@ -436,8 +437,8 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         for _ in 0..o.time.unwrap_or(1).max(1) {
             let start = Instant::now();
             let c = match &packed {
-                Some(packed) => nm_spmm::multiply(a, packed, o.threads),
-                None => super::nm::multiply_cpu(&route, a, b, o.threads),
+                Some(packed) => nm_spmm::multiply(a, packed, o.threads.unwrap_or(1)),
+                None => super::nm::multiply_cpu(&route, a, b, o.threads.unwrap_or(1)),
             };
             result = Some(c.map_err(|e| CommandError(e.to_string()))?);
             times.push(start.elapsed());
@@ -528,12 +529,11 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         };
         std::fs::write(path, source).map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
     }
-    if o.threads > 1 && (lowered.partition.is_none() || o.backend == Backend::Interp) {
-        eprintln!(
-            "note: -nthreads={}: {}; running on one thread",
-            o.threads,
-            why_one_thread(o.backend == Backend::Interp)
-        );
+    if let Some(n) = o.threads
+        && n > 1
+        && (lowered.partition.is_none() || o.backend == Backend::Interp)
+    {
+        eprintln!("note: -nthreads={n}: {}; running on one thread", why_one_thread(o.backend == Backend::Interp));
     }
     let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
     let result_shape = shapes[stmt.tensor_name(result_id)].clone();
@@ -553,7 +553,14 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         (Some(h), Backend::Interp) => vec![Runner::Interp(&h.assemble), Runner::Interp(&h.compute)],
     };
     let compile_time = compile_start.elapsed();
-    let threads = o.threads;
+    // A schedule that parallelizes the outer loop runs on every core unless -nthreads says.
+    let scheduled = lowered.partition.as_ref().is_some_and(|p| p.scheduled) && o.backend == Backend::Jit;
+    let threads = o.threads.unwrap_or(if scheduled { nm_format::workers::cores() } else { 1 });
+    if o.threads.is_none() && threads > 1 {
+        eprintln!(
+            "note: the schedule parallelizes the outer loop and no -nthreads is given: running on {threads} threads"
+        );
+    }
     let run_one = |k: &Runner<'_>, arrays: &mut Vec<ArrayData>| -> Result<Duration, CommandError> {
         let start = Instant::now();
         match k {
@@ -650,7 +657,7 @@ fn run_split<T: crate::Scalar>(
     }
     let compile_start = Instant::now();
     let kernel = match program.compile::<T>(o.backend) {
-        Ok(kernel) if !kernel.parts().is_empty() => kernel.with_threads(o.threads),
+        Ok(kernel) if !kernel.parts().is_empty() => kernel.with_threads(o.threads.unwrap_or(1)),
         Ok(_) | Err(crate::Error::Lower(_)) => return Ok(None),
         Err(e) => return Err(error(e)),
     };
