@@ -381,6 +381,52 @@ fn a_parallel_loop_that_appends_to_a_sparse_result_runs_on_one_thread() {
     }
 }
 
+/// A loop put on threads that co-iterates sparse operands in order (a `while` over their
+/// coordinates, or a dense loop advancing a sparse operand's iterator) cannot be split by
+/// OpenMP: it ran on one thread with no word said. It still does, with a note; a loop that
+/// does get threads (a dense result's rows, a CSR operand's positions) gets no such note.
+#[test]
+fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
+    let sequential: [(&str, &str, &[Decl<'_>]); 2] = [
+        // A dense loop over `i` advancing the sparse vector C's iterator.
+        (
+            "A(i) = B(i) + C(i)",
+            "parallelize(i, cpu_thread, no_races)",
+            &[("A", &[13], "dense", 1.0), ("B", &[13], "dense", 1.0), ("C", &[13], "s", 0.4)],
+        ),
+        // A `while` merging two sparse vectors inside a row loop.
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            "parallelize(j, cpu_thread, no_races)",
+            &[("A", &[5, 9], "dense", 1.0), ("B", &[5, 9], "csr", 0.5), ("C", &[5, 9], "csr", 0.5)],
+        ),
+    ];
+    let threaded: [(&str, &str, &[Decl<'_>]); 2] = [
+        (
+            "y(i) = A(i,j) * x(j)",
+            "parallelize(i, cpu_thread, no_races)",
+            &[("y", &[9], "dense", 1.0), ("A", &[9, 6], "dcsr", 0.5), ("x", &[6], "dense", 1.0)],
+        ),
+        (
+            "y(i) = A(i,j) * x(j)",
+            "parallelize(i, cpu_thread, no_races)",
+            &[("y", &[9], "dense", 1.0), ("A", &[9, 6], "csr", 0.5), ("x", &[6], "dense", 1.0)],
+        ),
+    ];
+    let note = "runs on one thread: its loop co-iterates sparse operands";
+    for (expected, cases) in [(true, &sequential), (false, &threaded)] {
+        for &(expr, schedule, decls) in cases.iter() {
+            check(expr, schedule, decls, 43);
+            let mut p = Program::new(expr).unwrap().schedule(schedule);
+            for &(name, shape, format, _) in decls {
+                p = p.tensor(name, shape, format).unwrap();
+            }
+            let notes = p.compile::<f64>(Backend::Jit).unwrap().notes();
+            assert_eq!(notes.iter().any(|n| n.contains(note)), expected, "{expr} [{schedule}]: {notes:?}");
+        }
+    }
+}
+
 /// Structured N:M operands through the compiler: `nv24` (2:4 along rows) and element-wise
 /// N:M levels, iterating exactly N kept entries per block, coordinates from the metadata
 /// (bits that straddle two words included: 3-bit offsets of 1:8), ragged last blocks.

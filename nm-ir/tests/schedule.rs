@@ -128,7 +128,7 @@ fn illegal_commands_say_why() {
     // tests). The loop around the `where` still may (above).
     assert_eq!(
         err("y(i) = b(i) - A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
-        "parallelize: iterations of `j` write the same elements of `t0` (`j` does not index it), so no_races does not hold"
+        "parallelize: iterations of `j` write the same elements of the temporary `t0` that -print-concrete shows (`j` does not index it), so no_races does not hold"
     );
     assert_eq!(
         err(

@@ -501,6 +501,8 @@ struct Lowerer<'a> {
     prologue: Vec<Stmt>,
     /// Whether some loop runs on several threads (OpenMP).
     threaded: bool,
+    /// The loops the schedule put on threads that got them: OpenMP, or row ranges.
+    on_threads: Vec<IndexVarId>,
 }
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
@@ -1327,6 +1329,7 @@ pub fn lower_options(
         hints: Vec::new(),
         prologue: Vec::new(),
         threaded: loops.iter().any(|(_, parallel)| *parallel),
+        on_threads: Vec::new(),
         split_blocks: Vec::new(),
         store_every_coordinate: options.store_every_coordinate,
         notes,
@@ -1351,6 +1354,7 @@ pub fn lower_options(
         body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
+    lw.note_sequential_loops(&loops);
     body.splice(0..0, std::mem::take(&mut lw.prologue));
     if lw.assembly.is_none() && lw.bounds.is_none() && lw.ism.is_none() {
         let zero = lw.zero_result(&lhs, None);
@@ -1445,8 +1449,12 @@ impl Lowerer<'_> {
     /// order, growing it or flushing the workspace on the way — such a loop runs on one
     /// thread, and a note says so (row ranges of a CSR result still run on `-nthreads`).
     fn on_omp_threads(&mut self, v: IndexVarId, parallel: bool) -> bool {
-        if !parallel || (self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none()) {
-            return parallel;
+        if !parallel {
+            return false;
+        }
+        if self.assembly.is_none() && self.workspace.is_none() && self.ism.is_none() {
+            self.on_threads.push(v);
+            return true;
         }
         let note = format!(
             "`parallelize({}, cpu_thread, ...)` runs on one thread: its iterations append to the sparse \
@@ -1457,6 +1465,25 @@ impl Lowerer<'_> {
             self.notes.push(note);
         }
         false
+    }
+
+    /// A note for each loop the schedule put on threads that runs on one for a reason
+    /// [`Self::on_omp_threads`] did not give: the loop co-iterates sparse operands, or walks
+    /// positions, in order — a `while`, or iterators advanced from one iteration to the next,
+    /// which OpenMP cannot split. The user asked for threads and should hear why there are none.
+    fn note_sequential_loops(&mut self, loops: &[(IndexVarId, bool)]) {
+        for &(v, parallel) in loops {
+            let name = &self.cin.vars[v].name;
+            let said = format!("`parallelize({name}, cpu_thread, ...)` runs on one thread");
+            if !parallel || self.on_threads.contains(&v) || self.notes.iter().any(|n| n.starts_with(&said)) {
+                continue;
+            }
+            self.notes.push(format!(
+                "{said}: its loop co-iterates sparse operands or walks their positions in order, \
+                 each iteration starting where the last stopped (-nthreads runs row ranges of a dense \
+                 outer loop on threads)"
+            ));
+        }
     }
 
     /// The loops from the first of `loops` inward, then the assignment of `rhs`.
@@ -2145,6 +2172,9 @@ impl Lowerer<'_> {
                 None => (int(0), int(self.size(v) as i64)),
             };
             // A row range is split across threads by the caller, not by OpenMP.
+            if parallel && ranged {
+                self.on_threads.push(v);
+            }
             let parallel = parallel && sparse.is_empty() && !ranged;
             let parallel = self.on_omp_threads(v, parallel);
             match split_inner {

@@ -365,12 +365,12 @@ pub enum ScheduleError {
     },
     /// `parallelize` with `no_races` on a loop whose iterations write the same elements.
     #[error(
-        "parallelize: iterations of `{var}` write the same elements of `{tensor}` ({why}), so no_races does not hold"
+        "parallelize: iterations of `{var}` write the same elements of {tensor} ({why}), so no_races does not hold"
     )]
     Races {
         /// The variable.
         var: String,
-        /// The written tensor.
+        /// The written tensor, quoted and described.
         tensor: String,
         /// The variable, or the one it was derived from, that does not index the tensor.
         why: String,
@@ -730,7 +730,14 @@ impl ConcreteNotation {
                     } else {
                         format!("`{name}` comes from `{}`, which does not index it", self.vars[o].name)
                     };
-                    return Err(ScheduleError::Races { var: name, tensor: self.tensors[lhs.tensor].name.clone(), why });
+                    let tensor = &self.tensors[lhs.tensor].name;
+                    // A temporary's name is the concrete form's (`t0`): say what it is.
+                    let tensor = if self.temporaries.contains(&lhs.tensor) {
+                        format!("the temporary `{tensor}` that -print-concrete shows")
+                    } else {
+                        format!("`{tensor}`")
+                    };
+                    return Err(ScheduleError::Races { var: name, tensor, why });
                 }
             }
         }
