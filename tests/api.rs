@@ -134,16 +134,7 @@ fn operands_with_64_bit_indices_get_their_own_kernel_and_the_same_result() {
     let dense = a.to_dense().unwrap();
     let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| dense[i * n + j] * x.values()[j]).sum()).collect();
     for backend in [Backend::Interp, Backend::Jit] {
-        let kernel = Program::new("y(i) = A(i,j) * x(j)")
-            .unwrap()
-            .tensor("A", &[m, n], "csr")
-            .unwrap()
-            .tensor("x", &[n], "dense")
-            .unwrap()
-            .tensor("y", &[m], "dense")
-            .unwrap()
-            .compile::<f64>(backend)
-            .unwrap();
+        let kernel = csr_spmv(m, n).compile::<f64>(backend).unwrap();
         // Narrow, wide, narrow again: each width finds its kernel.
         for operand in [&a, &wide, &a, &wide] {
             let y = kernel.run(&[("A", operand), ("x", &x)]).unwrap();
@@ -178,16 +169,7 @@ fn operands_with_64_bit_indices_get_their_own_kernel_and_the_same_result() {
 
 #[test]
 fn operands_of_another_shape_or_format_are_refused_before_the_kernel_runs() {
-    let kernel = Program::new("y(i) = A(i,j) * x(j)")
-        .unwrap()
-        .tensor("A", &[3, 4], "csr")
-        .unwrap()
-        .tensor("x", &[4], "dense")
-        .unwrap()
-        .tensor("y", &[3], "dense")
-        .unwrap()
-        .compile::<f64>(Backend::Jit)
-        .unwrap();
+    let kernel = csr_spmv(3, 4).compile::<f64>(Backend::Jit).unwrap();
     let dense = [1., 0., 2., 0., 0., 0., 0., 3., 4., 0., 0., 5.];
     let x = Tensor::from_dense(&[4], &[1., 2., 3., 4.], &Format::dense(1)).unwrap();
     let csc = Tensor::from_dense(&[3, 4], &dense, &Format::parse("ds:1,0", 2).unwrap()).unwrap();
@@ -242,14 +224,7 @@ fn an_nm_spmm_statement_runs_the_hand_written_kernel() {
 fn parallelize_without_a_thread_count_runs_on_every_core() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = |n: usize| if n == 1 { "1 thread".to_string() } else { format!("{n} threads") };
-    let spmv = Program::new("y(i) = A(i,j) * x(j)")
-        .unwrap()
-        .tensor("A", &[6, 5], "csr")
-        .unwrap()
-        .tensor("x", &[5], "dense")
-        .unwrap()
-        .tensor("y", &[6], "dense")
-        .unwrap();
+    let spmv = csr_spmv(6, 5);
     let parallel = spmv.clone().schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap();
     assert!(parallel.describe().contains(&format!("compiled C, on {}\n", threads(cores))), "{}", parallel.describe());
     let plain = spmv.clone().compile::<f64>(Backend::Jit).unwrap();
@@ -298,18 +273,23 @@ fn an_nv24_spmm_statement_runs_the_hand_written_kernel() {
     assert!(expected.iter().any(|&v| v != 0.0));
 }
 
+/// `y(i) = A(i,j) * x(j)` with A (`m × n`) in CSR, x and y dense.
+fn csr_spmv(m: usize, n: usize) -> Program {
+    Program::new("y(i) = A(i,j) * x(j)")
+        .unwrap()
+        .tensor("A", &[m, n], "csr")
+        .unwrap()
+        .tensor("x", &[n], "dense")
+        .unwrap()
+        .tensor("y", &[m], "dense")
+        .unwrap()
+}
+
 /// `Kernel::describe` names what runs: generated code or the interpreter, the threads it
 /// really uses (and why fewer than asked), the operands read through copies.
 #[test]
 fn a_kernel_describes_what_runs_it() {
-    let spmv = Program::new("y(i) = A(i,j) * x(j)")
-        .unwrap()
-        .tensor("A", &[5, 4], "csr")
-        .unwrap()
-        .tensor("x", &[4], "dense")
-        .unwrap()
-        .tensor("y", &[5], "dense")
-        .unwrap();
+    let spmv = csr_spmv(5, 4);
     let jit = spmv.compile::<f64>(Backend::Jit).unwrap().with_threads(2);
     assert_eq!(
         jit.describe(),

@@ -369,11 +369,7 @@ fn a_parallel_loop_that_appends_to_a_sparse_result_runs_on_one_thread() {
     ];
     for (expr, schedule, decls) in cases {
         check(expr, schedule, decls, 41);
-        let mut p = Program::new(expr).unwrap().schedule(schedule);
-        for &(name, shape, format, _) in decls {
-            p = p.tensor(name, shape, format).unwrap();
-        }
-        let notes = p.compile::<f64>(Backend::Jit).unwrap().notes();
+        let notes = notes(expr, schedule, decls);
         assert!(
             notes.iter().any(|n| n.contains("runs on one thread: its iterations append to the sparse result `A`")),
             "{expr} [{schedule}]: {notes:?}"
@@ -417,14 +413,19 @@ fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
     for (expected, cases) in [(true, &sequential), (false, &threaded)] {
         for &(expr, schedule, decls) in cases.iter() {
             check(expr, schedule, decls, 43);
-            let mut p = Program::new(expr).unwrap().schedule(schedule);
-            for &(name, shape, format, _) in decls {
-                p = p.tensor(name, shape, format).unwrap();
-            }
-            let notes = p.compile::<f64>(Backend::Jit).unwrap().notes();
+            let notes = notes(expr, schedule, decls);
             assert_eq!(notes.iter().any(|n| n.contains(note)), expected, "{expr} [{schedule}]: {notes:?}");
         }
     }
+}
+
+/// The lowering's notes on `expr` under `schedule`, compiled to C.
+fn notes(expr: &str, schedule: &str, decls: &[Decl<'_>]) -> Vec<String> {
+    let mut p = Program::new(expr).unwrap().schedule(schedule);
+    for &(name, shape, format, _) in decls {
+        p = p.tensor(name, shape, format).unwrap();
+    }
+    p.compile::<f64>(Backend::Jit).unwrap().notes()
 }
 
 /// Structured N:M operands through the compiler: `nv24` (2:4 along rows) and element-wise
