@@ -135,6 +135,7 @@ impl Program {
         let mut cin = concretize_for(&self.stmt, &types);
         if let Some(s) = &self.schedule {
             cin = cin.schedule(&parse_schedule(s)?)?;
+            cin.check_bounds(&types.sizes)?;
         }
         Ok((cin, types))
     }

@@ -229,6 +229,25 @@ fn taco_options_assembly_and_compute_generation_timing_csv_and_f32() {
     assert!(!o.status.success() && stderr(&o).contains("expected f64 or f32"), "{}", stderr(&o));
 }
 
+/// `bound` runs where the sizes keep its promise (the same result as without it) and is a
+/// clear error, before anything is compiled, where they break it.
+#[test]
+fn bound_is_checked_against_the_sizes() {
+    let base = ["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:30", "-d=j:20"];
+    let plain = nmsparse(&base);
+    let kept = nmsparse(&[&base[..], &["-s=bound(i, ib, 30, max_exact); bound(j, jb, 32, max_constraint)"]].concat());
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    assert_eq!(stdout(&kept), stdout(&plain));
+    let broken = nmsparse(&[&base[..], &["-s=bound(j, jb, 21, min_constraint)"]].concat());
+    assert!(!broken.status.success());
+    assert!(
+        stderr(&broken)
+            .contains("bound(j, jb, 21, min_constraint): the extent of `j` is 20, so the bound does not hold"),
+        "{}",
+        stderr(&broken)
+    );
+}
+
 /// `parallelize` without `-nthreads` runs on every core and says so; `-nthreads=1` keeps one
 /// thread, and a statement without the schedule runs on one without a note. Same result each way.
 #[test]

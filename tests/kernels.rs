@@ -50,10 +50,7 @@ fn run_all<T: nmsparse::Scalar + Into<f64>>(
 ) {
     for backend in [Backend::Interp, Backend::Jit] {
         for threads in [1, 2] {
-            let mut p = Program::new(expr).unwrap();
-            for &(name, shape, format, _) in decls {
-                p = p.tensor(name, shape, format).unwrap();
-            }
+            let mut p = program(expr, decls);
             if !schedule.is_empty() {
                 p = p.schedule(schedule);
             }
@@ -419,13 +416,43 @@ fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
     }
 }
 
-/// The lowering's notes on `expr` under `schedule`, compiled to C.
-fn notes(expr: &str, schedule: &str, decls: &[Decl<'_>]) -> Vec<String> {
-    let mut p = Program::new(expr).unwrap().schedule(schedule);
+/// `bound` (taco's promise of a loop's extent) runs: each kind, on plain, split and sparse
+/// loops, with `unroll` and `parallelize` on the bound variable, into dense and sparse
+/// results — against the dense reference on both back ends. A promise the sizes break is
+/// a schedule error before anything is lowered.
+#[test]
+fn bound_loops_run_as_the_loops_they_bound() {
+    let spmv: &[Decl<'_>] = &[("y", &[37], "dense", 1.0), ("A", &[37, 41], "csr", 0.3), ("x", &[41], "dense", 1.0)];
+    for schedule in [
+        "bound(i, ib, 37, max_exact)",
+        "bound(i, ib, 37, min_exact); bound(j, jb, 64, max_constraint)",
+        "bound(j, jb, 41, min_constraint); parallelize(i, cpu_thread, no_races)",
+        "split(i, i0, i1, 8); bound(i1, ib, 8, max_exact); unroll(ib, 4)",
+        "bound(i, ib, 37, max_exact); parallelize(ib, cpu_thread, no_races)",
+    ] {
+        check("y(i) = A(i,j) * x(j)", schedule, spmv, 47);
+    }
+    let spgemm: &[Decl<'_>] = &[("A", &[9, 11], "csr", 1.0), ("B", &[9, 6], "csr", 0.4), ("C", &[6, 11], "csr", 0.4)];
+    check("A(i,j) = B(i,k) * C(k,j)", "bound(k, kb, 6, max_exact); bound(j, jb, 16, max_constraint)", spgemm, 48);
+    let broken =
+        program("y(i) = A(i,j) * x(j)", spmv).schedule("bound(j, jb, 40, max_exact)").compile::<f64>(Backend::Jit);
+    let e = broken.map(|_| ()).unwrap_err();
+    assert!(matches!(e, nmsparse::Error::Schedule(_)), "{e:?}");
+    assert_eq!(e.to_string(), "bound(j, jb, 40, max_exact): the extent of `j` is 41, so the bound does not hold");
+}
+
+/// The program of `expr` with `decls`.
+fn program(expr: &str, decls: &[Decl<'_>]) -> Program {
+    let mut p = Program::new(expr).unwrap();
     for &(name, shape, format, _) in decls {
         p = p.tensor(name, shape, format).unwrap();
     }
-    p.compile::<f64>(Backend::Jit).unwrap().notes()
+    p
+}
+
+/// The lowering's notes on `expr` under `schedule`, compiled to C.
+fn notes(expr: &str, schedule: &str, decls: &[Decl<'_>]) -> Vec<String> {
+    program(expr, decls).schedule(schedule).compile::<f64>(Backend::Jit).unwrap().notes()
 }
 
 /// Structured N:M operands through the compiler: `nv24` (2:4 along rows) and element-wise
@@ -614,11 +641,7 @@ fn operands_unreadable_as_declared_are_read_through_a_copy() {
         ),
     ];
     for (seed, (expr, decls)) in cases.iter().enumerate() {
-        let mut p = Program::new(expr).unwrap();
-        for &(name, shape, format, _) in decls {
-            p = p.tensor(name, shape, format).unwrap();
-        }
-        let kernel = p.compile::<f64>(Backend::Interp).unwrap();
+        let kernel = program(expr, decls).compile::<f64>(Backend::Interp).unwrap();
         assert!(!kernel.conversions().is_empty(), "{expr}: expected a copy (else this case tests nothing new)");
         check(expr, "", decls, 60 + seed as u64);
     }
@@ -640,11 +663,7 @@ fn an_operand_read_in_two_orders_is_read_through_a_view() {
         ("A(i,j) = B(i,j) - B(j,i) + B(i,j) * B(j,i)", vec![("A", &[6, 6], "dcsr", 1.0), ("B", &[6, 6], "dcsr", 0.5)]),
     ];
     for (seed, (expr, decls)) in cases.iter().enumerate() {
-        let mut p = Program::new(expr).unwrap();
-        for &(name, shape, format, _) in decls {
-            p = p.tensor(name, shape, format).unwrap();
-        }
-        let kernel = p.compile::<f64>(Backend::Interp).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let kernel = program(expr, decls).compile::<f64>(Backend::Interp).unwrap_or_else(|e| panic!("{expr}: {e}"));
         assert_eq!(kernel.views().len(), 1, "{expr}: expected a view (else this case tests nothing new)");
         check(expr, "", decls, 80 + seed as u64);
     }

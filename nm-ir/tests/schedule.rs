@@ -27,6 +27,63 @@ fn round_trip(c: &ConcreteNotation) -> String {
 
 const SPGEMM: &str = "C(i,j) = A(i,k) * B(k,j)";
 
+/// `bound` is a promise about how many coordinates a loop runs over: checked against the
+/// sizes (each kind, on a plain, split and fused variable), then dropped — the loops run over
+/// the variables they bound, with the other marks kept.
+#[test]
+fn bounds_are_checked_against_the_sizes_then_dropped() {
+    // Sizes by variable id: i has 10 coordinates, j 6.
+    let sized = |c: &ConcreteNotation| -> Vec<usize> {
+        c.vars
+            .iter()
+            .map(|(_, v)| match v.name.as_str() {
+                "i" => 10,
+                "j" => 6,
+                _ => 0,
+            })
+            .collect()
+    };
+    let check = |schedule: &str| {
+        let c = run("y(i) = A(i,j) * x(j)", schedule).unwrap();
+        c.check_bounds(&sized(&c)).map(|()| c).map_err(|e| e.to_string())
+    };
+    for (schedule, holds) in [
+        ("bound(i, ib, 10, max_exact)", true),
+        ("bound(i, ib, 10, min_exact)", true),
+        ("bound(i, ib, 9, max_exact)", false),
+        ("bound(i, ib, 11, min_exact)", false),
+        ("bound(j, jb, 6, max_constraint)", true),
+        ("bound(j, jb, 64, max_constraint)", true),
+        ("bound(j, jb, 5, max_constraint)", false),
+        ("bound(j, jb, 6, min_constraint)", true),
+        ("bound(j, jb, 1, min_constraint)", true),
+        ("bound(j, jb, 7, min_constraint)", false),
+        // 10 rows in blocks of 4: 3 blocks, each of at most 4.
+        ("split(i, i0, i1, 4); bound(i0, b, 3, max_exact)", true),
+        ("split(i, i0, i1, 4); bound(i0, b, 2, max_exact)", false),
+        ("split(i, i0, i1, 4); bound(i1, b, 4, max_exact)", true),
+        ("fuse(i, j, f); bound(f, b, 60, max_exact)", true),
+        ("fuse(i, j, f); bound(f, b, 59, max_constraint)", false),
+        // A count of positions is the stored entries': not known here, not checked.
+        ("pos(j, jp, A); bound(jp, b, 1, max_exact)", true),
+    ] {
+        assert_eq!(check(schedule).is_ok(), holds, "{schedule}: {:?}", check(schedule).err());
+    }
+    assert_eq!(
+        check("bound(i, ib, 9, max_exact)").unwrap_err(),
+        "bound(i, ib, 9, max_exact): the extent of `i` is 10, so the bound does not hold"
+    );
+    let c = check("split(i, i0, i1, 4); bound(i1, b, 4, max_exact); unroll(b, 2); bound(j, jb, 8, max_constraint)")
+        .unwrap();
+    assert_eq!(
+        c.to_string(),
+        "forall(i0, forall(b, forall(jb, y(i) += A(i,j) * x(j), bound(8, max_constraint)), unroll(2), bound(4, max_exact)))"
+    );
+    let plain = c.without_bounds();
+    assert_eq!(round_trip(&plain), "forall(i0, forall(i1, forall(j, y(i) += A(i,j) * x(j)), unroll(2)))");
+    assert_eq!(plain.provenance(), "i0 = split(i, 4).outer\ni1 = split(i, 4).inner\n");
+}
+
 #[test]
 fn reorder_split_fuse_pos_bound() {
     let c = run(SPGEMM, "reorder(i, k, j)").unwrap();

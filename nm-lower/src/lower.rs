@@ -1051,6 +1051,15 @@ pub fn lower_options(
         })
     });
     let options = &LowerOptions { workspace: options.workspace.or(from_schedule), ..options.clone() };
+    // `bound` promises a count the sizes already fix (the front ends check it): its loops
+    // run over the variables they bound.
+    let unbounded;
+    let cin = if cin.derivations.values().any(|d| matches!(d, Derivation::Bound { .. })) {
+        unbounded = cin.without_bounds();
+        &unbounded
+    } else {
+        cin
+    };
     check_parallel(cin)?;
     // The nest.
     let mut loops = Vec::new();
@@ -1077,9 +1086,6 @@ pub fn lower_options(
     }
     let types = &sized;
     // `fuse` is lowered under a `pos` over the fused pair (see `Lowerer::position_loop`).
-    if cin.derivations.values().any(|d| matches!(d, Derivation::Bound { .. })) {
-        return unsupported("variables made by bound");
-    }
     // A consumer that only stores its scalar temporary (`A(i,l) = t` where `t` sums over j, k:
     // MTTKRP) is its producer's loops inside its own, summing into the result: the reduction
     // loops then co-iterate with everything outside them, and a register still accumulates.

@@ -299,13 +299,6 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         e,
         "cannot lower this statement yet: a loop over the fused variable `f` (fuse is lowered under `pos`: iterate its positions)"
     );
-    let e = err(
-        "y(i) = A(i,j) * x(j)",
-        "bound(i, ib, 4, max_exact)",
-        ("y", &[4]),
-        &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
-    );
-    assert_eq!(e, "cannot lower this statement yet: variables made by bound");
     // A split of a split (its block count needs the parent's extent, which a derived variable
     // has none of: an index out of bounds before) and `parallelize` strategies the back ends
     // would run as a plain parallel loop, racing (they gave wrong sums without a word).

@@ -336,6 +336,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     if let Some(s) = &o.schedule {
         let commands = parse_schedule(s).map_err(|e| CommandError(e.to_string()))?;
         cin = cin.schedule(&commands).map_err(|e| CommandError(e.to_string()))?;
+        cin.check_bounds(&types.sizes).map_err(|e| CommandError(e.to_string()))?;
     }
     // Stages print as they are reached, so that they show even when a later one fails.
     if o.print_concrete {

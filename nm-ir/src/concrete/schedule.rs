@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::{ConcreteNotation, Stmt, StmtId, WorkspacePolicy};
+use crate::id::Id;
 use crate::notation::parse::{Parser, Tok};
 use crate::notation::{AssignOp, IndexVar, IndexVarId, ParseError, TensorId};
 
@@ -39,14 +40,17 @@ pub enum OutputRace {
     ParallelReduction,
 }
 
-/// What `bound` promises about a loop's trip count.
+/// What `bound` promises about the coordinates a loop runs over. A loop here runs over a
+/// range known when the kernel is compiled, so the exact kinds both say "exactly this many"
+/// (taco's `max_exact` fixes the loop's end at the bound), and each promise is checked
+/// against the sizes ([`ConcreteNotation::check_bounds`]) instead of trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BoundType {
-    /// At least this many iterations, exactly known.
+    /// Exactly this many (the least the loop runs over, known exactly).
     MinExact,
     /// At least this many.
     MinConstraint,
-    /// At most this many, exactly known.
+    /// Exactly this many (the most the loop runs over, known exactly).
     MaxExact,
     /// At most this many.
     MaxConstraint,
@@ -389,6 +393,20 @@ pub enum ScheduleError {
         /// Why.
         why: String,
     },
+    /// A `bound` whose promise the sizes break.
+    #[error("bound({var}, {bound}, {value}, {kind}): the extent of `{var}` is {extent}, so the bound does not hold")]
+    BoundBroken {
+        /// The bounded variable.
+        var: String,
+        /// The variable `bound` made.
+        bound: String,
+        /// The bound.
+        value: u64,
+        /// The bound's kind, as written.
+        kind: &'static str,
+        /// How many coordinates the variable runs over.
+        extent: u64,
+    },
     /// `parallelize` inside or around another parallel loop.
     #[error("parallelize: `{var}` is {relation} the parallel loop over `{other}`; nested parallelism is not supported")]
     NestedParallel {
@@ -402,6 +420,78 @@ pub enum ScheduleError {
 }
 
 impl ConcreteNotation {
+    /// Checks what each `bound` promises against `sizes` (indexed by variable, as
+    /// [`crate::notation::Types::sizes`]): a schedule is applied before sizes need be known,
+    /// and a broken promise must be an error, not a kernel that reads past an array. Bounds
+    /// on `pos` variables are not checked (their count is the stored entries'); the loops
+    /// run over the real coordinates either way.
+    pub fn check_bounds(&self, sizes: &[usize]) -> Result<(), ScheduleError> {
+        for (&b, d) in &self.derivations {
+            let Derivation::Bound { parent, value, kind } = *d else { continue };
+            let Some(extent) = self.extent(parent, sizes) else { continue };
+            let holds = match kind {
+                BoundType::MinExact | BoundType::MaxExact => extent == value,
+                BoundType::MinConstraint => extent >= value,
+                BoundType::MaxConstraint => extent <= value,
+            };
+            if !holds {
+                return Err(ScheduleError::BoundBroken {
+                    var: self.vars[parent].name.clone(),
+                    bound: self.vars[b].name.clone(),
+                    value,
+                    kind: kind.name(),
+                    extent,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The statement with every loop over a `bound` variable back over the variable it bounds
+    /// (and what was derived from it, from that variable): once [`Self::check_bounds`] has
+    /// held, a bound says nothing the sizes do not, so this is what a back end runs.
+    pub fn without_bounds(&self) -> ConcreteNotation {
+        let mut c = self.clone();
+        let bounded = |mut v: IndexVarId| {
+            while let Some(Derivation::Bound { parent, .. }) = self.derivations.get(&v) {
+                v = *parent;
+            }
+            v
+        };
+        let ids: Vec<StmtId> = c.stmts.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            if let Stmt::Forall { var, attrs, .. } = &mut c.stmts[id] {
+                *var = bounded(*var);
+                attrs.bound = None;
+            }
+        }
+        c.derivations.retain(|_, d| !matches!(d, Derivation::Bound { .. }));
+        for d in c.derivations.values_mut() {
+            match d {
+                Derivation::Split { parent, .. } | Derivation::Pos { parent, .. } => *parent = bounded(*parent),
+                Derivation::Fuse { outer, inner } => (*outer, *inner) = (bounded(*outer), bounded(*inner)),
+                Derivation::Bound { .. } => unreachable!("removed above"),
+            }
+        }
+        c
+    }
+
+    /// How many coordinates `v` runs over, where the sizes say (not for `pos` variables).
+    fn extent(&self, v: IndexVarId, sizes: &[usize]) -> Option<u64> {
+        match self.derivations.get(&v) {
+            None => sizes.get(v.index()).map(|&n| n as u64),
+            Some(&Derivation::Split { parent, outer: true, factor }) => {
+                Some(self.extent(parent, sizes)?.div_ceil(factor))
+            }
+            Some(&Derivation::Split { parent, outer: false, factor }) => Some(factor.min(self.extent(parent, sizes)?)),
+            Some(&Derivation::Fuse { outer, inner }) => {
+                self.extent(outer, sizes)?.checked_mul(self.extent(inner, sizes)?)
+            }
+            Some(Derivation::Pos { .. }) => None,
+            Some(&Derivation::Bound { parent, .. }) => self.extent(parent, sizes),
+        }
+    }
+
     /// Applies a schedule's commands in order.
     pub fn schedule(&self, commands: &[Command]) -> Result<ConcreteNotation, ScheduleError> {
         commands.iter().try_fold(self.clone(), |cin, c| cin.apply(c))
