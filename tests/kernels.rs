@@ -416,6 +416,40 @@ fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
     }
 }
 
+/// The outer loop over a dense coordinate of the result runs as row ranges on several
+/// threads also where it advances sparse iterators (a sparse vector, a DCSR operand's first
+/// level merged with dense operands): each range's iterators start at the range's first entry,
+/// found by a search. They ran on one thread. Dense and CSR results, against the reference
+/// on 1 and 2 threads, and the kernel says it runs on two.
+#[test]
+fn row_ranges_start_the_outer_sparse_iterators_at_their_first_row() {
+    let cases: [(&str, &[Decl<'_>]); 4] = [
+        ("a(i) = b(i) + c(i)", &[("a", &[77], "dense", 1.0), ("b", &[77], "dense", 1.0), ("c", &[77], "s", 0.3)]),
+        (
+            "y(i) = b(i) - A(i,j) * x(j)",
+            &[
+                ("y", &[53], "dense", 1.0),
+                ("b", &[53], "dense", 0.5),
+                ("A", &[53, 17], "dcsr", 0.2),
+                ("x", &[17], "dense", 1.0),
+            ],
+        ),
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", &[41, 23], "dense", 1.0), ("B", &[41, 23], "dcsr", 0.1), ("C", &[41, 23], "dense", 0.3)],
+        ),
+        (
+            "A(i,j) = B(i,j) + C(i,j)",
+            &[("A", &[41, 23], "csr", 1.0), ("B", &[41, 23], "dcsr", 0.1), ("C", &[41, 23], "csr", 0.3)],
+        ),
+    ];
+    for (seed, (expr, decls)) in cases.iter().enumerate() {
+        check(expr, "", decls, 90 + seed as u64);
+        let kernel = program(expr, decls).compile::<f64>(Backend::Jit).unwrap().with_threads(2);
+        assert!(kernel.describe().contains("on 2 threads"), "{expr}: {}", kernel.describe());
+    }
+}
+
 /// `bound` (taco's promise of a loop's extent) runs: each kind, on plain, split and sparse
 /// loops, with `unroll` and `parallelize` on the bound variable, into dense and sparse
 /// results — against the dense reference on both back ends. A promise the sizes break is

@@ -1827,6 +1827,22 @@ impl Lowerer<'_> {
             // A window is a range of entries, not one coordinate.
             segmented[n] = !kind.is_unique() && !alone && !matches!(subsections[n], Subsection::Window { .. });
         }
+        // The outermost loop over a dense coordinate of the result runs as row ranges (see
+        // `Partition`); sparse iterators it advances (`y(i) = b(i) + A(i,j)·x(j)`, A in DCSR)
+        // start at the first entry of the range, found by a search.
+        let ranged = self.partitionable
+            && self.depth() == 1
+            && !self.in_producer
+            && dense_driven
+            && split_inner.is_none()
+            && subsections.iter().all(|s| matches!(s, Subsection::Plain))
+            && sparse.iter().all(|&(k, l)| {
+                let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+                l == 0 && o.structured[l].is_none()
+            });
+        if ranged {
+            self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
+        }
         // Positions and ends of the sparse iterators.
         let mut out = guide_setup.clone();
         let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
@@ -1900,6 +1916,9 @@ impl Lowerer<'_> {
                     if let Some((_, block, factor)) = split_inner {
                         let first = bin(BinOp::Mul, var(block), int(factor));
                         out.extend(lower_bound(&mut self.f, p, end, &crd, first));
+                    }
+                    if let Some(bounds) = self.bounds.filter(|_| ranged) {
+                        out.extend(lower_bound(&mut self.f, p, end, &crd, load(bounds, int(0))));
                     }
                     crd
                 }
@@ -2141,11 +2160,6 @@ impl Lowerer<'_> {
         }
         if dense_driven {
             let all_its: Vec<usize> = (0..sparse.len()).collect();
-            // The outermost loop over a dense coordinate of the result: a row range.
-            let ranged = self.partitionable && sparse.is_empty() && self.depth() == 1 && !self.in_producer;
-            if ranged {
-                self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
-            }
             let mut body = body_for(self, &all_its, true)?;
             if ranged && self.assembly.is_none() {
                 body = match self.accumulate_rows(lhs, v, loop_var, body) {
