@@ -197,16 +197,8 @@ fn real_matrices_from_the_repository_data() {
         let x = Tensor::from_dense(&[n], &(0..n).map(|j| (j % 5) as f64 - 2.0).collect::<Vec<_>>(), &Format::dense(1))
             .unwrap();
         let xd = x.to_dense().unwrap();
-        let kernel = Program::new("y(i) = A(i,j) * x(j)")
-            .unwrap()
-            .tensor("A", &[m, n], "csr")
-            .unwrap()
-            .tensor("x", &[n], "dense")
-            .unwrap()
-            .tensor("y", &[m], "dense")
-            .unwrap()
-            .compile::<f64>(Backend::Jit)
-            .unwrap();
+        let decls: &[Decl<'_>] = &[("A", &[m, n], "csr", 1.0), ("x", &[n], "dense", 1.0), ("y", &[m], "dense", 1.0)];
+        let kernel = program("y(i) = A(i,j) * x(j)", decls).compile::<f64>(Backend::Jit).unwrap();
         let y = kernel.run(&[("A", &a), ("x", &x)]).unwrap().to_dense().unwrap();
         let expected: Vec<f64> = (0..m).map(|i| (0..n).map(|j| d[i * n + j] * xd[j]).sum()).collect();
         // Long rows are summed in partial sums (nm-lower's `partial_sums`), another order than
@@ -377,15 +369,16 @@ fn a_parallel_loop_that_appends_to_a_sparse_result_runs_on_one_thread() {
 /// A loop put on threads that co-iterates sparse operands in order (a `while` over their
 /// coordinates, or a dense loop advancing a sparse operand's iterator) cannot be split by
 /// OpenMP: it ran on one thread with no word said. It still does, with a note; a loop that
-/// does get threads (a dense result's rows, a CSR operand's positions) gets no such note.
+/// does get threads (a dense result's rows, also where they advance a sparse iterator; a CSR
+/// operand's positions) gets no such note.
 #[test]
 fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
     let sequential: [(&str, &str, &[Decl<'_>]); 2] = [
-        // A dense loop over `i` advancing the sparse vector C's iterator.
+        // A dense loop over `j` advancing the iterator of C's row.
         (
-            "A(i) = B(i) + C(i)",
-            "parallelize(i, cpu_thread, no_races)",
-            &[("A", &[13], "dense", 1.0), ("B", &[13], "dense", 1.0), ("C", &[13], "s", 0.4)],
+            "A(i,j) = B(i,j) + C(i,j)",
+            "parallelize(j, cpu_thread, no_races)",
+            &[("A", &[5, 9], "dense", 1.0), ("B", &[5, 9], "dense", 1.0), ("C", &[5, 9], "csr", 0.4)],
         ),
         // A `while` merging two sparse vectors inside a row loop.
         (
@@ -394,7 +387,13 @@ fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
             &[("A", &[5, 9], "dense", 1.0), ("B", &[5, 9], "csr", 0.5), ("C", &[5, 9], "csr", 0.5)],
         ),
     ];
-    let threaded: [(&str, &str, &[Decl<'_>]); 2] = [
+    let threaded: [(&str, &str, &[Decl<'_>]); 3] = [
+        // Row ranges, each starting C's iterator at its first row.
+        (
+            "A(i) = B(i) + C(i)",
+            "parallelize(i, cpu_thread, no_races)",
+            &[("A", &[13], "dense", 1.0), ("B", &[13], "dense", 1.0), ("C", &[13], "s", 0.4)],
+        ),
         (
             "y(i) = A(i,j) * x(j)",
             "parallelize(i, cpu_thread, no_races)",
@@ -407,7 +406,7 @@ fn a_parallel_loop_that_co_iterates_in_order_says_it_runs_on_one_thread() {
         ),
     ];
     let note = "runs on one thread: its loop co-iterates sparse operands";
-    for (expected, cases) in [(true, &sequential), (false, &threaded)] {
+    for (expected, cases) in [(true, &sequential[..]), (false, &threaded[..])] {
         for &(expr, schedule, decls) in cases.iter() {
             check(expr, schedule, decls, 43);
             let notes = notes(expr, schedule, decls);
