@@ -309,13 +309,9 @@ impl Program {
             },
         };
         // A schedule that parallelizes the outer loop asks for threads: it gets every core
-        // unless `with_threads` says otherwise. Row ranges found without one run on one.
+        // unless `with_threads` says otherwise (the interpreter runs one).
         let threads = match &engine {
-            Engine::Generated { narrow, .. }
-                if narrow.compiled.is_some() && narrow.lowered.partition.as_ref().is_some_and(|p| p.scheduled) =>
-            {
-                nm_format::workers::cores()
-            }
+            Engine::Generated { narrow, .. } if narrow.compiled.is_some() => narrow.lowered.default_threads(),
             _ => 1,
         };
         Ok(Kernel {

@@ -413,6 +413,12 @@ impl IsmResult {
 }
 
 impl Lowered {
+    /// The threads a compiled kernel runs on when its caller names no count: every core where
+    /// the schedule put the outer loop's row ranges on threads (`parallelize`), else one.
+    pub fn default_threads(&self) -> usize {
+        if self.partition.as_ref().is_some_and(|p| p.scheduled) { nm_format::workers::cores() } else { 1 }
+    }
+
     /// Whether the kernel assembles a sparse result (it writes a `pos` array).
     pub fn sparse_result(&self) -> bool {
         self.function
@@ -1462,15 +1468,22 @@ impl Lowerer<'_> {
             self.on_threads.push(v);
             return true;
         }
-        let note = format!(
-            "`parallelize({}, cpu_thread, ...)` runs on one thread: its iterations append to the sparse \
-             result `{}` in order (-nthreads runs row ranges of a CSR result on threads)",
-            self.cin.vars[v].name, self.cin.tensors[self.result].name
+        let why = format!(
+            "its iterations append to the sparse result `{}` in order (-nthreads runs row ranges of a \
+             CSR result on threads)",
+            self.cin.tensors[self.result].name
         );
-        if !self.notes.contains(&note) {
-            self.notes.push(note);
-        }
+        self.note_one_thread(v, &why);
         false
+    }
+
+    /// Says once, with the first reason found, that the loop over `v` the schedule put on
+    /// threads runs on one.
+    fn note_one_thread(&mut self, v: IndexVarId, why: &str) {
+        let said = format!("`parallelize({}, cpu_thread, ...)` runs on one thread", self.cin.vars[v].name);
+        if !self.notes.iter().any(|n| n.starts_with(&said)) {
+            self.notes.push(format!("{said}: {why}"));
+        }
     }
 
     /// A note for each loop the schedule put on threads that runs on one for a reason
@@ -1479,16 +1492,14 @@ impl Lowerer<'_> {
     /// which OpenMP cannot split. The user asked for threads and should hear why there are none.
     fn note_sequential_loops(&mut self, loops: &[(IndexVarId, bool)]) {
         for &(v, parallel) in loops {
-            let name = &self.cin.vars[v].name;
-            let said = format!("`parallelize({name}, cpu_thread, ...)` runs on one thread");
-            if !parallel || self.on_threads.contains(&v) || self.notes.iter().any(|n| n.starts_with(&said)) {
-                continue;
+            if parallel && !self.on_threads.contains(&v) {
+                self.note_one_thread(
+                    v,
+                    "its loop co-iterates sparse operands or walks their positions in order, each \
+                     iteration starting where the last stopped (-nthreads runs row ranges of a dense \
+                     outer loop on threads)",
+                );
             }
-            self.notes.push(format!(
-                "{said}: its loop co-iterates sparse operands or walks their positions in order, \
-                 each iteration starting where the last stopped (-nthreads runs row ranges of a dense \
-                 outer loop on threads)"
-            ));
         }
     }
 

@@ -555,8 +555,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     };
     let compile_time = compile_start.elapsed();
     // A schedule that parallelizes the outer loop runs on every core unless -nthreads says.
-    let scheduled = lowered.partition.as_ref().is_some_and(|p| p.scheduled) && o.backend == Backend::Jit;
-    let threads = o.threads.unwrap_or(if scheduled { nm_format::workers::cores() } else { 1 });
+    let threads = o.threads.unwrap_or(if o.backend == Backend::Jit { lowered.default_threads() } else { 1 });
     if o.threads.is_none() && threads > 1 {
         eprintln!(
             "note: the schedule parallelizes the outer loop and no -nthreads is given: running on {threads} threads"
