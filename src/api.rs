@@ -401,8 +401,11 @@ pub struct Kernel<T> {
 
 impl<T: Scalar> Kernel<T> {
     /// Runs on `threads` threads where the kernel's outer loop names disjoint rows of the
-    /// result (see [`Kernel::parallel`]) or it is the N:M SpMM; otherwise on one. The result
-    /// is the same bit for bit. At most [`MAX_THREADS`](nm_format::workers::MAX_THREADS) run
+    /// result (see [`Kernel::parallel`]) or it is the N:M SpMM — the result is the same bit for
+    /// bit — or where it is a reduction into a dense result: each thread adds into its own copy,
+    /// the copies are summed in thread order (the same sums for the same thread count; another
+    /// count may round differently), or the ranges add atomically where the schedule says
+    /// `atomics`. Otherwise on one thread. At most [`MAX_THREADS`](nm_format::workers::MAX_THREADS) run
     /// (more would only wait for one another): a larger count is taken as that.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.clamp(1, nm_format::workers::MAX_THREADS);

@@ -270,6 +270,60 @@ fn parallelize_without_nthreads_runs_on_every_core() {
     }
 }
 
+/// An outer loop that sums into a dense result runs on threads: CSC SpMV under `-nthreads`
+/// (a copy of `y` per thread), under the schedule's `temporary` and `atomics` with no
+/// `-nthreads` (every core); the result is the dense product's (integers: exact in any
+/// order). `atomics` on an inner loop is refused by name; into a sparse result it runs on one
+/// thread with a note.
+#[test]
+fn sums_over_the_outer_loop_run_on_threads() {
+    let a = read_tensor::<f64>(sample("banded_symmetric.mtx"), "dense").unwrap().to_dense().unwrap();
+    let x_path = scratch("x_integers.tns");
+    std::fs::write(&x_path, (1..=120).map(|j| format!("{j} {}\n", j % 7 - 3)).collect::<String>()).unwrap();
+    let expected: Vec<f64> =
+        (0..120).map(|i| (0..120).map(|j| a[i * 120 + j] * ((j + 1) % 7) as f64 - 3.0 * a[i * 120 + j]).sum()).collect();
+    let (matrix, x) = (format!("-i=A:{}", sample("banded_symmetric.mtx")), format!("-i=x:{}", x_path.display()));
+    for (k, extra) in [
+        &["-nthreads=2"][..],
+        &["-nthreads=3", "-s=parallelize(j, cpu_thread, parallel_reduction)"],
+        &["-s=parallelize(j, cpu_thread, temporary)"],
+        &["-s=parallelize(j, cpu_thread, atomics)", "-time=3"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = scratch(&format!("y_sum_{k}.tns"));
+        let o = nmsparse(
+            &[&["y(i) = A(i,j) * x(j)", "-f=A:csc", &matrix, &x, &format!("-o=y:{}", out.display())][..], extra].concat(),
+        );
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("running on one thread"), "{extra:?}: {}", stderr(&o));
+        let y = read_tensor::<f64>(&out, "dense").unwrap().to_dense().unwrap();
+        assert_eq!(y, expected, "{extra:?}");
+    }
+    let inner = nmsparse(&["y(i) = A(i,j) * x(j)", "-d=i:40", "-d=j:40", "-s=parallelize(j, cpu_thread, atomics)"]);
+    assert_eq!(inner.status.code(), Some(1), "{}", stderr(&inner));
+    assert!(stderr(&inner).contains("`parallelize(j, cpu_thread, atomics)` on a loop inside another"), "{}", stderr(&inner));
+    let sparse = nmsparse(&[
+        "C(i,j) = A(i,k) * B(k,j)",
+        "-f=A:csc",
+        "-f=B:csr",
+        "-f=C:csr",
+        "-d=i:30",
+        "-d=j:30",
+        "-d=k:30",
+        "-s=reorder(k, i, j); parallelize(k, cpu_thread, temporary)",
+    ]);
+    assert!(sparse.status.success(), "{}", stderr(&sparse));
+    assert!(
+        stderr(&sparse).contains(
+            "`parallelize(k, cpu_thread, ...)` runs on one thread: its iterations add into the sparse result `C`"
+        ),
+        "{}",
+        stderr(&sparse)
+    );
+}
+
 /// A thread count from 1 to `MAX_THREADS` (100,000 threads on two cores did not finish a
 /// 1000-row SpMV in a minute); more threads than the machine runs at once work, with a note.
 #[test]

@@ -12,7 +12,8 @@
 //! compile.
 //!
 //! About half the cases carry a random schedule (see `random_schedule`): a loop order
-//! (`reorder`), a `split`, `fuse`, `pos`, `parallelize` (CPU threads or vector lanes),
+//! (`reorder`), a `split`, `fuse`, `pos`, `parallelize` (CPU threads or vector lanes, with
+//! every race strategy: `atomics`, `temporary`, `parallel_reduction` on non-result loops),
 //! `unroll`, `bound`, `precompute`; an illegal one, or one the lowering refuses by name,
 //! counts as refused. A tenth of the operands after the first are of order 4. A
 //! failing case is shrunk (sizes, threads, schedule, workspace, densities) while it still
@@ -313,7 +314,15 @@ fn random_schedule(rng: &mut Pcg64, tensors: &[(String, Vec<Subscript>, String)]
     if rng.random_bool(0.2) {
         let v = pick(rng, &loops);
         let unit = if rng.random_bool(0.8) { "cpu_thread" } else { "cpu_vector" };
-        let race = if result.contains(&v) && rng.random_bool(0.4) { "ignore_races" } else { "no_races" };
+        // A loop that does not index the result: no_races must be refused; the strategies that
+        // add into the same elements run where the loop is outermost.
+        let race = match (result.contains(&v), rng.random_range(0..6)) {
+            (true, 0 | 1) => "ignore_races",
+            (true, _) | (false, 0..=2) => "no_races",
+            (false, 3) => "atomics",
+            (false, 4) => "temporary",
+            (false, _) => "parallel_reduction",
+        };
         commands.push(format!("parallelize({v}, {unit}, {race})"));
     }
     if rng.random_bool(0.1) {

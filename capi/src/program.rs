@@ -191,7 +191,10 @@ pub unsafe extern "C" fn nms_kernel_describe(
 }
 
 /// Runs later calls of the kernel on `threads` threads (row ranges of the outermost loop,
-/// where it names disjoint rows of the result; results are identical bit for bit). The threads
+/// where it names disjoint rows of the result: results identical bit for bit; or where it is
+/// a reduction into a dense result, each thread adding into its own copy, the copies summed in
+/// thread order — the same sums for the same thread count — or atomically where the schedule
+/// says `atomics`). The threads
 /// start on the first such call and are kept, idle, for later ones (one set per thread count,
 /// shared by every kernel and `nms_nm_spmm`, as an OpenMP runtime keeps its own): unloading the
 /// library while they exist (`dlclose`) is not supported. `threads` is 1 to 1024

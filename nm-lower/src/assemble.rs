@@ -50,6 +50,7 @@ pub fn split(f: &Function) -> Option<Split> {
         arrays: f.arrays.clone(),
         vars: f.vars.clone(),
         body: without_stores(&f.body, drop),
+        atomic: f.atomic,
     };
     // Assembly reads no operand values: their prefetches go too.
     let mut unread = values.clone();

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use crate::interp::{ArrayData, InterpError};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp};
 use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
-use crate::lower::Partition;
+use crate::lower::{Partition, ReductionKind};
 use nm_ir::id::Id;
 
 fn c_elem(e: ElemType) -> &'static str {
@@ -207,6 +207,11 @@ impl Emitter<'_> {
             }
             Stmt::Store { array, index, value, accumulate } => {
                 let a = &self.f.arrays[*array];
+                // Several threads add into this array (compiled with OpenMP, whose atomic
+                // update of a float is a compare-and-swap loop).
+                if *accumulate && self.f.atomic == Some(*array) {
+                    self.line(depth, "#pragma omp atomic update");
+                }
                 let text = format!(
                     "{}[{}] {} {};",
                     a.name,
@@ -422,7 +427,7 @@ type Entry = unsafe extern "C" fn(*mut NmsArray) -> libc::c_int;
 impl CKernel {
     /// Emits, compiles (or finds in the cache) and loads `f`.
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
-        let openmp = uses_parallel(&f.body);
+        let openmp = uses_parallel(&f.body) || f.atomic.is_some();
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
         Ok(CKernel { function: f.clone(), compiled, pool: Default::default(), appended: crate::ir::appended(f) })
     }
@@ -553,17 +558,27 @@ impl CKernel {
     /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
     /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
     /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
-    /// the same order.
+    /// the same order. Ranges that add into the same elements (a [`Reduction`]) sum into a
+    /// copy of the result per thread, each taking every `threads`-th range, the copies then
+    /// added in thread order (the same sums for the same thread count), or add atomically.
     pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let f = &self.function;
         let extent = partition.extent;
+        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
+        // the workers run; no more copies of a reduction's result than half the free memory.
+        let mut threads = threads.min(extent).min(nm_format::workers::MAX_THREADS);
+        let reduction = partition.reduction;
+        let per_thread = reduction.filter(|r| r.kind == ReductionKind::PerThread).map(|r| r.values.index());
+        if let Some(k) = per_thread {
+            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
+            if let Some(free) = nm_format::memory::available() {
+                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
+            }
+        }
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
         }
-        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
-        // the workers run.
-        let threads = threads.min(extent).min(nm_format::workers::MAX_THREADS);
         crate::interp::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
         // An assembly or compute half (see `crate::assemble`) writes only some of the result's
@@ -583,10 +598,20 @@ impl CKernel {
                 _ => Sharing::Shared,
             })
             .collect();
+        let sharing: Vec<Sharing> = sharing
+            .into_iter()
+            .enumerate()
+            .map(|(k, s)| if per_thread == Some(k) { Sharing::PerThread } else { s })
+            .collect();
         let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
         if let Some((pos, ..)) = rows {
             arrays[pos].resize(extent + 1);
         }
+        // Atomic adds go into the caller's result, zeroed first (the kernel is told not to).
+        if let Some(r) = reduction.filter(|r| r.kind == ReductionKind::Atomic) {
+            arrays[r.values.index()].fill_zero();
+        }
+        let result_len = per_thread.map_or(0, |k| arrays[k].len());
         let shared: Vec<SharedArray> = arrays
             .iter_mut()
             .map(|a| {
@@ -620,15 +645,8 @@ impl CKernel {
         let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
         let workers = AtomicUsize::new(0);
-        nm_format::workers::run_on(threads, || {
-            // Each worker its own scratch arrays (one set per thread).
-            let Some(scratch) = thread_arrays.get(workers.fetch_add(1, Ordering::Relaxed)) else { return };
-            let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                let r = next.fetch_add(1, Ordering::Relaxed);
-                if r >= ranges {
-                    break;
-                }
+        let run_range = |r: usize, scratch: &mut Vec<ArrayData<'static>>| {
+            {
                 let (lo, hi) = bounds(r);
                 let mut own: Vec<ArrayData> =
                     std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
@@ -641,8 +659,9 @@ impl CKernel {
                             continue;
                         }
                         Sharing::PerThread => &mut scratch[k],
+                        // Not a whole run: the caller prepared a reduction's result.
                         Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
-                            own[k] = ArrayData::I64(vec![lo as i64, hi as i64]);
+                            own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0]);
                             &mut own[k]
                         }
                         Sharing::PerRange => &mut own[k],
@@ -673,6 +692,31 @@ impl CKernel {
                 };
                 *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
             }
+        };
+        nm_format::workers::run_on(threads, || match per_thread {
+            // Each copy of the result takes every `threads`-th range, in order, whichever worker
+            // claims it (fewer workers than asked claim several).
+            Some(k) => loop {
+                let t = workers.fetch_add(1, Ordering::Relaxed);
+                let Some(scratch) = thread_arrays.get(t) else { return };
+                let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+                scratch[k].resize(result_len);
+                for r in (t..ranges).step_by(threads) {
+                    run_range(r, &mut scratch);
+                }
+            },
+            None => {
+                // Each worker its own scratch arrays (one set per thread).
+                let Some(scratch) = thread_arrays.get(workers.fetch_add(1, Ordering::Relaxed)) else { return };
+                let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let r = next.fetch_add(1, Ordering::Relaxed);
+                    if r >= ranges {
+                        break;
+                    }
+                    run_range(r, &mut scratch);
+                }
+            }
         });
         let mut own: Vec<Vec<ArrayData>> = Vec::with_capacity(ranges);
         for o in outcomes {
@@ -681,6 +725,12 @@ impl CKernel {
                 Some(Err(why)) => return Err(RunError::OutOfMemory(f.name.clone(), why)),
                 None => return Err(RunError::OutOfMemory(f.name.clone(), "a worker thread stopped".into())),
             }
+        }
+        if let Some(k) = per_thread {
+            let copies: Vec<std::sync::MutexGuard<Vec<ArrayData>>> =
+                thread_arrays.iter().map(|m| m.lock().unwrap_or_else(|e| e.into_inner())).collect();
+            let parts: Vec<&ArrayData> = copies.iter().map(|c| &c[k]).collect();
+            arrays[k].set_sum(&parts, threads);
         }
         if let Some((pos, crd, vals)) = rows {
             let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };

@@ -236,6 +236,36 @@ impl ArrayData<'_> {
         }
     }
 
+    /// Sets every element of a writable array to zero (a borrowed one is left as it is).
+    pub(crate) fn fill_zero(&mut self) {
+        owned!(self, v => v.fill(Default::default()), borrowed => ())
+    }
+
+    /// Sets each element to the sum of the same element of `parts` (all of this array's type
+    /// and length, all writable), added in the order of `parts`, on `threads` threads.
+    pub(crate) fn set_sum(&mut self, parts: &[&ArrayData], threads: usize) {
+        macro_rules! sum_as {
+            ($variant:ident, $dest:expr) => {{
+                let slices: Vec<&[_]> = parts
+                    .iter()
+                    .map(|a| match a {
+                        ArrayData::$variant(v) => &v[..],
+                        _ => unreachable!("summed arrays are writable and have one element type"),
+                    })
+                    .collect();
+                sum_slices($dest, &slices, threads)
+            }};
+        }
+        match self {
+            ArrayData::I32(d) => sum_as!(I32, d),
+            ArrayData::I64(d) => sum_as!(I64, d),
+            ArrayData::U64(d) => sum_as!(U64, d),
+            ArrayData::F32(d) => sum_as!(F32, d),
+            ArrayData::F64(d) => sum_as!(F64, d),
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => unreachable!("a sum goes into a writable array"),
+        }
+    }
+
     /// Empties a writable array, keeping its memory (a borrowed one is left as it is).
     pub fn clear(&mut self) {
         owned!(self, v => v.clear(), borrowed => ())
@@ -300,6 +330,29 @@ fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize) -> Result<(
 /// `dest` := the concatenation of `parts`, written straight into `dest`'s spare memory by
 /// `threads` threads, each a contiguous run of parts of about equal size (a row-range run's
 /// result is joined this way: sequential, the copy took as long as luxembourg's A·Aᵀ itself).
+/// `dest[q] = parts[0][q] + parts[1][q] + ...` in that order, in chunks on `threads` threads.
+fn sum_slices<T: Copy + Default + Send + Sync + std::ops::Add<Output = T>>(
+    dest: &mut [T],
+    parts: &[&[T]],
+    threads: usize,
+) {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Chunks of 4096 elements: long enough to stream, enough of them to share.
+    let chunks: Vec<Mutex<(usize, &mut [T])>> =
+        dest.chunks_mut(4096).enumerate().map(|(c, d)| Mutex::new((c * 4096, d))).collect();
+    let next = AtomicUsize::new(0);
+    nm_format::workers::run_on(threads.min(chunks.len()).max(1), || {
+        while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
+            let (first, to) = &mut *chunk;
+            for (q, t) in to.iter_mut().enumerate() {
+                *t = parts.iter().fold(T::default(), |sum, p| sum + p[*first + q]);
+            }
+        }
+    });
+}
+
 fn join_slices<T: Copy + Send + Sync>(
     dest: &mut Vec<T>,
     parts: &[&[T]],

@@ -433,7 +433,8 @@ impl Lowered {
 /// CSR-like result (dense, then compressed) — each row range can run on its own thread. For a
 /// sparse result every row in the range stores its `pos` entry (counted from the range's
 /// first entry), so ranges assemble into separate `crd`/values arrays that are concatenated
-/// with their `pos` shifted.
+/// with their `pos` shifted. Or a reduction into a dense result (see [`Reduction`]), whose
+/// ranges add into the same elements.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Partition {
     /// Coordinates of the outermost loop.
@@ -445,6 +446,33 @@ pub struct Partition {
     /// Whether the schedule put the outermost loop on CPU threads (`parallelize`): its row
     /// ranges are what runs on them, so a caller that was given no thread count uses every core.
     pub scheduled: bool,
+    /// How ranges combine that add into the same elements of a dense result (the outer loop is
+    /// a reduction: `y(i) = A(i,j)·x(j)` with A in CSC, a dot product); `None`: ranges write
+    /// disjoint rows. The kernel zeroes the result only when `bounds[2]` is nonzero (a whole
+    /// run); a caller running ranges prepares the result as the kind says.
+    pub reduction: Option<Reduction>,
+}
+
+/// The ranges of a [`Partition`] add into the same elements of the dense result `values`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduction {
+    /// The result's values.
+    pub values: ArrayId,
+    /// How the threads' sums meet.
+    pub kind: ReductionKind,
+}
+
+/// How the threads running a reduction's ranges add into the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReductionKind {
+    /// Each thread adds its ranges, taken in a fixed order, into its own zeroed copy of the
+    /// result; the copies are then summed into it in thread order (taco's `temporary`, and
+    /// `parallel_reduction` on CPU threads, as OpenMP's `reduction` clause): the same sums for
+    /// the same thread count, run after run.
+    PerThread,
+    /// Every range adds into the shared result with atomic adds (`atomics`); the order of
+    /// the additions, so the rounding, varies from run to run.
+    Atomic,
 }
 
 struct Lowerer<'a> {
@@ -485,6 +513,8 @@ struct Lowerer<'a> {
     ism: Option<IsmResult>,
     /// Whether the outermost loop may become a row range (see [`Partition`]).
     partitionable: bool,
+    /// How its ranges combine where they add into the same result elements.
+    reduction: Option<ReductionKind>,
     /// The range parameter, once the outermost loop took it.
     bounds: Option<ArrayId>,
     /// A dense result's row buffer (see [`Lowerer::accumulate_rows`]).
@@ -1007,12 +1037,27 @@ fn on_threads(attrs: &nm_ir::concrete::LoopAttrs) -> bool {
     matches!(attrs.parallel, Some((ParallelUnit::CpuThread, OutputRace::NoRaces | OutputRace::IgnoreRaces)))
 }
 
+/// How the outermost loop's threads add into the result when the schedule says they may
+/// write the same elements: `atomics`, or a copy per thread (`temporary`,
+/// `parallel_reduction`). `None` for any other loop mark.
+fn reduction_asked(cin: &ConcreteNotation) -> Option<ReductionKind> {
+    use nm_ir::concrete::{OutputRace, ParallelUnit};
+    let CinStmt::Forall { attrs, .. } = &cin.stmts[cin.root] else { return None };
+    match attrs.parallel? {
+        (ParallelUnit::CpuThread, OutputRace::Atomics) => Some(ReductionKind::Atomic),
+        (ParallelUnit::CpuThread, OutputRace::Temporary | OutputRace::ParallelReduction) => {
+            Some(ReductionKind::PerThread)
+        }
+        _ => None,
+    }
+}
+
 /// Refuses the `parallelize` commands the back ends cannot run as asked: GPU units, and
-/// threads whose iterations write the same elements (atomics, temporaries, parallel
-/// reductions are not generated; a plain parallel loop would race).
+/// threads that add into the same elements anywhere but on the outermost loop (whose row
+/// ranges are what runs on threads; an OpenMP loop inside would race on the sums in registers).
 fn check_parallel(cin: &ConcreteNotation) -> Result<(), LowerError> {
     use nm_ir::concrete::{OutputRace, ParallelUnit};
-    for (_, s) in cin.stmts.iter() {
+    for (id, s) in cin.stmts.iter() {
         let CinStmt::Forall { var, attrs, .. } = s else { continue };
         let name = &cin.vars[*var].name;
         match attrs.parallel {
@@ -1024,10 +1069,11 @@ fn check_parallel(cin: &ConcreteNotation) -> Result<(), LowerError> {
             Some((
                 ParallelUnit::CpuThread,
                 race @ (OutputRace::Atomics | OutputRace::Temporary | OutputRace::ParallelReduction),
-            )) => {
+            )) if id != cin.root => {
                 return unsupported(format!(
-                    "`parallelize({name}, cpu_thread, {})`: only loops whose iterations write \
-                     disjoint elements run on threads (no_races; -nthreads splits result rows)",
+                    "`parallelize({name}, cpu_thread, {})` on a loop inside another: threads that add \
+                     into the same result elements run the outermost loop's ranges (reorder `{name}` \
+                     outermost, or no_races where iterations write disjoint elements)",
                     race.name()
                 ));
             }
@@ -1293,9 +1339,21 @@ pub fn lower_options(
     // Row ranges may run in parallel when the outer loop names disjoint parts of the result:
     // a dense result indexed by it, or a CSR-like result (dense, compressed) whose rows it is.
     let outer = loops.first().map(|(v, _)| *v);
+    // Where the outer loop is a reduction into a dense result, its ranges add into the same
+    // elements: as the schedule asks, else (for -nthreads) through a copy per thread where
+    // one is no larger than the loop's extent (a dot product, CSC SpMV; not a convolution's
+    // three filter rows into an image).
+    let asked = reduction_asked(cin);
+    let reduction = match (&result_format, outer) {
+        (None, Some(v)) if !lhs.subscripts.iter().any(|t| t.as_var() == Some(v)) => asked.or_else(|| {
+            let elements = types.tensors[result.index()].shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
+            elements.filter(|&n| n <= types.sizes.get(v.index()).copied().unwrap_or(0)).map(|_| ReductionKind::PerThread)
+        }),
+        _ => None,
+    };
     let partitionable = match (&result_format, outer) {
         (_, None) => false,
-        (None, Some(v)) => lhs.subscripts.iter().any(|t| t.as_var() == Some(v)),
+        (None, Some(v)) => reduction.is_some() || lhs.subscripts.iter().any(|t| t.as_var() == Some(v)),
         (Some(format), Some(v)) => {
             let kinds: Vec<LevelKind> = format.levels().iter().map(|l| l.kind).collect();
             kinds.len() == 2
@@ -1333,6 +1391,7 @@ pub fn lower_options(
         workspace,
         ism,
         partitionable,
+        reduction,
         bounds: None,
         row_buffer: None,
         repeating: 0,
@@ -1367,10 +1426,31 @@ pub fn lower_options(
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
     lw.note_sequential_loops(&loops);
+    let reduction = lw.bounds.and(lw.reduction);
+    if let (Some(_), Some(v), None) = (asked, outer, reduction) {
+        let why = match &result_format {
+            Some(_) => format!(
+                "its iterations add into the sparse result `{result_name}`; atomics and per-thread \
+                 copies are for dense results"
+            ),
+            None => "its loop co-iterates sparse operands or walks their positions in order, each \
+                     iteration starting where the last stopped"
+                .to_string(),
+        };
+        lw.note_one_thread(v, &why);
+    }
     body.splice(0..0, std::mem::take(&mut lw.prologue));
-    if lw.assembly.is_none() && lw.bounds.is_none() && lw.ism.is_none() {
+    if let (Some(bounds), Some(_)) = (lw.bounds, reduction) {
+        // Ranges add into the whole result: zeroed once, by a whole run (`bounds[2]`), or by
+        // the caller that runs the ranges.
+        let zero = lw.zero_result(&lhs, None);
+        body.insert(0, Stmt::If { cond: bin(BinOp::Ne, load(bounds, int(2)), int(0)), then: zero, otherwise: vec![] });
+    } else if lw.assembly.is_none() && lw.bounds.is_none() && lw.ism.is_none() {
         let zero = lw.zero_result(&lhs, None);
         body.splice(0..0, zero);
+    }
+    if reduction == Some(ReductionKind::Atomic) {
+        lw.f.atomic = Some(lw.result_vals);
     }
     if let Some(ism) = &lw.ism {
         body.push(Stmt::Finish { workspace: ism.slot });
@@ -1379,7 +1459,8 @@ pub fn lower_options(
         extent: types.sizes[outer.expect("an outer loop").index()],
         bounds,
         rows: lw.assembly.as_ref().map(|a| (a.pos[1].expect("csr-like"), a.crd[1].expect("csr-like"), lw.result_vals)),
-        scheduled: loops.first().is_some_and(|(_, threads)| *threads),
+        scheduled: loops.first().is_some_and(|(_, threads)| *threads) || asked.is_some(),
+        reduction: reduction.map(|kind| Reduction { values: lw.result_vals, kind }),
     });
     if let Some(a) = &lw.assembly {
         // A row range visits every row of its range: no row's `pos` is left to fill.
@@ -1567,8 +1648,10 @@ impl Lowerer<'_> {
                 // Every loop outside over a result variable: the sum is the element's whole
                 // value, stored (no `+=`: the row then needs no buffer, and the compiler
                 // vectorizes the loop around it — a dense 3×3 convolution of 999², 1.06 → 0.74 ms).
+                // Not where ranges of the outer loop add into the same elements (a dot product).
                 None => {
                     let whole = self.repeating == 0
+                        && self.reduction.is_none()
                         && self.bound.iter().enumerate().all(|(w, b)| {
                             b.is_none() || lhs.subscripts.iter().any(|t| t.as_var().is_some_and(|x| x.index() == w))
                         });
@@ -2172,7 +2255,7 @@ impl Lowerer<'_> {
         if dense_driven {
             let all_its: Vec<usize> = (0..sparse.len()).collect();
             let mut body = body_for(self, &all_its, true)?;
-            if ranged && self.assembly.is_none() {
+            if ranged && self.assembly.is_none() && self.reduction.is_none() {
                 body = match self.accumulate_rows(lhs, v, loop_var, body) {
                     Ok(rows) => rows,
                     Err(mut body) => {
@@ -3366,7 +3449,10 @@ pub fn arguments<'a, T: KernelValue>(
                     }
                     _ => ArrayData::empty(decl.elem),
                 },
-                (Role::Bounds, _) => ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64)]),
+                // The whole range, and a whole run: a reduction's kernel zeroes its result.
+                (Role::Bounds, _) => {
+                    ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64), 1])
+                }
                 (Role::Workspace { extents, config, .. }, _) => {
                     match crate::ism::WorkspaceData::new(decl.elem, extents, *config) {
                         Ok(w) => ArrayData::Workspace(w),

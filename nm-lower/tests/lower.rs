@@ -300,8 +300,8 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         "cannot lower this statement yet: a loop over the fused variable `f` (fuse is lowered under `pos`: iterate its positions)"
     );
     // A split of a split (its block count needs the parent's extent, which a derived variable
-    // has none of: an index out of bounds before) and `parallelize` strategies the back ends
-    // would run as a plain parallel loop, racing (they gave wrong sums without a word).
+    // has none of: an index out of bounds before) and threads adding into the same elements
+    // from a loop inside another (an OpenMP loop there would race on the register sums).
     let dense_mv = |schedule: &str| {
         err("y(i) = A(i,j) * x(j)", schedule, ("y", &[8]), &[("A", &[8, 30], None, 1), ("x", &[30], None, 2)])
     };
@@ -314,8 +314,9 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
         assert_eq!(
             dense_mv(&format!("parallelize(j, cpu_thread, {race})")),
             format!(
-                "cannot lower this statement yet: `parallelize(j, cpu_thread, {race})`: only loops whose iterations \
-                 write disjoint elements run on threads (no_races; -nthreads splits result rows)"
+                "cannot lower this statement yet: `parallelize(j, cpu_thread, {race})` on a loop inside another: \
+                 threads that add into the same result elements run the outermost loop's ranges (reorder `j` \
+                 outermost, or no_races where iterations write disjoint elements)"
             )
         );
     }
@@ -542,6 +543,70 @@ fn row_ranges_where_the_outer_loop_names_result_rows() {
         ("C", TensorType::sparse(&[5, 6], Format::csf(2))),
         &[("A", &[5, 4], Some(Format::csf(2)), 1), ("B", &[4, 6], csr(), 2)]
     ));
+}
+
+/// An outer loop that is a reduction into a dense result (CSC SpMV, a dot product, TTV over
+/// its reduction first) runs in ranges that add into the same elements: through a copy of
+/// the result per thread (`temporary`, `parallel_reduction`, and unscheduled where a copy is
+/// no larger than the loop's extent) or atomically (`atomics`). `run_both` runs every one on
+/// 2 and 3 threads against the one-thread kernel (sums of small integers: exact, any order);
+/// here each against the dense reference, twice on the same arrays (a copy per thread starts
+/// from zero each call, the atomic result is zeroed by the caller), then whole again.
+#[test]
+fn reductions_over_the_outer_loop_add_into_the_result_from_every_range() {
+    use nm_lower::lower::ReductionKind::{Atomic, PerThread};
+    let n = 40;
+    let mv = |a: &[f64], x: &[f64]| -> Vec<f64> { (0..n).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect() };
+    let csc = || Some(Format::csc());
+    for (schedule, kind) in [
+        ("reorder(j, i)", Some(PerThread)),
+        ("reorder(j, i); parallelize(j, cpu_thread, temporary)", Some(PerThread)),
+        ("reorder(j, i); parallelize(j, cpu_thread, parallel_reduction)", Some(PerThread)),
+        ("reorder(j, i); parallelize(j, cpu_thread, atomics)", Some(Atomic)),
+    ] {
+        let ops: &[Operand<'_>] = &[("A", &[n, n], csc(), 31), ("x", &[n], None, 32)];
+        let p = Prepared::new("y(i) = A(i,j) * x(j)", schedule, ("y", TensorType::dense(&[n])), ops).unwrap();
+        let partition = p.lowered.partition.clone().expect("ranged");
+        assert_eq!(partition.reduction.map(|r| r.kind), kind, "{schedule}");
+        assert_eq!(partition.scheduled, schedule.contains("parallelize"), "{schedule}");
+        assert_eq!(p.lowered.function.atomic.is_some(), kind == Some(Atomic), "{schedule}");
+        let (by_interp, _) = p.run_both(ops, n);
+        let d = p.dense_operands();
+        let expected = mv(&d[0], &d[1]);
+        assert_eq!(by_interp[0], ArrayData::F64(expected.clone()), "{schedule}");
+        let kernel = CKernel::compile(&p.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
+        let mut arrays = arguments(&p.lowered, &p.by_id(ops), n).unwrap();
+        for threads in [2, 3, 2, 1] {
+            kernel.run_rows(&mut arrays, &partition, threads).unwrap();
+            assert_eq!(arrays[0], ArrayData::F64(expected.clone()), "{schedule} on {threads} threads");
+        }
+    }
+    // A result larger than the outer loop's extent gets no copies unless the schedule asks.
+    let tall: &[Operand<'_>] = &[("A", &[n, 8], csc(), 33), ("x", &[8], None, 34)];
+    let ranged = |schedule: &str| {
+        let p = Prepared::new("y(i) = A(i,j) * x(j)", schedule, ("y", TensorType::dense(&[n])), tall).unwrap();
+        p.lowered.partition.and_then(|p| p.reduction).map(|r| r.kind)
+    };
+    assert_eq!(ranged("reorder(j, i)"), None);
+    assert_eq!(ranged("reorder(j, i); parallelize(j, cpu_thread, temporary)"), Some(PerThread));
+    // Scalars and TTV with the reduction outermost: results against the dense reference.
+    let (a, d) = run(
+        "a = B(i,j) * C(i,j)",
+        "parallelize(i, cpu_thread, atomics)",
+        ("a", &[]),
+        &[("B", &[n, 30], Some(Format::csr()), 35), ("C", &[n, 30], Some(Format::csr()), 36)],
+    )
+    .unwrap();
+    assert_eq!(a, vec![(0..n * 30).map(|x| d[0][x] * d[1][x]).sum::<f64>()]);
+    let (a, d) = run(
+        "A(i,j) = B(i,j,k) * c(k)",
+        "reorder(k, i, j); parallelize(k, cpu_thread, temporary)",
+        ("A", &[5, 4]),
+        &[("B", &[5, 4, 30], None, 37), ("c", &[30], None, 38)],
+    )
+    .unwrap();
+    let expected: Vec<f64> = (0..20).map(|ij| (0..30).map(|k| d[0][ij * 30 + k] * d[1][k]).sum()).collect();
+    assert_eq!(a, expected);
 }
 
 /// Reductions below a sparse result's last level (SDDMM, a CSF tensor times a vector into

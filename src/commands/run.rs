@@ -164,12 +164,15 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
 }
 
 /// Why a kernel asked to run on several threads runs on one: the interpreter, or an outer
-/// loop that does not split the result by rows (the command's note and `Kernel::describe`).
+/// loop that neither splits the result by rows nor reduces into a dense result a copy per
+/// thread can hold (the command's note and `Kernel::describe`).
 pub(crate) fn why_one_thread(interpreted: bool) -> &'static str {
     if interpreted {
         "the interpreter runs sequentially"
     } else {
-        "the outer loop does not name disjoint rows of the result"
+        "the outer loop neither names disjoint rows of the result nor sums into a dense result \
+         no larger than its extent (a schedule's `parallelize(v, cpu_thread, temporary)` or \
+         `atomics` asks for that on any dense result)"
     }
 }
 

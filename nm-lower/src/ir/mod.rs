@@ -488,12 +488,15 @@ pub struct Function {
     pub vars: Arena<VarId, VarDecl>,
     /// Its body.
     pub body: Vec<Stmt>,
+    /// An array whose accumulating stores are atomic adds: ranges of the outer loop that run on
+    /// several threads add into it at the same elements (`parallelize(i, cpu_thread, atomics)`).
+    pub atomic: Option<ArrayId>,
 }
 
 impl Function {
     /// An empty kernel.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_string(), arrays: Arena::new(), vars: Arena::new(), body: Vec::new() }
+        Self { name: name.to_string(), arrays: Arena::new(), vars: Arena::new(), body: Vec::new(), atomic: None }
     }
 
     /// Adds an array parameter.

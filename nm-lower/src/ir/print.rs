@@ -86,7 +86,8 @@ impl Function {
                 writeln!(f)
             }
             Stmt::Store { array, index, value, accumulate } => {
-                write!(f, "{pad}{}[", self.arrays[*array].name)?;
+                let atomic = if *accumulate && self.atomic == Some(*array) { "atomic " } else { "" };
+                write!(f, "{pad}{atomic}{}[", self.arrays[*array].name)?;
                 self.write_expr(f, index)?;
                 write!(f, "] {} ", if *accumulate { "+=" } else { "=" })?;
                 self.write_expr(f, value)?;
