@@ -9,7 +9,9 @@ same shapes: run both in one session (bench/gpu_session.sh does).
 
     python3 bench/cusparselt_peer.py [MxNxK ...] [--reps 50]
 
-Useful flops are 2·m·n·k/2 (the kept half of A), as in the Rust bench. A peer PyTorch cannot
+Useful flops are 2·m·n·k/2 (the kept half of A), as in the Rust bench's nv24 rows. Each peer is
+timed twice: called from Python (what a PyTorch user gets) and replayed from a CUDA graph (the
+device's time alone, comparable with the Rust bench, which launches with no per-call host work). A peer PyTorch cannot
 run on this machine (no cuSPARSELt, a shape it refuses) gets a row saying why, never a number.
 """
 import argparse
@@ -36,6 +38,31 @@ def time_ms(f, reps):
     start.record()
     for _ in range(reps):
         f()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
+def graph_ms(f, reps):
+    """Milliseconds per call replaying `reps` calls captured in one CUDA graph: the device's
+    time alone, without the host work PyTorch does per call (for cuSPARSELt, a matmul plan
+    per call, about a millisecond on the first GPU session's machine, larger than the kernel)."""
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(reps):
+                f()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    graph.replay()
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / reps
@@ -95,6 +122,11 @@ def main():
         useful = m * n * k  # 2·m·n·k/2
         label = f"{m}x{n}x{k},2:4 nv24,0.5"
         print(f"{label},torch_cublas_bf16_dense,{dense_ms:.4f},{useful / dense_ms / 1e9:.2f},,1.00")
+        try:
+            ms = graph_ms(lambda: torch.mm(a, b), args.reps)
+            print(f"{label},torch_cublas_bf16_dense (CUDA graph),{ms:.4f},{useful / ms / 1e9:.2f},,{dense_ms / ms:.2f}")
+        except Exception as e:
+            print(f"{label},torch_cublas_bf16_dense (CUDA graph),,,,# {type(e).__name__}: {str(e).splitlines()[0][:120]}")
         want = torch.mm(a.float(), b.float())
         for name, build in sparse_kinds():
             if name == "cusparselt" and not available:
@@ -110,6 +142,8 @@ def main():
                     continue
                 ms = time_ms(lambda: torch.mm(a_sp, b), args.reps)
                 print(f"{label},torch_{name},{ms:.4f},{useful / ms / 1e9:.2f},,{dense_ms / ms:.2f}")
+                ms = graph_ms(lambda: torch.mm(a_sp, b), args.reps)
+                print(f"{label},torch_{name} (CUDA graph),{ms:.4f},{useful / ms / 1e9:.2f},,{dense_ms / ms:.2f}")
             except Exception as e:  # a shape or dtype this PyTorch refuses: say so
                 print(f"{label},torch_{name},,,,# {type(e).__name__}: {str(e).splitlines()[0][:120]}")
 

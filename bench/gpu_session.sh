@@ -4,7 +4,7 @@
 # so everything is built here and carried.
 #
 #   bench/gpu_session.sh prepare        # here: builds into .gpu/ (in .gitignore)
-#   bench/gpu_session.sh run [tests|bench|all] [bench arguments]
+#   bench/gpu_session.sh run [tests|bench|tune|all] [bench or tune arguments]
 #                                       # there: device run with carry [".gpu"], results in $OUT
 #                                       # (tests and bench fit one 10-minute call each)
 #
@@ -29,7 +29,7 @@ prepare() {
   export LD_LIBRARY_PATH="$nvrtc_dir/nvidia/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   rm -rf "$here" && mkdir -p "$here/cubin"
   cargo build -q --release --bin nmsparse -p nmsparse
-  cargo build -q --release -p nm-cuda --example bench
+  cargo build -q --release -p nm-cuda --example bench --example tune
   # The test binary's path is printed by cargo as an executable artifact.
   gpu_test=$(cargo test -q --release -p nm-cuda --test gpu --no-run --message-format=json 2>/dev/null |
     python3 -c 'import json,sys
@@ -38,9 +38,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
         print(m["executable"])')
   cp "$gpu_test" "$here/gpu-test"
-  cp target/release/examples/bench "$here/bench"
+  cp target/release/examples/bench target/release/examples/tune "$here/"
   cp target/release/nmsparse "$here/nmsparse"
-  strip "$here/gpu-test" "$here/bench" "$here/nmsparse"
+  strip "$here/gpu-test" "$here/bench" "$here/tune" "$here/nmsparse"
   cargo run -q --release -p nm-cuda --example precompile -- sm_90 "$here/cubin"
   du -sh "$here"
 }
@@ -70,11 +70,17 @@ EOF
   phase="${1:-all}"
   [ $# -gt 0 ] && shift
   set +e
+  if [ "$phase" = tune ]; then
+    timeout 500 "$here/tune" "$@" >"$out/tune.csv" 2>"$out/tune-stderr.txt"
+    echo "tune: exit $?" >>"$out/device.txt"
+    cat "$out/device.txt"
+    return
+  fi
   if [ "$phase" != bench ]; then
-    "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
+    timeout 300 "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
     echo "gpu tests: exit $?" >>"$out/device.txt"
     if command -v compute-sanitizer >/dev/null; then
-      compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 \
+      timeout 180 compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 \
         nv24 bf16 split_k_is_deterministic >"$out/sanitizer.txt" 2>&1
       echo "compute-sanitizer: exit $?" >>"$out/device.txt"
     fi
@@ -99,5 +105,5 @@ EOF
 case "${1:-}" in
   prepare) prepare ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 prepare | run [tests|bench|all] [bench arguments]" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare | run [tests|bench|tune|all] [bench or tune arguments]" >&2; exit 2 ;;
 esac

@@ -280,8 +280,9 @@ fn sums_over_the_outer_loop_run_on_threads() {
     let a = read_tensor::<f64>(sample("banded_symmetric.mtx"), "dense").unwrap().to_dense().unwrap();
     let x_path = scratch("x_integers.tns");
     std::fs::write(&x_path, (1..=120).map(|j| format!("{j} {}\n", j % 7 - 3)).collect::<String>()).unwrap();
-    let expected: Vec<f64> =
-        (0..120).map(|i| (0..120).map(|j| a[i * 120 + j] * ((j + 1) % 7) as f64 - 3.0 * a[i * 120 + j]).sum()).collect();
+    let expected: Vec<f64> = (0..120)
+        .map(|i| (0..120).map(|j| a[i * 120 + j] * ((j + 1) % 7) as f64 - 3.0 * a[i * 120 + j]).sum())
+        .collect();
     let (matrix, x) = (format!("-i=A:{}", sample("banded_symmetric.mtx")), format!("-i=x:{}", x_path.display()));
     for (k, extra) in [
         &["-nthreads=2"][..],
@@ -294,7 +295,8 @@ fn sums_over_the_outer_loop_run_on_threads() {
     {
         let out = scratch(&format!("y_sum_{k}.tns"));
         let o = nmsparse(
-            &[&["y(i) = A(i,j) * x(j)", "-f=A:csc", &matrix, &x, &format!("-o=y:{}", out.display())][..], extra].concat(),
+            &[&["y(i) = A(i,j) * x(j)", "-f=A:csc", &matrix, &x, &format!("-o=y:{}", out.display())][..], extra]
+                .concat(),
         );
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("running on one thread"), "{extra:?}: {}", stderr(&o));
@@ -303,7 +305,11 @@ fn sums_over_the_outer_loop_run_on_threads() {
     }
     let inner = nmsparse(&["y(i) = A(i,j) * x(j)", "-d=i:40", "-d=j:40", "-s=parallelize(j, cpu_thread, atomics)"]);
     assert_eq!(inner.status.code(), Some(1), "{}", stderr(&inner));
-    assert!(stderr(&inner).contains("`parallelize(j, cpu_thread, atomics)` on a loop inside another"), "{}", stderr(&inner));
+    assert!(
+        stderr(&inner).contains("`parallelize(j, cpu_thread, atomics)` on a loop inside another"),
+        "{}",
+        stderr(&inner)
+    );
     let sparse = nmsparse(&[
         "C(i,j) = A(i,k) * B(k,j)",
         "-f=A:csc",

@@ -10,6 +10,7 @@
 //   PIPELINE   1: double-buffered shared tiles filled by cp.async while computing, V3
 //   VEC_A      1: k is a multiple of 4, so A rows load as float4 (non-packed only)
 //   NM_L       L (columns per group)
+//   MIN_BLOCKS blocks per SM the register allocation must allow
 //
 // The host prepares, once per B (see nm-cuda's `plan.rs`):
 //   dtab[(bx·W + r)·GMAX + s]   the A-tile row (0..AROWS) that kept row r of block column bx,
@@ -262,7 +263,7 @@ __device__ __forceinline__ void compute(const float* as, const float* bs, const 
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 nm_spmm_f32(const float* __restrict__ a, const float* __restrict__ bp, const int* __restrict__ dtab,
             const int* __restrict__ col_info, float* __restrict__ out, int m, int n, int k, int w, int np,
             int steps, int steps_per_slice) {

@@ -13,11 +13,14 @@
 // Then the lane with groupID g and t = lane % 4 ∈ {0, 1} (sparsity selector 0) hands the
 // instruction its metadata word with one 4-byte load: ae[… + 2g + (lane & 1)].
 //
-// -D parameters: MS NS (block tile), WM WN (warp tile), STAGES (shared buffers of the cp.async
-// pipeline, ≥ 2). A stage is one k32 slice: 16 compressed columns of A's MS rows, 32 rows of B.
-// Ragged m, n, k read zeros (cp.async zero fill) and store nothing; ldb is a multiple of 8 so
-// B's rows split into whole 16-byte chunks, and columns in n..ldb only reach unstored outputs.
-// Split-K: gridDim.z slices of steps write partial products to out + z·m·n (splitk_reduce.cu).
+// -D parameters: MS NS (block tile), WM WN (warp tile), KSTEP (k32 slices per stage), STAGES
+// (shared buffers of the cp.async pipeline, ≥ 2). A stage holds KSTEP k32 slices: 16·KSTEP
+// compressed columns of A's MS rows, 32·KSTEP rows of B, their metadata words; one barrier per
+// stage, so a deeper stage spends fewer barriers per mma. Shared memory is dynamic (the host
+// opts in past 48 KiB). Ragged m, n, k read zeros (cp.async zero fill) and store nothing; ldb
+// is a multiple of 8 so B's rows split into whole 16-byte chunks, and columns in n..ldb only
+// reach unstored outputs. Split-K: gridDim.z slices of stages write partial products to
+// out + z·m·n (splitk_reduce.cu).
 
 #ifdef NMS_HOST_EMULATION
 #include "emulate/cuda_host.h"
@@ -31,16 +34,19 @@ typedef unsigned int u32;
 #define MI (WM / 16)
 #define NI (WN / 8)
 // Padded rows: the 8 rows one ldmatrix phase reads fall in distinct banks.
-#define ASTR (16 + 8)
+#define ASTR (16 * KSTEP + 8)
 #define BSTR (NS + 8)
 #define A_STAGE (MS * ASTR)
-#define B_STAGE (32 * BSTR)
-#define E_STAGE (MS / 16 * 16)
+#define B_STAGE (32 * KSTEP * BSTR)
+// Metadata words of one k32 slice, then of a stage.
+#define E_SLICE (MS / 16 * 16)
+#define E_STAGE (KSTEP * E_SLICE)
 
 static_assert(WM % 16 == 0 && WN % 8 == 0, "warp tiles are made of m16n8 tiles");
 static_assert(MS % WM == 0 && NS % WN == 0, "warp tiles cover the block tile");
 static_assert(NS % 8 == 0, "B's rows load in 16-byte chunks of 8 columns");
 static_assert(STAGES >= 2, "the pipeline needs two buffers at least");
+static_assert(KSTEP >= 1, "a stage holds one k32 slice at least");
 
 #ifdef NMS_HOST_EMULATION
 // The host emulation copies at once (see emulate/cuda_host.h).
@@ -98,43 +104,51 @@ __device__ __forceinline__ void mma_sp(float (&d)[4], const u32 (&a)[4], const u
 // spilled; it needs about 140.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* __restrict__ b,
-             float* __restrict__ out, int m, int n, int k, int kc, int ldb, int row_tiles, int steps,
-             int steps_per_slice) {
-    __shared__ __align__(16) u16 as[STAGES * A_STAGE];
-    __shared__ __align__(16) u16 bs[STAGES * B_STAGE];
-    __shared__ __align__(16) u32 es[STAGES * E_STAGE];
+             float* __restrict__ out, int m, int n, int k, int kc, int ldb, int row_tiles, int k32_steps,
+             int stages, int stages_per_slice) {
+#ifdef NMS_HOST_EMULATION
+    u16* as = reinterpret_cast<u16*>(emulated_shared);
+#else
+    extern __shared__ __align__(16) u16 smem[];
+    u16* as = smem;
+#endif
+    u16* bs = as + STAGES * A_STAGE;
+    u32* es = reinterpret_cast<u32*>(bs + STAGES * B_STAGE);
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t4 = lane % 4;
     const int m0 = blockIdx.y * MS, n0 = blockIdx.x * NS;
     const int wr = (warp / WARP_COLS) * WM, wc = (warp % WARP_COLS) * WN;
-    const int first = blockIdx.z * steps_per_slice;
-    const int last = min(steps, first + steps_per_slice);
+    const int first = blockIdx.z * stages_per_slice;
+    const int last = min(stages, first + stages_per_slice);
 
-    // Stage `step` into buffer `buf`: A's compressed slice, B's 32 rows, the metadata words.
-    auto load = [&](int step, int buf) {
+    // Stage `stage` into buffer `buf`: A's compressed slices, B's 32·KSTEP rows, the metadata.
+    auto load = [&](int stage, int buf) {
         u16* a_s = as + buf * A_STAGE;
         u16* b_s = bs + buf * B_STAGE;
         u32* e_s = es + buf * E_STAGE;
-        for (int e = tid; e < MS * 2; e += THREADS) {
-            const int row = e / 2, half = e % 2, gm = m0 + row;
-            const bool ok = gm < m;
-            cp_async16(a_s + row * ASTR + half * 8, ok ? av + (size_t)gm * kc + step * 16 + half * 8 : av, ok ? 16 : 0);
+        for (int e = tid; e < MS * 2 * KSTEP; e += THREADS) {
+            const int row = e / (2 * KSTEP), chunk = e % (2 * KSTEP), gm = m0 + row;
+            const int col = stage * 16 * KSTEP + chunk * 8;
+            const bool ok = gm < m && col < kc;
+            cp_async16(a_s + row * ASTR + chunk * 8, ok ? av + (size_t)gm * kc + col : av, ok ? 16 : 0);
         }
-        for (int e = tid; e < 32 * (NS / 8); e += THREADS) {
+        for (int e = tid; e < 32 * KSTEP * (NS / 8); e += THREADS) {
             const int r = e / (NS / 8), chunk = e % (NS / 8);
-            const int gk = step * 32 + r, gn = n0 + chunk * 8;
+            const int gk = stage * 32 * KSTEP + r, gn = n0 + chunk * 8;
             const bool ok = gk < k && gn < ldb;
             cp_async16(b_s + r * BSTR + chunk * 8, ok ? b + (size_t)gk * ldb + gn : b, ok ? 16 : 0);
         }
-        for (int e = tid; e < MS / 16 * 4; e += THREADS) {
-            const int tile = e / 4, quarter = e % 4, rt = m0 / 16 + tile;
-            u32* dst = e_s + tile * 16 + quarter * 4;
-            if (rt < row_tiles) {
-                cp_async16(dst, ae + ((size_t)step * row_tiles + rt) * 16 + quarter * 4, 16);
+        for (int e = tid; e < KSTEP * (MS / 16) * 4; e += THREADS) {
+            const int q = e / (MS / 16 * 4), tile = (e / 4) % (MS / 16), quarter = e % 4;
+            const int s = stage * KSTEP + q, rt = m0 / 16 + tile;
+            u32* dst = e_s + q * E_SLICE + tile * 16 + quarter * 4;
+            if (rt < row_tiles && s < k32_steps) {
+                cp_async16(dst, ae + ((size_t)s * row_tiles + rt) * 16 + quarter * 4, 16);
             } else {
-                // A tile wholly past m: valid metadata (offsets 0, 1) over the zeros loaded above.
-                for (int q = 0; q < 4; ++q) dst[q] = 0x44444444u;
+                // A tile wholly past m or a slice past k: valid metadata (offsets 0, 1) over
+                // the zeros loaded above.
+                for (int w = 0; w < 4; ++w) dst[w] = 0x44444444u;
             }
         }
     };
@@ -163,25 +177,28 @@ nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* 
         cp_async_commit();
 
         const int buf = (step - first) % STAGES;
-        const u16* a_s = as + buf * A_STAGE;
-        const u16* b_s = bs + buf * B_STAGE;
-        const u32* e_s = es + buf * E_STAGE;
-        u32 af[MI][4], meta[MI];
 #pragma unroll
-        for (int i = 0; i < MI; ++i) {
-            // Lanes 0-15 name rows 0-15 at column 0, lanes 16-31 the same rows at column 8:
-            // the four 8×8 quarters land as a0 (g, 2t), a1 (g+8, 2t), a2 (g, 2t+8), a3 (g+8, 2t+8).
-            ldmatrix_x4(af[i], a_s + (wr + i * 16 + lane % 16) * ASTR + (lane / 16) * 8);
-            meta[i] = e_s[((wr / 16) + i) * 16 + 2 * g + (lane & 1)];
-        }
+        for (int q = 0; q < KSTEP; ++q) {
+            const u16* a_s = as + buf * A_STAGE + q * 16;
+            const u16* b_s = bs + buf * B_STAGE + q * 32 * BSTR;
+            const u32* e_s = es + buf * E_STAGE + q * E_SLICE;
+            u32 af[MI][4], meta[MI];
 #pragma unroll
-        for (int j = 0; j < NI; ++j) {
-            // Lane l names k row l of the slice at the tile's first column; transposed, each
-            // 8-row quarter gives the lane k = 2t, 2t+1 of column g: b0..b3 at k offsets 0, 8, 16, 24.
-            u32 bf[4];
-            ldmatrix_x4_trans(bf, b_s + lane * BSTR + wc + j * 8);
+            for (int i = 0; i < MI; ++i) {
+                // Lanes 0-15 name rows 0-15 at column 0, lanes 16-31 the same rows at column 8:
+                // the four 8×8 quarters land as a0 (g, 2t), a1 (g+8, 2t), a2 (g, 2t+8), a3 (g+8, 2t+8).
+                ldmatrix_x4(af[i], a_s + (wr + i * 16 + lane % 16) * ASTR + (lane / 16) * 8);
+                meta[i] = e_s[((wr / 16) + i) * 16 + 2 * g + (lane & 1)];
+            }
 #pragma unroll
-            for (int i = 0; i < MI; ++i) mma_sp(acc[i][j], af[i], bf, meta[i]);
+            for (int j = 0; j < NI; ++j) {
+                // Lane l names k row l of the slice at the tile's first column; transposed, each
+                // 8-row quarter gives the lane k = 2t, 2t+1 of column g: b0..b3 at k offsets 0, 8, 16, 24.
+                u32 bf[4];
+                ldmatrix_x4_trans(bf, b_s + lane * BSTR + wc + j * 8);
+#pragma unroll
+                for (int i = 0; i < MI; ++i) mma_sp(acc[i][j], af[i], bf, meta[i]);
+            }
         }
     }
     // Nothing may still be writing shared memory when the block exits (empty groups only).

@@ -192,6 +192,25 @@ impl GpuNm {
         let [k, n] = self.parts.shape;
         let nm = (self.parts.n as usize, self.parts.m as usize, self.parts.l);
         let plan = plan_f32(m, n, k, nm, gpu.limits(), options)?;
+        self.prepare_plan(gpu, m, plan)
+    }
+
+    /// [`GpuNm::prepare`] for a plan the caller built (with [`crate::plan::plan_kernel`], for tuning
+    /// sweeps): index tables and compilation.
+    pub fn prepare_plan(&mut self, gpu: &Gpu, m: usize, plan: F32Plan) -> Result<SpmmLaunch> {
+        let [k, n] = self.parts.shape;
+        let nm = (self.parts.n as usize, self.parts.m as usize, self.parts.l);
+        let covered = plan.slices * plan.steps_per_slice >= plan.kernel.steps(self.parts.rows());
+        if plan.kernel.nm != nm
+            || plan.grid.0 != n.div_ceil(plan.kernel.tile.ns)
+            || plan.grid.1 != m.div_ceil(plan.kernel.tile.ms)
+            || !covered
+        {
+            return Err(CudaError::Unsupported(format!(
+                "a plan for {:?} on a {}-column grid does not fit this {k}×{n} nm{nm:?} operand with {m} rows",
+                plan.kernel.nm, plan.grid.0
+            )));
+        }
         if !self.prepared.contains_key(&plan.kernel) {
             let Tables { dtab, col_info } = tables(&plan.kernel, &self.parts);
             let entry = (gpu.upload(&dtab)?, gpu.upload(if col_info.is_empty() { &[-1][..] } else { &col_info })?);
@@ -404,8 +423,8 @@ pub struct Nv24Launch {
     pub kernel: Nv24Kernel,
     /// Split-K slices (1 = none).
     pub slices: usize,
-    /// k32 steps per slice.
-    pub steps_per_slice: usize,
+    /// Pipeline stages (of `kernel.kstep` k32 slices) per split-K slice.
+    pub stages_per_slice: usize,
     n: usize,
     function: CudaFunction,
 }
@@ -440,14 +459,31 @@ impl GpuNv24 {
     /// The launch for `n` columns of B: `tile` and `slices` as given, else by shape (the
     /// largest tile still giving every SM a block, then split-K to fill the SMs); compiles it.
     pub fn prepare(&self, gpu: &Gpu, n: usize, tile: Option<TileSize>, slices: Option<usize>) -> Result<Nv24Launch> {
-        let sms = gpu.limits().sms;
-        let kernel = tile.map_or_else(|| Nv24Kernel::choose(self.m, n, sms), Nv24Kernel::new);
-        let (slices, steps_per_slice) = crate::plan::split_k(slices, kernel.blocks(self.m, n), self.steps, sms);
+        let limits = gpu.limits();
+        let kernel = tile.map_or_else(|| Nv24Kernel::choose(self.m, n, limits), |t| Nv24Kernel::new(t).fit(limits));
+        self.prepare_kernel(gpu, n, kernel, slices)
+    }
+
+    /// The launch of the given variant for `n` columns of B (split-K `slices`, else chosen
+    /// to fill the SMs); compiles it. For tuning sweeps and callers that fix every parameter.
+    pub fn prepare_kernel(&self, gpu: &Gpu, n: usize, kernel: Nv24Kernel, slices: Option<usize>) -> Result<Nv24Launch> {
+        let limits = gpu.limits();
+        if kernel.shared_bytes() > limits.smem_optin {
+            return Err(CudaError::Unsupported(format!(
+                "{kernel:?} needs {} bytes of shared memory per block; the device allows {}",
+                kernel.shared_bytes(),
+                limits.smem_optin
+            )));
+        }
+        let stages = kernel.stage_count(self.steps);
+        let (slices, stages_per_slice) = crate::plan::split_k(slices, kernel.blocks(self.m, n), stages, limits.sms);
         let function = gpu.function(&Variant::nv24_sp(&kernel))?;
+        let bytes = kernel.shared_bytes() as i32;
+        function.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)?;
         if slices > 1 {
             gpu.function(&Variant::reduce())?;
         }
-        Ok(Nv24Launch { kernel, slices, steps_per_slice, n, function })
+        Ok(Nv24Launch { kernel, slices, stages_per_slice, n, function })
     }
 
     /// `c = A·b` with `b` bf16 bits, row-major `k×ldb` (ldb a multiple of 8, ≥ n; columns
@@ -480,9 +516,11 @@ impl GpuNv24 {
         let cfg = LaunchConfig {
             grid_dim: (n.div_ceil(kernel.ns) as u32, m.div_ceil(kernel.ms) as u32, launch.slices as u32),
             block_dim: (kernel.threads() as u32, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: kernel.shared_bytes() as u32,
         };
-        let ints = [m, n, k, self.kc, ldb, self.row_tiles, self.steps, launch.steps_per_slice].map(|v| v as i32);
+        let stages = kernel.stage_count(self.steps);
+        let ints =
+            [m, n, k, self.kc, ldb, self.row_tiles, self.steps, stages, launch.stages_per_slice].map(|v| v as i32);
         let out: &mut CudaSlice<f32> = if launch.slices > 1 { work } else { c };
         let mut builder = gpu.stream.launch_builder(&launch.function);
         builder.arg(&self.values).arg(&self.meta).arg(b).arg(out);
@@ -492,7 +530,8 @@ impl GpuNv24 {
         // SAFETY: the arguments match `nv24_spmm_sp`'s signature; the values (m·kc) and
         // metadata (steps·row_tiles·16) were uploaded from one `Nv24Sp`, B holds k·ldb with
         // ldb a multiple of 8 ≥ n, C m·n (or the workspace slices·m·n) — checked above — and
-        // the kernel bounds-checks every access against m, k, ldb and row_tiles.
+        // the kernel bounds-checks every access against m, k, ldb and row_tiles; the dynamic
+        // shared memory is the variant's own size, opted in to by `prepare_kernel`.
         unsafe { builder.launch(cfg) }?;
         if launch.slices > 1 {
             reduce(gpu, c, work, m * n, launch.slices)?;

@@ -105,8 +105,14 @@ impl DeviceLimits {
 }
 
 /// Sparsity above which the packed (sparsity-aware) A loading is used: the NM-SpMM paper's
-/// crossover on an A100 (between 62.5% and 75%); not yet measured on our kernels.
+/// crossover on an A100 (between 62.5% and 75%), kept for the small and medium tiles, where
+/// an H100 agrees (256×4096×4096 at 2:8, small tile: 0.135 ms packed, 0.199 not).
 pub const PACK_ABOVE: f64 = 0.7;
+
+/// The same for the large tile (256 threads, two blocks per SM), measured on an H100: at 2:8
+/// packing lost (4096³: 1.72 ms not packed, 1.85 packed; 1024×4096×4096: 0.438, 0.464), at
+/// 1:8 it won (0.80 against V1's 1.17).
+pub const PACK_ABOVE_LARGE: f64 = 0.8;
 
 /// One f32 kernel variant: everything its NVRTC `-D` options fix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -127,6 +133,8 @@ pub struct F32Kernel {
     pub packed: bool,
     /// cp.async double buffering.
     pub pipeline: bool,
+    /// Blocks per SM the registers must allow (`__launch_bounds__`'s second argument).
+    pub min_blocks: usize,
     /// A's rows load as float4 (k % 4 == 0, not packed).
     pub vec_a: bool,
     /// N, M, L.
@@ -149,7 +157,8 @@ impl F32Kernel {
     pub fn new(version: Version, tile: Tile, nm: (usize, usize, usize), k: usize) -> F32Kernel {
         let (n, m, l) = nm;
         let sparsity = 1.0 - n as f64 / m as f64;
-        let packed = version != Version::V1 && sparsity > PACK_ABOVE;
+        let pack_above = if tile.threads() >= 256 { PACK_ABOVE_LARGE } else { PACK_ABOVE };
+        let packed = version != Version::V1 && sparsity > pack_above;
         // Windows per step: about 16 kept rows (32 when packed, since only kept columns of A
         // occupy shared memory), while the dense k of a step stays ≤ 64 (128 packed).
         let (k_cap, w_cap) = if packed { (128, 32) } else { (64, 16) };
@@ -166,6 +175,15 @@ impl F32Kernel {
             gmax,
             packed,
             pipeline: version == Version::V3,
+            // Two 256-thread blocks per SM (registers capped at 128) where a warp's columns
+            // share one group: 17% faster at 4:8 and 13% at 1:8 than one on an H100 at 4096³
+            // (examples/tune.rs, BENCHMARKS.md). With a group per column or per float4 the
+            // outer product needs more registers and spills at 128.
+            min_blocks: if tile.threads() >= 256 && l.is_multiple_of(tile.nr) && tile.ns.is_multiple_of(l) {
+                2
+            } else {
+                1
+            },
             vec_a: !packed && ks.is_multiple_of(4) && k.is_multiple_of(4),
             nm,
         }
@@ -188,6 +206,7 @@ impl F32Kernel {
             ("PACKED", self.packed as usize),
             ("PIPELINE", self.pipeline as usize),
             ("VEC_A", self.vec_a as usize),
+            ("MIN_BLOCKS", self.min_blocks),
             ("NM_L", self.nm.2),
         ]
         .iter()
@@ -229,7 +248,8 @@ fn blocks(tile: &Tile, m: usize, n: usize) -> usize {
 
 /// The f32 kernel for `C (m×n) = A (m×k) · B` with B in `nm(N,M,L)`, by shape and sparsity:
 /// the largest parameter set that still gives every SM a block, V3 where cp.async exists
-/// (sm_80+), packing above [`PACK_ABOVE`], split-K when the grid cannot fill the device.
+/// (sm_80+), packing above [`PACK_ABOVE`] ([`PACK_ABOVE_LARGE`] in the large tile), split-K
+/// when the grid cannot fill the device.
 pub fn plan_f32(
     m: usize,
     n: usize,
@@ -258,7 +278,21 @@ pub fn plan_f32(
             .find(|s| blocks(&s.tile(), m, n) >= limits.sms)
             .unwrap_or(TileSize::Small)
     });
-    let kernel = F32Kernel::new(version, size.tile(), nm, k);
+    plan_kernel(F32Kernel::new(version, size.tile(), nm, k), size, m, n, k, limits, options.slices)
+}
+
+/// The launch of a given f32 variant (from `size`'s tile, perhaps with other steps or bounds):
+/// its grid and split-K, after checking it fits the device's shared memory.
+pub fn plan_kernel(
+    kernel: F32Kernel,
+    size: TileSize,
+    m: usize,
+    n: usize,
+    k: usize,
+    limits: DeviceLimits,
+    slices: Option<usize>,
+) -> Result<F32Plan> {
+    let (version, nm) = (kernel.version, kernel.nm);
     if kernel.shared_bytes() > limits.smem_optin {
         return Err(CudaError::Unsupported(format!(
             "{version:?} with {size:?} tiles needs {} bytes of shared memory per block for M = {}; the device \
@@ -271,7 +305,7 @@ pub fn plan_f32(
     let w = k.div_ceil(nm.1) * nm.0;
     let steps = kernel.steps(w);
     let grid_blocks = blocks(&kernel.tile, m, n);
-    let (slices, steps_per_slice) = split_k(options.slices, grid_blocks, steps, limits.sms);
+    let (slices, steps_per_slice) = split_k(slices, grid_blocks, steps, limits.sms);
     Ok(F32Plan {
         kernel,
         size,
@@ -430,29 +464,45 @@ pub struct Nv24Kernel {
     pub wm: usize,
     /// Warp columns.
     pub wn: usize,
+    /// k32 slices per pipeline stage (one barrier per stage).
+    pub kstep: usize,
     /// Shared buffers of the cp.async pipeline.
     pub stages: usize,
 }
 
 impl Nv24Kernel {
-    /// The parameter set `size`: 64×64 blocks of 4 warps, 128×64 of 4, 128×128 of 8 (warp
-    /// tiles 32×32 or 64×32), three stages of one k32 slice each.
+    /// The parameter set `size`: 64×64 blocks of 4 warps (warp tiles 32×32), 128×128 of 8
+    /// (64×32), 256×128 of 8 (64×64); three stages of four k32 slices each. Measured on an
+    /// H100 at 4096³ (BENCHMARKS.md, 2026-11-25): one k32 slice per stage spent a barrier on
+    /// every 16 mma.sp and ran at 0.81 ms in the 128×128 tile; four slices, 0.46 ms; the
+    /// 256×128 tile with 64×64 warp tiles, 0.37 ms.
     pub fn new(size: TileSize) -> Nv24Kernel {
         let (ms, ns, wm, wn) = match size {
             TileSize::Small => (64, 64, 32, 32),
-            TileSize::Medium => (128, 64, 64, 32),
-            TileSize::Large => (128, 128, 64, 32),
+            TileSize::Medium => (128, 128, 64, 32),
+            TileSize::Large => (256, 128, 64, 64),
         };
-        Nv24Kernel { ms, ns, wm, wn, stages: 3 }
+        Nv24Kernel { ms, ns, wm, wn, kstep: 4, stages: 3 }
     }
 
-    /// The largest parameter set whose grid for an `m×n` product still gives every SM a block.
-    pub fn choose(m: usize, n: usize, sms: usize) -> Nv24Kernel {
+    /// This variant with stages of fewer k32 slices until it fits `limits`' shared memory
+    /// (the 256×128 tile's 222 KiB fit an H100, not an A100's 163 KiB).
+    pub fn fit(mut self, limits: DeviceLimits) -> Nv24Kernel {
+        while self.shared_bytes() > limits.smem_optin && self.kstep > 1 {
+            self.kstep /= 2;
+        }
+        self
+    }
+
+    /// The largest parameter set whose grid for an `m×n` product still gives every SM a block,
+    /// fitted to the device's shared memory.
+    pub fn choose(m: usize, n: usize, limits: DeviceLimits) -> Nv24Kernel {
         [TileSize::Large, TileSize::Medium]
             .into_iter()
             .map(Nv24Kernel::new)
-            .find(|k| k.blocks(m, n) >= sms)
+            .find(|k| k.blocks(m, n) >= limits.sms)
             .unwrap_or(Nv24Kernel::new(TileSize::Small))
+            .fit(limits)
     }
 
     /// Blocks of the grid for an `m×n` product (one split-K slice).
@@ -460,10 +510,16 @@ impl Nv24Kernel {
         m.div_ceil(self.ms) * n.div_ceil(self.ns)
     }
 
-    /// Static shared memory, bytes: per stage A's MS×(16+8) and B's 32×(NS+8) bf16, and
-    /// 16 metadata words per 16 rows.
+    /// Pipeline stages over `k32_steps` k32 slices.
+    pub fn stage_count(&self, k32_steps: usize) -> usize {
+        k32_steps.div_ceil(self.kstep)
+    }
+
+    /// Dynamic shared memory, bytes: per stage A's MS×(16·KSTEP+8) and B's 32·KSTEP×(NS+8)
+    /// bf16, and KSTEP·MS metadata words.
     pub fn shared_bytes(&self) -> usize {
-        self.stages * (2 * self.ms * 24 + 2 * 32 * (self.ns + 8) + 4 * self.ms)
+        self.stages
+            * (2 * self.ms * (16 * self.kstep + 8) + 2 * 32 * self.kstep * (self.ns + 8) + 4 * self.kstep * self.ms)
     }
 
     /// Threads per block.
@@ -473,10 +529,17 @@ impl Nv24Kernel {
 
     /// The NVRTC `-D` options.
     pub fn defines(&self) -> Vec<String> {
-        [("MS", self.ms), ("NS", self.ns), ("WM", self.wm), ("WN", self.wn), ("STAGES", self.stages)]
-            .iter()
-            .map(|(k, v)| format!("-D{k}={v}"))
-            .collect()
+        [
+            ("MS", self.ms),
+            ("NS", self.ns),
+            ("WM", self.wm),
+            ("WN", self.wn),
+            ("KSTEP", self.kstep),
+            ("STAGES", self.stages),
+        ]
+        .iter()
+        .map(|(k, v)| format!("-D{k}={v}"))
+        .collect()
     }
 }
 
@@ -588,6 +651,9 @@ mod tests {
         assert!(sparse.arows < sparse.ks, "{sparse:?}");
         assert!(!F32Kernel::new(Version::V1, t, (1, 8, 32), 4096).packed);
         assert_eq!(sparse.ws * sparse.nm.1, sparse.ks * sparse.nm.0);
+        // 2:8 (75%) is packed in the small tile only (the crossovers measured on an H100).
+        assert!(!F32Kernel::new(Version::V3, t, (2, 8, 32), 4096).packed);
+        assert!(F32Kernel::new(Version::V3, TileSize::Small.tile(), (2, 8, 32), 4096).packed);
     }
 
     #[test]
@@ -619,14 +685,19 @@ mod tests {
     }
 
     #[test]
-    fn every_sparse_tensor_core_tile_fits_static_shared_memory() {
+    fn every_sparse_tensor_core_tile_fits_the_devices_shared_memory() {
         for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
-            let k = Nv24Kernel::new(size);
-            assert!(k.shared_bytes() <= 48 * 1024, "{k:?}: {} bytes", k.shared_bytes());
-            assert_eq!(k.threads() % 32, 0);
+            for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+                let k = Nv24Kernel::new(size).fit(limits);
+                assert!(k.shared_bytes() <= limits.smem_optin, "{k:?}: {} bytes", k.shared_bytes());
+                assert_eq!(k.threads() % 32, 0);
+            }
         }
-        // 4096² gives 1024 blocks of 128×128: the large tile; 256×256 only 16: the small one.
-        assert_eq!(Nv24Kernel::choose(4096, 4096, 132), Nv24Kernel::new(TileSize::Large));
-        assert_eq!(Nv24Kernel::choose(256, 256, 132), Nv24Kernel::new(TileSize::Small));
+        // 4096² gives 512 blocks of 256×128: the large tile; 256×256 only 2: the small one.
+        assert_eq!(Nv24Kernel::choose(4096, 4096, DeviceLimits::H100), Nv24Kernel::new(TileSize::Large));
+        assert_eq!(Nv24Kernel::choose(256, 256, DeviceLimits::H100), Nv24Kernel::new(TileSize::Small));
+        // The A100's shared memory takes the large tile with shorter stages.
+        let a100 = Nv24Kernel::choose(4096, 4096, DeviceLimits::A100);
+        assert!(a100.shared_bytes() <= DeviceLimits::A100.smem_optin && a100.kstep < 4 && a100.ms == 256, "{a100:?}");
     }
 }

@@ -239,10 +239,16 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
             }
         }
         assert!(want.iter().any(|&v| v != 0.0), "case {c}: a product of zeros checks nothing");
-        for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
-            let kernel = Nv24Kernel::new(size);
+        // Every parameter set (four k32 slices per stage: slices past k's end within a stage),
+        // and stages of one and of three slices.
+        let variants = [TileSize::Small, TileSize::Medium, TileSize::Large]
+            .map(Nv24Kernel::new)
+            .into_iter()
+            .chain([1, 3].map(|kstep| Nv24Kernel { kstep, stages: 4, ..Nv24Kernel::new(TileSize::Medium) }));
+        for kernel in variants {
             for asked in [1, 3] {
-                let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), sp.steps(), DeviceLimits::H100.sms);
+                let stages = kernel.stage_count(sp.steps());
+                let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), stages, DeviceLimits::H100.sms);
                 let header = [
                     m,
                     n,
@@ -251,17 +257,19 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
                     ldb,
                     sp.row_tiles(),
                     sp.steps(),
+                    stages,
                     per_slice,
                     slices,
                     n.div_ceil(kernel.ns),
                     m.div_ceil(kernel.ms),
                     kernel.threads(),
+                    kernel.shared_bytes(),
                 ];
                 let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
                 bytes.extend(sp.values().iter().flat_map(|v| v.to_le_bytes()));
                 bytes.extend(sp.meta().iter().flat_map(|v| v.to_le_bytes()));
                 bytes.extend(b.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
-                let tag = format!("sp{c}-{size:?}-s{slices}");
+                let tag = format!("sp{c}-{}x{}-k{}-s{slices}", kernel.ms, kernel.ns, kernel.kstep);
                 let options = nm_cuda::kernels::Variant::nv24_sp(&kernel).options;
                 let got = run_harness("harness_sp.cpp", &options, &tag, bytes);
                 let at = got.iter().zip(&want).position(|(x, y)| x != y);

@@ -1347,7 +1347,9 @@ pub fn lower_options(
     let reduction = match (&result_format, outer) {
         (None, Some(v)) if !lhs.subscripts.iter().any(|t| t.as_var() == Some(v)) => asked.or_else(|| {
             let elements = types.tensors[result.index()].shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
-            elements.filter(|&n| n <= types.sizes.get(v.index()).copied().unwrap_or(0)).map(|_| ReductionKind::PerThread)
+            elements
+                .filter(|&n| n <= types.sizes.get(v.index()).copied().unwrap_or(0))
+                .map(|_| ReductionKind::PerThread)
         }),
         _ => None,
     };
