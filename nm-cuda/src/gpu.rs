@@ -519,6 +519,9 @@ impl GpuNv24 {
             shared_mem_bytes: kernel.shared_bytes() as u32,
         };
         let stages = kernel.stage_count(self.steps);
+        if launch.slices * launch.stages_per_slice < stages {
+            return Err(CudaError::Unsupported("this launch was prepared for a matrix with a shorter k".into()));
+        }
         let ints =
             [m, n, k, self.kc, ldb, self.row_tiles, self.steps, stages, launch.stages_per_slice].map(|v| v as i32);
         let out: &mut CudaSlice<f32> = if launch.slices > 1 { work } else { c };
