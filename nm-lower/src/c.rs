@@ -590,6 +590,8 @@ impl CKernel {
             .map(|(id, decl)| match decl.role {
                 Role::Bounds => Sharing::PerRange,
                 Role::Scratch | Role::Local { .. } => Sharing::PerThread,
+                // A reduction's copies of the result, one per thread.
+                _ if per_thread == Some(id.index()) => Sharing::PerThread,
                 _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
                     && written(id.index()) =>
                 {
@@ -597,11 +599,6 @@ impl CKernel {
                 }
                 _ => Sharing::Shared,
             })
-            .collect();
-        let sharing: Vec<Sharing> = sharing
-            .into_iter()
-            .enumerate()
-            .map(|(k, s)| if per_thread == Some(k) { Sharing::PerThread } else { s })
             .collect();
         let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
         if let Some((pos, ..)) = rows {
@@ -646,52 +643,50 @@ impl CKernel {
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
         let workers = AtomicUsize::new(0);
         let run_range = |r: usize, scratch: &mut Vec<ArrayData<'static>>| {
-            {
-                let (lo, hi) = bounds(r);
-                let mut own: Vec<ArrayData> =
-                    std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
-                let mut descriptors = Vec::with_capacity(elems.len());
-                for k in 0..elems.len() {
-                    let owner: *mut ArrayData<'static> = match sharing[k] {
-                        Sharing::Shared => {
-                            let SharedArray(data, len) = shared[k];
-                            descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
-                            continue;
-                        }
+            let (lo, hi) = bounds(r);
+            let mut own: Vec<ArrayData> =
+                std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
+            let mut descriptors = Vec::with_capacity(elems.len());
+            for k in 0..elems.len() {
+                let owner: *mut ArrayData<'static> = match sharing[k] {
+                    Sharing::Shared => {
+                        let SharedArray(data, len) = shared[k];
+                        descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
+                        continue;
+                    }
+                    Sharing::PerThread => &mut scratch[k],
+                    // Not a whole run: the caller prepared a reduction's result.
+                    Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                        own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0]);
+                        &mut own[k]
+                    }
+                    Sharing::PerRange => &mut own[k],
+                };
+                // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
+                let (data, len) = raw_parts(unsafe { &mut *owner });
+                descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
+            }
+            GROW_FAILURE.with(|g| g.take());
+            // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
+            // read, shared outputs written at the rows of `lo..hi` only (the outer
+            // loop's range names disjoint result elements), everything else is this
+            // thread's own.
+            let status = unsafe { entry(descriptors.as_mut_ptr()) };
+            let outcome = if status == 0 {
+                let mut taken = Ok(());
+                for k in self.written() {
+                    let data = match sharing[k] {
+                        Sharing::Shared => continue,
                         Sharing::PerThread => &mut scratch[k],
-                        // Not a whole run: the caller prepared a reduction's result.
-                        Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
-                            own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0]);
-                            &mut own[k]
-                        }
                         Sharing::PerRange => &mut own[k],
                     };
-                    // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
-                    let (data, len) = raw_parts(unsafe { &mut *owner });
-                    descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
+                    taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
                 }
-                GROW_FAILURE.with(|g| g.take());
-                // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
-                // read, shared outputs written at the rows of `lo..hi` only (the outer
-                // loop's range names disjoint result elements), everything else is this
-                // thread's own.
-                let status = unsafe { entry(descriptors.as_mut_ptr()) };
-                let outcome = if status == 0 {
-                    let mut taken = Ok(());
-                    for k in self.written() {
-                        let data = match sharing[k] {
-                            Sharing::Shared => continue,
-                            Sharing::PerThread => &mut scratch[k],
-                            Sharing::PerRange => &mut own[k],
-                        };
-                        taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
-                    }
-                    taken.map(|()| own)
-                } else {
-                    Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
-                };
-                *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
-            }
+                taken.map(|()| own)
+            } else {
+                Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
+            };
+            *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
         };
         nm_format::workers::run_on(threads, || match per_thread {
             // Each copy of the result takes every `threads`-th range, in order, whichever worker
