@@ -34,7 +34,7 @@ PYEOF
 )
 echo "| m × n × k | N:M | sparsity | nm-spmm (ms) | nm-spmm GFLOP/s | OpenBLAS dense (ms) | dense GFLOP/s | speedup | target |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
-echo "$ours" | tail -n +2 | while IFS=, read -r m n k keep window l ty threads isa secs gflops; do
+echo "$ours" | tail -n +2 | while IFS=, read -r m n k keep window l ty threads isa secs gflops _loading; do
   line=$(echo "$dense" | grep "^$m,$n,$k,")
   dsecs=$(echo "$line" | cut -d, -f4)
   # The targets of issue 7 are for vector-wise nm(N,M,L); nv24 (printed with L = 0) has none.

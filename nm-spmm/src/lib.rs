@@ -17,6 +17,9 @@
 //! - **A's rows transposed per block**: the tile's `R` values of one column of `A` share one
 //!   cache line, padded to a power of two so they never straddle two; where windows keep at
 //!   most a quarter of their rows, the rows ahead are prefetched.
+//! - **The sparsity-aware choice** of NM-SpMM ([`Loading`]): packing only the rows of A's tile
+//!   that a group's windows keep was built and measured against reading the transposed tile in
+//!   place; on a CPU packing lost at every sparsity, so the kernel reads the tile in place.
 //! - **SIMD by runtime dispatch**: the tiles are written in AVX-512 and in AVX2+FMA
 //!   intrinsics, a portable loop serves the baseline, and the best the CPU has is chosen when
 //!   the call runs ([`Isa::detect`]); `L` is a compile-time constant for `L` ∈ {1, 4, 8, 16,
@@ -363,13 +366,46 @@ pub fn multiply<T: Real>(a: &Tensor<T>, b: &NmMatrix<'_, T>, threads: usize) -> 
 /// `C = A·B` (`C` overwritten) on `threads` threads with the best instruction set of the CPU.
 /// `a` is row-major `m × b.rows`, `c` row-major `m × b.cols`.
 pub fn spmm<T: Real>(a: &[T], m: usize, b: &NmMatrix<'_, T>, c: &mut [T], threads: usize) -> Result<(), SpmmError> {
-    spmm_with(Isa::detect(), a, m, b, c, threads)
+    spmm_with(Isa::detect(), Loading::Auto, a, m, b, c, threads)
+}
+
+/// How the SIMD tiles read A: NM-SpMM's sparsity-aware choice between loading the tile's
+/// whole (transposed) rows and packing only the rows a group's windows keep.
+///
+/// On a CPU the choice was measured, not assumed, and packing lost everywhere: on a Zen 3
+/// (AVX2, in-process alternation of the two, best of 5) it was 2–28% slower at every pattern
+/// from 4:8 to 1:8, at 1024³–4096³, f32 and f64, 1 and 2 threads (BENCHMARKS.md, "Packing A's
+/// kept columns"). The transposed tile already brings in only the cache lines the kept rows
+/// touch, so packing saves no traffic; it only adds a copy that the tile's two to four passes
+/// over the group reuse too little. With the copy skipped (wrong results, timing only) the
+/// packed tiles ran level with the whole tile at k = 1024 and 7–15% faster at k = 4096: the
+/// most the copy could ever buy back. So `Auto` reads the whole tile; `Packed` stays for
+/// measuring other CPUs (AVX-512 is unmeasured).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loading {
+    /// The measured best: [`Loading::WholeTile`] on every instruction set.
+    Auto,
+    /// Each kept vector reads its row of the transposed tile in place.
+    WholeTile,
+    /// Per tile and column group, the kept rows are first gathered into one array (the
+    /// `col_info` of NM-SpMM is B's `kept_rows`, computed once when B is packed).
+    Packed,
+}
+
+impl Loading {
+    fn packs(self) -> bool {
+        match self {
+            Loading::Auto | Loading::WholeTile => false,
+            Loading::Packed => true,
+        }
+    }
 }
 
 /// [`spmm`] with a chosen instruction set (one the CPU does not support falls back to the
 /// baseline), for benchmarks and tests of each path.
 pub fn spmm_with<T: Real>(
     isa: Isa,
+    loading: Loading,
     a: &[T],
     m: usize,
     b: &NmMatrix<'_, T>,
@@ -388,13 +424,15 @@ pub fn spmm_with<T: Real>(
         return Ok(());
     }
     let isa = if isa.supported() { isa } else { Isa::Baseline };
-    spmm_in_blocks(isa, a, m, b, c, threads, rows_per_block(b, m, threads, isa.tile_rows()));
+    spmm_in_blocks(isa, loading, a, m, b, c, threads, rows_per_block(b, m, threads, isa.tile_rows()));
     Ok(())
 }
 
 /// [`spmm_with`] after its checks, `block_rows` rows of C at a time.
+#[allow(clippy::too_many_arguments)]
 fn spmm_in_blocks<T: Real>(
     isa: Isa,
+    loading: Loading,
     a: &[T],
     m: usize,
     b: &NmMatrix<'_, T>,
@@ -404,8 +442,9 @@ fn spmm_in_blocks<T: Real>(
 ) {
     // One transposed block per thread, reused: allocated per block, its pages were faulted
     // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
-    row_blocks(c, m, b.cols, block_rows, threads, |a_t: &mut LineAligned<T>, lo, hi, rows| {
-        block_rows_of(isa, a, lo, hi, b, rows, a_t)
+    let packed = loading.packs();
+    row_blocks(c, m, b.cols, block_rows, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
+        block_rows_of(isa, packed, a, lo, hi, b, rows, scratch)
     });
 }
 
@@ -476,23 +515,25 @@ type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_,
 
 /// Rows `lo..hi` of `C` (`c` holds exactly them), every column group.
 /// `a_t` is the thread's buffer for the transposed block.
+#[allow(clippy::too_many_arguments)]
 fn block_rows_of<T: Real>(
     isa: Isa,
+    packed: bool,
     a: &[T],
     lo: usize,
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut LineAligned<T>,
+    scratch: &mut Scratch<T>,
 ) {
     macro_rules! lanes {
         ($run:ident) => {
             match b.l {
-                1 => $run::<T, 1>(a, lo, hi, b, c, a_t),
-                4 => $run::<T, 4>(a, lo, hi, b, c, a_t),
-                8 => $run::<T, 8>(a, lo, hi, b, c, a_t),
-                16 => $run::<T, 16>(a, lo, hi, b, c, a_t),
-                32 => $run::<T, 32>(a, lo, hi, b, c, a_t),
+                1 => $run::<T, 1>(a, lo, hi, b, c, scratch, packed),
+                4 => $run::<T, 4>(a, lo, hi, b, c, scratch, packed),
+                8 => $run::<T, 8>(a, lo, hi, b, c, scratch, packed),
+                16 => $run::<T, 16>(a, lo, hi, b, c, scratch, packed),
+                32 => $run::<T, 32>(a, lo, hi, b, c, scratch, packed),
                 _ => generic_l(a, lo, hi, b, c),
             }
         };
@@ -516,12 +557,16 @@ fn block_avx512<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut LineAligned<T>,
+    scratch: &mut Scratch<T>,
+    packed: bool,
 ) {
-    let tile: SimdTile<T, L, ROWS_512> =
-        if b.prefetch() { T::tile_avx512::<L, true> } else { T::tile_avx512::<L, false> };
-    let simd = L.is_multiple_of(T::LANES_512).then_some(tile);
-    block::<T, L, true, ROWS_512>(a, lo, hi, b, c, a_t, simd)
+    let tile: SimdTile<T, L, ROWS_512> = match (packed, b.prefetch()) {
+        (true, _) => T::tile_avx512::<L, false, true>,
+        (false, true) => T::tile_avx512::<L, true, false>,
+        (false, false) => T::tile_avx512::<L, false, false>,
+    };
+    let simd = L.is_multiple_of(T::LANES_512).then_some((tile, packed));
+    block::<T, L, true, ROWS_512>(a, lo, hi, b, c, scratch, simd)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -532,11 +577,16 @@ fn block_avx2<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut LineAligned<T>,
+    scratch: &mut Scratch<T>,
+    packed: bool,
 ) {
-    let tile: SimdTile<T, L, ROWS_256> = if b.prefetch() { T::tile_avx2::<L, true> } else { T::tile_avx2::<L, false> };
-    let simd = L.is_multiple_of(T::LANES_256).then_some(tile);
-    block::<T, L, true, ROWS_256>(a, lo, hi, b, c, a_t, simd)
+    let tile: SimdTile<T, L, ROWS_256> = match (packed, b.prefetch()) {
+        (true, _) => T::tile_avx2::<L, false, true>,
+        (false, true) => T::tile_avx2::<L, true, false>,
+        (false, false) => T::tile_avx2::<L, false, false>,
+    };
+    let simd = L.is_multiple_of(T::LANES_256).then_some((tile, packed));
+    block::<T, L, true, ROWS_256>(a, lo, hi, b, c, scratch, simd)
 }
 
 fn block_baseline<T: Real, const L: usize>(
@@ -545,13 +595,15 @@ fn block_baseline<T: Real, const L: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut LineAligned<T>,
+    scratch: &mut Scratch<T>,
+    _packed: bool,
 ) {
-    block::<T, L, false, ROWS_512>(a, lo, hi, b, c, a_t, None)
+    block::<T, L, false, ROWS_512>(a, lo, hi, b, c, scratch, None)
 }
 
 /// The rows `lo..hi`, group by group, `R` rows at a time, each tile by `simd` where the
-/// instruction set has a tile in intrinsics for this `L`, else by [`tile`]; `FMA` chooses
+/// instruction set has a tile in intrinsics for this `L` (with whether it reads the kept rows
+/// packed, [`Loading`]), else by [`tile`]; `FMA` chooses
 /// fused multiply-adds (only where the instruction set has them: elsewhere `mul_add` is a
 /// library call).
 #[inline(always)]
@@ -561,9 +613,10 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     hi: usize,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
-    a_t: &mut LineAligned<T>,
-    simd: Option<SimdTile<T, L, R>>,
+    scratch: &mut Scratch<T>,
+    simd: Option<(SimdTile<T, L, R>, bool)>,
 ) {
+    let Scratch { a_t, kept: kept_t } = scratch;
     let (k, n) = (b.rows, b.cols);
     // For the intrinsics, the block's rows of A are first transposed tile by tile (`k × R`):
     // the tile's R values of a kept column then share one cache line, where reading them from
@@ -607,11 +660,19 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 &a[i * k..(i + 1) * k]
             };
             match simd {
-                Some(simd) => {
+                Some((simd, packed)) => {
                     let t = (r - lo) / R;
+                    let tile_t = &a_t[t * kp * stride..(t + 1) * kp * stride];
+                    let source = if packed {
+                        gather_kept(tile_t, &b.kept_rows[b.group(g)], stride, kept_t);
+                        &kept_t[..]
+                    } else {
+                        tile_t
+                    };
                     // SAFETY: `simd` is set only by `block_avx512` / `block_avx2` for their own
-                    // instruction set, whose callers checked the CPU.
-                    unsafe { simd(&a_t[t * kp * stride..(t + 1) * kp * stride], b, g, &mut acc) }
+                    // instruction set, whose callers checked the CPU; it reads the kept rows
+                    // where `packed`, the whole transposed tile otherwise.
+                    unsafe { simd(source, b, g, &mut acc) }
                 }
                 None => {
                     let a_rows: [&[T]; R] = std::array::from_fn(row);
@@ -629,6 +690,31 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
             }
             r += R;
         }
+    }
+}
+
+/// `kept_t` = the rows of the transposed tile `tile_t` (`stride` elements each) that a group's
+/// kept vectors read, in their order: NM-SpMM's packing of A's kept columns, after which the
+/// tile's passes read one sequential array and no row indices.
+fn gather_kept<T: Real>(tile_t: &[T], kept_rows: &[u32], stride: usize, kept_t: &mut LineAligned<T>) {
+    if kept_t.len() != kept_rows.len() * stride {
+        *kept_t = LineAligned::zeros(kept_rows.len() * stride);
+    }
+    for (row, &kk) in kept_t.chunks_exact_mut(stride).zip(kept_rows) {
+        row.copy_from_slice(&tile_t[kk as usize * stride..][..stride]);
+    }
+}
+
+/// A thread's buffers, kept from block to block: the block's rows of A transposed, and one
+/// tile's kept rows of them for a group (where A is packed).
+struct Scratch<T> {
+    a_t: LineAligned<T>,
+    kept: LineAligned<T>,
+}
+
+impl<T: Real> Default for Scratch<T> {
+    fn default() -> Self {
+        Scratch { a_t: LineAligned::default(), kept: LineAligned::default() }
     }
 }
 
@@ -702,11 +788,12 @@ mod simd {
         const LANES_256: usize;
 
         /// One AVX-512 tile (`ROWS_512` rows × group `g`) from the tile's rows of A transposed
-        /// (`a_t[kk·ROWS_512 + i]`) into `out`, all of it; `L` is a multiple of `LANES_512`.
+        /// (`a_t[kk·8 + i]`; where `PACKED`, only the rows the group's kept vectors read, in
+        /// their order: `a_t[q·8 + i]`) into `out`, all of it; `L` is a multiple of `LANES_512`.
         ///
         /// # Safety
         /// The CPU supports AVX-512F.
-        unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
+        unsafe fn tile_avx512<const L: usize, const PREFETCH: bool, const PACKED: bool>(
             a_t: &[Self],
             b: &NmMatrix<'_, Self>,
             g: usize,
@@ -719,7 +806,7 @@ mod simd {
         ///
         /// # Safety
         /// The CPU supports AVX2 and FMA.
-        unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
+        unsafe fn tile_avx2<const L: usize, const PREFETCH: bool, const PACKED: bool>(
             a_t: &[Self],
             b: &NmMatrix<'_, Self>,
             g: usize,
@@ -768,7 +855,7 @@ mod simd {
             /// Lanes `lane0..lane0 + COUNT·LANES` of the tile's rows into `out`.
             #[target_feature(enable = $feature)]
             #[inline(never)]
-            fn pass<const L: usize, const PREFETCH: bool, const COUNT: usize>(
+            fn pass<const L: usize, const PREFETCH: bool, const PACKED: bool, const COUNT: usize>(
                 a_t: &[$t],
                 kept_rows: &[u32],
                 values: &[$t],
@@ -780,8 +867,8 @@ mod simd {
                 let stride = super::row_stride($rows);
                 // What makes the unchecked reads below in bounds: the caller's `kept_rows`
                 // are below `padded_rows` (checked by `NmMatrix::new`), and `a_t` holds that
-                // many rows (asserted by the caller); the group's values are whole strips of
-                // whole vectors (asserted here).
+                // many rows, or where `PACKED` one row per kept vector (asserted by the
+                // caller); the group's values are whole strips of whole vectors (asserted here).
                 let kept = kept_rows.len();
                 assert!(
                     values.len() == kept * L
@@ -804,9 +891,9 @@ mod simd {
                         let ahead = kept_rows[(q + PREFETCH_AHEAD).min(last)] as usize;
                         _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead * stride).cast());
                     }
-                    // SAFETY: `kk < padded_rows`, so the tile's `$rows` values of row `kk` are
-                    // within `a_t` (see above).
-                    let column = unsafe { a_t.as_ptr().add(kk as usize * stride) };
+                    // SAFETY: `kk < padded_rows` (or, packed, `q < kept`), so the tile's `$rows`
+                    // values of that row are within `a_t` (see above).
+                    let column = unsafe { a_t.as_ptr().add(if PACKED { q } else { kk as usize } * stride) };
                     let bv: [$vec; COUNT] = std::array::from_fn(|j| {
                         // SAFETY: `start[j] + at` is (the lane's strip)·kept·strip + q·strip +
                         // lane % strip with `q < kept` and `lane % strip + LANES <= strip`:
@@ -833,14 +920,19 @@ mod simd {
             let kept = $b.group($g);
             let kept_rows = &$b.kept_rows[kept.clone()];
             let values = &$b.values[kept.start * L..kept.end * L];
-            assert_eq!($a_t.len(), $b.padded_rows() * super::row_stride($rows), "a transposed tile of padded rows");
+            let rows = if PACKED { kept_rows.len() } else { $b.padded_rows() };
+            assert_eq!(
+                $a_t.len(),
+                rows * super::row_stride($rows),
+                "a transposed tile of padded rows, or its kept rows"
+            );
             let vectors = L / $lanes;
             for first_vector in (0..vectors).step_by(2) {
                 let lane0 = first_vector * $lanes;
                 if vectors - first_vector >= 2 {
-                    pass::<L, PREFETCH, 2>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, PREFETCH, PACKED, 2>($a_t, kept_rows, values, $b.strip, lane0, $out);
                 } else {
-                    pass::<L, PREFETCH, 1>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, PREFETCH, PACKED, 1>($a_t, kept_rows, values, $b.strip, lane0, $out);
                 }
             }
         }};
@@ -881,14 +973,14 @@ mod simd {
         ($name:ident, $feature:literal, $t:ty, $lanes:expr, $rows:expr,
          [$vec:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident]) => {
             #[cfg(target_arch = "x86_64")]
-            unsafe fn $name<const L: usize, const PREFETCH: bool>(
+            unsafe fn $name<const L: usize, const PREFETCH: bool, const PACKED: bool>(
                 a_t: &[$t],
                 b: &NmMatrix<'_, $t>,
                 g: usize,
                 out: &mut [[$t; L]; $rows],
             ) {
                 #[target_feature(enable = $feature)]
-                fn run<const L: usize, const PREFETCH: bool>(
+                fn run<const L: usize, const PREFETCH: bool, const PACKED: bool>(
                     a_t: &[$t],
                     b: &NmMatrix<'_, $t>,
                     g: usize,
@@ -897,7 +989,7 @@ mod simd {
                     tile_body!($feature, a_t, b, g, out, $t, $lanes, $rows, $vec, $zero, $load, $set1, $fmadd, $store)
                 }
                 // SAFETY: the caller checked that the CPU supports the instruction set.
-                unsafe { run::<L, PREFETCH>(a_t, b, g, out) }
+                unsafe { run::<L, PREFETCH, PACKED>(a_t, b, g, out) }
             }
         };
     }
@@ -971,7 +1063,7 @@ mod simd {
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool>(
+                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool, const PACKED: bool>(
                     _: &[$t],
                     _: &NmMatrix<'_, $t>,
                     _: usize,
@@ -981,7 +1073,7 @@ mod simd {
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool>(
+                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool, const PACKED: bool>(
                     _: &[$t],
                     _: &NmMatrix<'_, $t>,
                     _: usize,
@@ -1291,9 +1383,11 @@ mod tests {
         for isa in isas {
             for tiles in [TILES_PER_BLOCK, 17, LARGE_B_TILES] {
                 for threads in [1, 2] {
-                    let mut c = vec![f32::NAN; m * n];
-                    spmm_in_blocks(isa, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows());
-                    assert!(c == want, "{isa:?}, {tiles} tiles per block, {threads} threads");
+                    for loading in [Loading::WholeTile, Loading::Packed] {
+                        let mut c = vec![f32::NAN; m * n];
+                        spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows());
+                        assert!(c == want, "{isa:?} {loading:?}, {tiles} tiles per block, {threads} threads");
+                    }
                 }
             }
         }

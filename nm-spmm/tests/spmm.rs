@@ -4,7 +4,7 @@
 //! exactly, fused multiply-adds or not.
 
 use nm_format::{Format, Tensor, Value};
-use nm_spmm::{Isa, NmMatrix, Real, SpmmError, spmm, spmm_with};
+use nm_spmm::{Isa, Loading, NmMatrix, Real, SpmmError, spmm, spmm_with};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -50,15 +50,17 @@ fn check_all<T: Real>() {
                 let expected = reference(&a, &dense_b, m, k, n);
                 let nm = NmMatrix::new(&b).unwrap();
                 for &isa in &isas {
-                    for threads in [1, 2] {
-                        let mut c = vec![T::from_f64(99.0); m * n];
-                        spmm_with(isa, &a, m, &nm, &mut c, threads).unwrap();
-                        assert_eq!(
-                            c,
-                            expected,
-                            "{keep}:{window} L={l} {m}x{k}x{n} {isa:?} {threads} threads {}",
-                            T::NAME
-                        );
+                    for loading in [Loading::WholeTile, Loading::Packed] {
+                        for threads in [1, 2] {
+                            let mut c = vec![T::from_f64(99.0); m * n];
+                            spmm_with(isa, loading, &a, m, &nm, &mut c, threads).unwrap();
+                            assert_eq!(
+                                c,
+                                expected,
+                                "{keep}:{window} L={l} {m}x{k}x{n} {isa:?} {loading:?} {threads} threads {}",
+                                T::NAME
+                            );
+                        }
                     }
                 }
             }
@@ -158,9 +160,11 @@ fn empty_dimensions() {
             let nm = NmMatrix::new(&b).unwrap();
             for &isa in &isas {
                 for threads in [1, 2] {
-                    let mut c = vec![99.0; m * n];
-                    spmm_with(isa, &a, m, &nm, &mut c, threads).unwrap();
-                    assert_eq!(c, expected, "{m}x{k}x{n} L={l} {isa:?} {threads} threads");
+                    for loading in [Loading::WholeTile, Loading::Packed] {
+                        let mut c = vec![99.0; m * n];
+                        spmm_with(isa, loading, &a, m, &nm, &mut c, threads).unwrap();
+                        assert_eq!(c, expected, "{m}x{k}x{n} L={l} {isa:?} {loading:?} {threads} threads");
+                    }
                 }
             }
         }
