@@ -558,7 +558,7 @@ impl CKernel {
     /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
     /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
     /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
-    /// the same order. Ranges that add into the same elements (a [`Reduction`]) sum into a
+    /// the same order. Ranges that add into the same elements (a [`Reduction`](crate::lower::Reduction)) sum into a
     /// copy of the result per thread, each taking every `threads`-th range, the copies then
     /// added in thread order (the same sums for the same thread count), or add atomically.
     pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
