@@ -11,6 +11,8 @@
 # tensors; U_m[j,r] = 1 + ((m j + 5 r) % 11)/10 as in bench_peers.py) likewise.
 # usage: KERNEL=spmv|spmm64|spgemm_AA|spgemm_AAt|outer_AA|outer_AAt|sddmm64|add_AAt|mttkrp16 [THREADS=1|2] [REPS=50]
 #        [WS=bucket|hash|coord|...] bench/kernels_vs_peers.sh
+#        spmv also takes FORMAT (A's format, default csr; csc makes the outer loop a reduction)
+#        and SCHEDULE (extra arguments, e.g. SCHEDULE='-s=parallelize(j,cpu_thread,atomics)')
 #        (needs the peers' venv; see bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
 REPS=${REPS:-50}
 KERNEL=${KERNEL:-spmv}
 THREADS=${THREADS:-1}
+SCHEDULE=${SCHEDULE:-}
 OUT=${OUT:-/tmp/kernels_compare.csv}
 TMP=$(mktemp -d)
 cargo build -q --release
@@ -37,7 +40,7 @@ with open('$TMP/x.tns','w') as o:
     o.write('# shape %d\n' % n)
     for j in range(n): o.write('%d %r\n' % (j+1, 1 + (j % 17)/16))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:csr -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS -c) ;;
+    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:${FORMAT:-csr} -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS -c $SCHEDULE) ;;
   spmm64)
     "$PY" -c "
 n=$cols

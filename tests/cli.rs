@@ -289,6 +289,9 @@ fn sums_over_the_outer_loop_run_on_threads() {
         &["-nthreads=3", "-s=parallelize(j, cpu_thread, parallel_reduction)"],
         &["-s=parallelize(j, cpu_thread, temporary)"],
         &["-s=parallelize(j, cpu_thread, atomics)", "-time=3"],
+        // Ranges of a split's blocks (120 columns in 8 blocks of 16, the last short).
+        &["-nthreads=2", "-s=split(j, j0, j1, 16)"],
+        &["-s=split(j, j0, j1, 16); parallelize(j0, cpu_thread, atomics)"],
     ]
     .into_iter()
     .enumerate()
@@ -300,6 +303,7 @@ fn sums_over_the_outer_loop_run_on_threads() {
         );
         assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
         assert!(!stderr(&o).contains("running on one thread"), "{extra:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("runs on one thread"), "{extra:?}: {}", stderr(&o));
         let y = read_tensor::<f64>(&out, "dense").unwrap().to_dense().unwrap();
         assert_eq!(y, expected, "{extra:?}");
     }

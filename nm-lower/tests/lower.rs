@@ -563,10 +563,15 @@ fn reductions_over_the_outer_loop_add_into_the_result_from_every_range() {
         ("reorder(j, i); parallelize(j, cpu_thread, temporary)", Some(PerThread)),
         ("reorder(j, i); parallelize(j, cpu_thread, parallel_reduction)", Some(PerThread)),
         ("reorder(j, i); parallelize(j, cpu_thread, atomics)", Some(Atomic)),
+        // Ranges of a split's blocks (the last one short: 40 = 6 blocks of 7).
+        ("split(j, j0, j1, 7); reorder(j0, j1, i)", Some(PerThread)),
+        ("split(j, j0, j1, 7); reorder(j0, j1, i); parallelize(j0, cpu_thread, temporary)", Some(PerThread)),
+        ("split(j, j0, j1, 7); reorder(j0, j1, i); parallelize(j0, cpu_thread, atomics)", Some(Atomic)),
     ] {
         let ops: &[Operand<'_>] = &[("A", &[n, n], csc(), 31), ("x", &[n], None, 32)];
         let p = Prepared::new("y(i) = A(i,j) * x(j)", schedule, ("y", TensorType::dense(&[n])), ops).unwrap();
         let partition = p.lowered.partition.clone().expect("ranged");
+        assert_eq!(partition.extent, if schedule.contains("split") { 6 } else { n }, "{schedule}");
         assert_eq!(partition.reduction.map(|r| r.kind), kind, "{schedule}");
         assert_eq!(partition.scheduled, schedule.contains("parallelize"), "{schedule}");
         assert_eq!(p.lowered.function.atomic.is_some(), kind == Some(Atomic), "{schedule}");
@@ -581,6 +586,25 @@ fn reductions_over_the_outer_loop_add_into_the_result_from_every_range() {
             assert_eq!(arrays[0], ArrayData::F64(expected.clone()), "{schedule} on {threads} threads");
         }
     }
+    // Blocks over a compressed level co-iterated with a dense one (A in DCSR: the inner loop
+    // of each block searches A's first row in it), on threads, against the dense reference.
+    let ops: &[Operand<'_>] = &[("A", &[n, n], Some(Format::parse("dcsr", 2).unwrap()), 39), ("C", &[n, n], None, 40)];
+    let schedule = "split(j, j0, j1, 3); reorder(j0, j1, i); parallelize(j0, cpu_thread, temporary)";
+    let p = Prepared::new("y(i) = A(j,i) + C(j,i)", schedule, ("y", TensorType::dense(&[n])), ops).unwrap();
+    let partition = p.lowered.partition.clone().expect("ranged");
+    assert_eq!(partition.extent, 14);
+    let d = p.dense_operands();
+    let expected: Vec<f64> = (0..n).map(|i| (0..n).map(|j| d[0][j * n + i] + d[1][j * n + i]).sum()).collect();
+    let kernel = CKernel::compile(&p.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
+    let mut arrays = arguments(&p.lowered, &p.by_id(ops), n).unwrap();
+    for threads in [2, 3, 1] {
+        kernel.run_rows(&mut arrays, &partition, threads).unwrap();
+        assert_eq!(arrays[0], ArrayData::F64(expected.clone()), "DCSR blocks on {threads} threads");
+    }
+    // Blocks of a result's rows are not ranged (each range would have to zero its rows).
+    let ops: &[Operand<'_>] = &[("A", &[n, n], Some(Format::csr()), 41), ("x", &[n], None, 42)];
+    let p = Prepared::new("y(i) = A(i,j) * x(j)", "split(i, i0, i1, 8)", ("y", TensorType::dense(&[n])), ops).unwrap();
+    assert_eq!(p.lowered.partition, None);
     // A result larger than the outer loop's extent gets no copies unless the schedule asks.
     let tall: &[Operand<'_>] = &[("A", &[n, 8], csc(), 33), ("x", &[8], None, 34)];
     let ranged = |schedule: &str| {

@@ -711,12 +711,21 @@ pub fn lower_options(
     // Row ranges may run in parallel when the outer loop names disjoint parts of the result:
     // a dense result indexed by it, or a CSR-like result (dense, compressed) whose rows it is.
     let outer = loops.first().map(|(v, _)| *v);
+    // The block loop of a split outermost (`split(j, j0, j1, 64)`, `j0` first) runs ranges of
+    // blocks where `j` sums into a dense result: `j`'s coordinates decide as for a plain loop.
+    let split_outer = outer.and_then(|v| match cin.derivations.get(&v) {
+        Some(&Derivation::Split { parent, outer: true, factor }) if !cin.derivations.contains_key(&parent) => {
+            Some((parent, factor as usize))
+        }
+        _ => None,
+    });
+    let row_var = split_outer.map(|(parent, _)| parent).or(outer);
     // Where the outer loop is a reduction into a dense result, its ranges add into the same
     // elements: as the schedule asks, else (for -nthreads) through a copy per thread where
     // one is no larger than the loop's extent (a dot product, CSC SpMV; not a convolution's
     // three filter rows into an image).
     let asked = reduction_asked(cin);
-    let reduction = match (&result_format, outer) {
+    let reduction = match (&result_format, row_var) {
         (None, Some(v)) if !lhs.subscripts.iter().any(|t| t.as_var() == Some(v)) => asked.or_else(|| {
             let elements = types.tensors[result.index()].shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n));
             elements
@@ -725,8 +734,10 @@ pub fn lower_options(
         }),
         _ => None,
     };
-    let partitionable = match (&result_format, outer) {
+    let partitionable = match (&result_format, row_var) {
         (_, None) => false,
+        // Blocks of a result's rows would each have to zero their rows first: not ranged.
+        (_, Some(_)) if split_outer.is_some() => reduction.is_some(),
         (None, Some(v)) => reduction.is_some() || lhs.subscripts.iter().any(|t| t.as_var() == Some(v)),
         (Some(format), Some(v)) => {
             let kinds: Vec<LevelKind> = format.levels().iter().map(|l| l.kind).collect();
@@ -830,7 +841,10 @@ pub fn lower_options(
         body.push(Stmt::Finish { workspace: ism.slot });
     }
     let partition = lw.bounds.map(|bounds| Partition {
-        extent: types.sizes[outer.expect("an outer loop").index()],
+        extent: match split_outer {
+            Some((parent, factor)) => types.sizes[parent.index()].div_ceil(factor),
+            None => types.sizes[outer.expect("an outer loop").index()],
+        },
         bounds,
         rows: lw.assembly.as_ref().map(|a| (a.pos[1].expect("csr-like"), a.crd[1].expect("csr-like"), lw.result_vals)),
         scheduled: loops.first().is_some_and(|(_, threads)| *threads) || asked.is_some(),

@@ -100,13 +100,33 @@ impl Lowerer<'_> {
                     None => int(self.size(parent).div_ceil(factor as usize) as i64),
                 };
                 let block = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
+                // Outermost, over a split of a variable that sums into a dense result: ranges
+                // of blocks (see `Partition`; the inner loop starts its iterators at its block).
+                let ranged = self.partitionable
+                    && self.reduction.is_some()
+                    && self.depth() == 0
+                    && self.split_blocks.is_empty()
+                    && !self.in_producer
+                    && self.bounds.is_none()
+                    && self.position_space(parent).is_none();
+                if ranged {
+                    self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
+                }
                 self.split_blocks.push((parent, block));
                 let body = self.nest(rest, lhs, op, rhs);
                 self.split_blocks.pop();
                 let body = body?;
+                let (start, end) = match self.bounds.filter(|_| ranged) {
+                    Some(b) => (load(b, int(0)), load(b, int(1))),
+                    None => (int(0), blocks),
+                };
+                if parallel && ranged {
+                    // The caller splits the ranges across threads, not OpenMP.
+                    self.on_threads.push(v);
+                }
                 // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
-                let parallel = self.on_omp_threads(v, parallel);
-                return Ok(vec![Stmt::For { var: block, start: int(0), end: blocks, body, parallel }]);
+                let parallel = !ranged && self.on_omp_threads(v, parallel);
+                return Ok(vec![Stmt::For { var: block, start, end, body, parallel }]);
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
                 let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
