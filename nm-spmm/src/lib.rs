@@ -549,45 +549,34 @@ fn block_rows_of<T: Real>(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-fn block_avx512<T: Real, const L: usize>(
-    a: &[T],
-    lo: usize,
-    hi: usize,
-    b: &NmMatrix<'_, T>,
-    c: &mut [T],
-    scratch: &mut Scratch<T>,
-    packed: bool,
-) {
-    let tile: SimdTile<T, L, ROWS_512> = match (packed, b.prefetch()) {
-        (true, _) => T::tile_avx512::<L, false, true>,
-        (false, true) => T::tile_avx512::<L, true, false>,
-        (false, false) => T::tile_avx512::<L, false, false>,
+/// A block function for one instruction set: its tile variant for the loading and prefetch
+/// that `b` calls for, or the portable tile where `L` is not a whole number of vectors.
+macro_rules! simd_block {
+    ($name:ident, $feature:literal, $tile:ident, $rows:ident, $lanes:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $feature)]
+        fn $name<T: Real, const L: usize>(
+            a: &[T],
+            lo: usize,
+            hi: usize,
+            b: &NmMatrix<'_, T>,
+            c: &mut [T],
+            scratch: &mut Scratch<T>,
+            packed: bool,
+        ) {
+            let tile: SimdTile<T, L, $rows> = match (packed, b.prefetch()) {
+                (true, _) => T::$tile::<L, false, true>,
+                (false, true) => T::$tile::<L, true, false>,
+                (false, false) => T::$tile::<L, false, false>,
+            };
+            let simd = L.is_multiple_of(T::$lanes).then_some((tile, packed));
+            block::<T, L, true, $rows>(a, lo, hi, b, c, scratch, simd)
+        }
     };
-    let simd = L.is_multiple_of(T::LANES_512).then_some((tile, packed));
-    block::<T, L, true, ROWS_512>(a, lo, hi, b, c, scratch, simd)
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn block_avx2<T: Real, const L: usize>(
-    a: &[T],
-    lo: usize,
-    hi: usize,
-    b: &NmMatrix<'_, T>,
-    c: &mut [T],
-    scratch: &mut Scratch<T>,
-    packed: bool,
-) {
-    let tile: SimdTile<T, L, ROWS_256> = match (packed, b.prefetch()) {
-        (true, _) => T::tile_avx2::<L, false, true>,
-        (false, true) => T::tile_avx2::<L, true, false>,
-        (false, false) => T::tile_avx2::<L, false, false>,
-    };
-    let simd = L.is_multiple_of(T::LANES_256).then_some((tile, packed));
-    block::<T, L, true, ROWS_256>(a, lo, hi, b, c, scratch, simd)
-}
+simd_block!(block_avx512, "avx512f,avx2,fma", tile_avx512, ROWS_512, LANES_512);
+simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256);
 
 fn block_baseline<T: Real, const L: usize>(
     a: &[T],
