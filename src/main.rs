@@ -21,7 +21,7 @@ enum Command {
         /// The file.
         file: PathBuf,
         /// Read the file N times and report the fastest read.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = runs)]
         time: Option<usize>,
     },
     /// Read a file, convert it to a format (validated), and write it.
@@ -39,7 +39,7 @@ enum Command {
         #[arg(long)]
         prune: bool,
         /// Convert N times and report the fastest conversion.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = runs)]
         time: Option<usize>,
     },
 }
@@ -70,7 +70,7 @@ struct RunCli {
     #[arg(short = 's', value_name = "SCHEDULE")]
     schedule: Option<String>,
     /// Run N times and print compile and compute times.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = runs)]
     time: Option<usize>,
     /// `jit` (generated C, default) or `interp` (the loop-IR interpreter).
     #[arg(long, value_name = "jit|interp", default_value = "jit")]
@@ -133,6 +133,14 @@ fn thread_count(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("`{text}` is not a thread count from 1 to {max}")),
+    }
+}
+
+/// `-time=N`: how many timed runs, at least one (zero printed a "mean over 0 runs").
+fn runs(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("`{text}` is not a number of runs (1 or more)")),
     }
 }
 

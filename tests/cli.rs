@@ -343,6 +343,12 @@ fn thread_counts_out_of_range_are_refused() {
         assert_eq!(o.status.code(), Some(2), "{count}");
         assert!(stderr(&o).contains("is not a thread count from 1 to 1024"), "{count}: {}", stderr(&o));
     }
+    // Zero timed runs printed a mean "over 0 runs"; every command's `-time` wants one or more.
+    for args in [&["y(i) = A(i,j) * x(j)", "-d=i:4", "-d=j:4", "-time=0"][..], &["info", "x.mtx", "--time=0"]] {
+        let o = nmsparse(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains("`0` is not a number of runs (1 or more)"), "{args:?}: {}", stderr(&o));
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let more = format!("-nthreads={}", cores + 1);
     let o = nmsparse(&["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:40", "-d=j:4", &more]);

@@ -3,6 +3,33 @@
 
 use super::*;
 
+/// A loop's sparse iterators (see [`Lowerer::open_iterators`]), one entry each.
+#[derive(Default)]
+struct Iterators {
+    /// What opens them, before the loop.
+    setup: Vec<Stmt>,
+    /// Position, end, coordinate variables and where the coordinates come from.
+    cursors: Vec<(VarId, VarId, VarId, Coordinates)>,
+    /// First position and one past the last.
+    ranges: Vec<(Expr, Expr)>,
+    /// The end of each iterator's segment (when segmented).
+    segment_ends: Vec<VarId>,
+    /// What a subsection iterator hands the loops inside, where it stands on a value.
+    subranges: Vec<Option<Subrange>>,
+}
+
+/// The levels a loop reaches (see [`Lowerer::reached_levels`]): `(access, level)` pairs.
+#[derive(Default)]
+struct Reached {
+    /// Iterated: compressed levels, each with how (the same index in `subsections`).
+    sparse: Vec<(usize, usize)>,
+    /// Located.
+    dense: Vec<(usize, usize)>,
+    subsections: Vec<Subsection>,
+    /// Read by a `where` producer along this loop.
+    guided: Vec<(usize, usize)>,
+}
+
 impl Lowerer<'_> {
     /// The loops from the first of `loops` inward, then the assignment of `rhs`.
     ///
@@ -85,48 +112,7 @@ impl Lowerer<'_> {
         let mut split_inner = None;
         match self.cin.derivations.get(&v) {
             Some(&Derivation::Split { parent, outer: true, factor }) => {
-                // Over positions, the number of blocks is known when the kernel runs.
-                let blocks = match self.position_space(parent) {
-                    Some(ps) => {
-                        bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64))
-                    }
-                    None if self.cin.derivations.contains_key(&parent) => {
-                        return unsupported(format!(
-                            "a split of `{}`, itself made by a schedule command (split the original variable \
-                             with the product of the factors instead)",
-                            self.cin.vars[parent].name
-                        ));
-                    }
-                    None => int(self.size(parent).div_ceil(factor as usize) as i64),
-                };
-                let block = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
-                // Outermost, over a split of a variable that sums into a dense result: ranges
-                // of blocks (see `Partition`; the inner loop starts its iterators at its block).
-                let ranged = self.partitionable
-                    && self.reduction.is_some()
-                    && self.depth() == 0
-                    && self.split_blocks.is_empty()
-                    && !self.in_producer
-                    && self.bounds.is_none()
-                    && self.position_space(parent).is_none();
-                if ranged {
-                    self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
-                }
-                self.split_blocks.push((parent, block));
-                let body = self.nest(rest, lhs, op, rhs);
-                self.split_blocks.pop();
-                let body = body?;
-                let (start, end) = match self.bounds.filter(|_| ranged) {
-                    Some(b) => (load(b, int(0)), load(b, int(1))),
-                    None => (int(0), blocks),
-                };
-                if parallel && ranged {
-                    // The caller splits the ranges across threads, not OpenMP.
-                    self.on_threads.push(v);
-                }
-                // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
-                let parallel = !ranged && self.on_omp_threads(v, parallel);
-                return Ok(vec![Stmt::For { var: block, start, end, body, parallel }]);
+                return self.block_loop(v, parent, factor, parallel, rest, lhs, op, rhs);
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
                 let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
@@ -172,143 +158,8 @@ impl Lowerer<'_> {
             reads.sort_unstable();
             reads.dedup();
         }
-        // Which level of each access this variable reaches now.
-        let mut sparse: Vec<(usize, usize)> = Vec::new();
-        let mut dense: Vec<(usize, usize)> = Vec::new();
-        let mut subsections: Vec<Subsection> = Vec::new();
-        let mut guided: Vec<(usize, usize)> = Vec::new();
-        for &k in &reads {
-            let a = &self.accesses[k];
-            let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
-            if self.all_dense(k) {
-                // Located all at once where it is read, in any loop order.
-                continue;
-            }
-            let Some(l) = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none) else {
-                continue;
-            };
-            let level = &op.format.levels()[l];
-            let term = a.subscripts.get(level.expr.dim());
-            let dim_var = term.and_then(|t| t.as_var());
-            if let Some(t) = term.filter(|t| t.is_compound() && t.vars().any(|w| w == v)) {
-                // A compound subscript (sparse convolution): a dense level is located once its
-                // last variable is bound; a compressed one is iterated by subsections.
-                let last = t.vars().all(|w| w == v || self.bound[w.index()].is_some());
-                if level.kind == LevelKind::Dense {
-                    if last {
-                        dense.push((k, l));
-                    }
-                    continue;
-                }
-                let tname = &self.cin.tensors[a.tensor].name;
-                if !consumer_reads.contains(&k) {
-                    // A `where` producer's read, its window still open: the producer's own loops
-                    // (inside this one) iterate it, from its parent's whole range.
-                    if !last {
-                        continue;
-                    }
-                    return unsupported(format!(
-                        "a `where` producer reading `{tname}` through a compound subscript its loops do not finish"
-                    ));
-                }
-                if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
-                    return unsupported(format!(
-                        "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
-                        level.kind
-                    ));
-                }
-                // A negative coefficient (a true convolution, `I(i + 2 - r)`): the level is
-                // walked in its order, so the variable that resolves it must grow with the
-                // coordinate. Other variables with negative coefficients are bound outside it,
-                // in dense loops (no window skipping: filters are small); a window's reach
-                // is then only that of positive ones.
-                if t.terms.iter().any(|&(c, _)| c < 0) {
-                    let negative_inside =
-                        t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w.index()].is_none());
-                    if coefficient(t, v) < 0 && last {
-                        return unsupported(format!(
-                            "`{name}` resolves `{tname}`'s compressed level {l} with a negative coefficient \
-                             (its coordinates are walked in increasing order): loop over `{name}` before \
-                             the subscript's other variables"
-                        ));
-                    }
-                    if coefficient(t, v) < 0 || negative_inside {
-                        continue;
-                    }
-                }
-                if split_inner.is_some() {
-                    return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));
-                }
-                sparse.push((k, l));
-                let (coef, size) = (coefficient(t, v), self.size(v) as i64);
-                subsections.push(if last {
-                    Subsection::Last { term: t.clone(), coef, size }
-                } else {
-                    Subsection::Window { term: t.clone(), coef, width: self.reach(t, v), size }
-                });
-            } else if dim_var == Some(v) {
-                if level.kind == LevelKind::Dense {
-                    dense.push((k, l))
-                } else if !consumer_reads.contains(&k) {
-                    // A `where` producer's read along this outer loop: followed by a cursor
-                    // that hands the producer the level's children, or none (see `guide`).
-                    // Not along a loop over the result's coordinates into a sparse result:
-                    // the temporary, dense to the merge, would have it store every one —
-                    // unless the loop visits every one anyway: it resolves a dense level of
-                    // the result (CSR's rows), or a term of dense operands fills it.
-                    let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
-                    let dense_result_level = self
-                        .result_level(v)
-                        .is_some_and(|l| self.assembly.as_ref().is_some_and(|a| a.kinds[l] == LevelKind::Dense));
-                    if sparse_result
-                        && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v))
-                        && !dense_result_level
-                        && !self.covered_by_dense(rhs)
-                    {
-                        if self.store_every_coordinate {
-                            let note = format!(
-                                "`{}` stores every coordinate of `{name}` (zeros too): the loop over `{name}` \
-                                 visits each, as no operand it merges makes it sparse",
-                                self.cin.tensors[self.result].name
-                            );
-                            if !self.notes.contains(&note) {
-                                self.notes.push(note);
-                            }
-                        } else {
-                            return unsupported(format!(
-                                "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a \
-                                 coordinate of the sparse result",
-                                self.cin.tensors[a.tensor].name
-                            ));
-                        }
-                    }
-                    if !self.guidable(k, l) {
-                        return unsupported(format!(
-                            "a `where` producer reading `{}`'s level {l} ({}) along the outer loop `{name}`: \
-                             it needs an ordered, unique compressed level with a compressed level below",
-                            self.cin.tensors[a.tensor].name, level.kind
-                        ));
-                    }
-                    guided.push((k, l));
-                } else {
-                    sparse.push((k, l));
-                    subsections.push(Subsection::Plain);
-                }
-            } else if let Some(rows) = self.rows_subsection(k, l, v, &consumer_reads, split_inner.is_some()) {
-                sparse.push((k, l + 1));
-                subsections.push(rows);
-            } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v))
-                && !a.subscripts.iter().any(|t| t.is_compound())
-            {
-                // (With compound subscripts a later level may still be reached by a later loop,
-                // once its parent is: the loop runs over every coordinate, and the level is
-                // searched there — or the leaf reports the level it could not reach.)
-                return unsupported(format!(
-                    "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
-                    self.cin.tensors[a.tensor].name
-                ));
-            }
-        }
+        let Reached { sparse, dense, subsections, guided } =
+            self.reached_levels(v, &reads, &consumer_reads, split_inner.is_some(), lhs, rhs)?;
         let loop_var = self.f.var(&name, ScalarType::Index);
         self.bound[v.index()] = Some(loop_var);
         // (A guide's cursor moves on with the loop: its iterations run in order.)
@@ -379,157 +230,9 @@ impl Lowerer<'_> {
         }
         // Positions and ends of the sparse iterators.
         let mut out = guide_setup.clone();
-        let mut cursors = Vec::new(); // (position var, end var, coordinate var, coordinates)
-        let mut ranges = Vec::new(); // (first position, one past the last)
-        let mut segment_ends = Vec::new(); // the end of each iterator's segment (when segmented)
-        // What a subsection iterator hands the loops inside, where it stands on a value.
-        let mut subranges: Vec<Option<Subrange>> = Vec::new();
-        for (n, &(k, l)) in sparse.iter().enumerate() {
-            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-            // (A rows iterator's parent is not resolved: its range is its rows'.)
-            let rows = matches!(subsections[n], Subsection::Rows { .. });
-            let parent = match l.checked_sub(1) {
-                None => int(0),
-                Some(_) if rows => int(0),
-                Some(up) => var(self.positions[k][up].expect("resolved in order")),
-            };
-            let crd = match o.structured[l] {
-                Some((n, m, size)) => {
-                    let base = bin(BinOp::Mul, parent.clone(), int((size / m as usize * n as usize) as i64));
-                    Coordinates::Structured { meta: o.crd[l].expect("metadata"), n, m, base }
-                }
-                None => Coordinates::Array(o.crd[l].expect("compressed or singleton")),
-            };
-            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
-            // Subsection iterators nest inside others of the same level: names of their own.
-            let plain = matches!(subsections[n], Subsection::Plain);
-            let mut new_var = |name: String| {
-                if plain { self.f.var(&name, ScalarType::Index) } else { self.f.fresh_var(&name, ScalarType::Index) }
-            };
-            let p = new_var(format!("{tname}{l}_p{n}"));
-            let end = new_var(format!("{tname}{l}_end{n}"));
-            let c = new_var(format!("{tname}{l}_{name}{n}"));
-            let range = self.level_range(&o, k, l, parent.clone());
-            segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
-            // Inside the loop of an earlier variable of a compound subscript: its window.
-            let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).map(|w| w.2.clone());
-            let range = match &window {
-                Some(Subrange::Start(lo, hi)) => (var(*lo), var(*hi)),
-                // (`level_range` took it.)
-                Some(Subrange::Children(..)) => range,
-                Some(Subrange::Rows { starts, first }) => {
-                    (load(*starts, bin(BinOp::Sub, parent.clone(), first.clone())), range.1)
-                }
-                // Live (0 < 1) until it finds no row with an entry left.
-                None if rows => (int(0), int(1)),
-                None => range,
-            };
-            out.push(Stmt::Decl(p, range.0.clone()));
-            out.push(Stmt::Decl(end, range.1.clone()));
-            // Co-iterated, a structured level ends at its last entry inside the dimension: the
-            // kept entries of the last block's zero padding (coordinates past the size, at most
-            // N - 1 of them, all at the end) must not reach a merge.
-            if !alone
-                && let Coordinates::Structured { m, .. } = &crd
-                && !self.size(v).is_multiple_of(*m as usize)
-            {
-                out.push(Stmt::While {
-                    cond: bin(
-                        BinOp::And,
-                        bin(BinOp::Lt, var(p), var(end)),
-                        bin(BinOp::Le, int(self.size(v) as i64), crd.at(bin(BinOp::Sub, var(end), int(1)))),
-                    ),
-                    body: vec![Stmt::Assign(end, bin(BinOp::Sub, var(end), int(1)))],
-                });
-            }
-            let crd = match &subsections[n] {
-                // The inner loop of a `split` visits one block of coordinates: its iterators
-                // start at the block's first (found by the differential tests: they restarted
-                // from the level's first entry in every block and never reached the later ones).
-                Subsection::Plain => {
-                    if let Some((_, block, factor)) = split_inner {
-                        let first = bin(BinOp::Mul, var(block), int(factor));
-                        out.extend(lower_bound(&mut self.f, p, end, &crd, first));
-                    }
-                    if let Some(bounds) = self.bounds.filter(|_| ranged) {
-                        out.extend(lower_bound(&mut self.f, p, end, &crd, load(bounds, int(0))));
-                    }
-                    crd
-                }
-                Subsection::Last { term, coef, size } => {
-                    // The entries at `offset + coef·v`, v < size: those from the first at or
-                    // past `offset` to the last before `offset + coef·size`.
-                    let offset = self.affine(term, Some(v));
-                    // Searched from its parent's first entry (no window of an outer loop
-                    // narrowed it): start from where the last search of this parent ended,
-                    // when its offset was no larger (the paper's position-pair vectors, one
-                    // per parent position: the output-stationary order's windows slide).
-                    // (Scratch arrays are per thread under row ranges; not so under OpenMP.)
-                    let hints = match (&window, o.pos[l]) {
-                        (None, Some(pos)) if !self.threaded => Some(self.search_hints(&tname, l, pos)),
-                        _ => None,
-                    };
-                    if let Some((at, from)) = hints {
-                        let known = load(from, parent.clone());
-                        out.push(Stmt::If {
-                            cond: bin(
-                                BinOp::And,
-                                bin(BinOp::Ne, known.clone(), int(0)),
-                                bin(BinOp::Le, known, bin(BinOp::Add, offset.clone(), int(1))),
-                            ),
-                            then: vec![Stmt::Assign(p, load(at, parent.clone()))],
-                            otherwise: vec![],
-                        });
-                    }
-                    out.extend(lower_bound(&mut self.f, p, end, &crd, offset.clone()));
-                    if let Some((at, from)) = hints {
-                        out.push(Stmt::Store { array: at, index: parent.clone(), value: var(p), accumulate: false });
-                        out.push(Stmt::Store {
-                            array: from,
-                            index: parent.clone(),
-                            value: bin(BinOp::Add, offset.clone(), int(1)),
-                            accumulate: false,
-                        });
-                    }
-                    let stop = self.f.fresh_var(&format!("{tname}{l}_stop{n}"), ScalarType::Index);
-                    out.push(Stmt::Decl(stop, var(p)));
-                    let past = bin(BinOp::Add, offset.clone(), int(coef * size));
-                    out.extend(lower_bound(&mut self.f, stop, end, &crd, past));
-                    out.push(Stmt::Assign(end, var(stop)));
-                    let crd = Coordinates::Mapped { raw: Box::new(crd), offset, coef: *coef };
-                    out.extend(settle(p, end, &crd, *size));
-                    crd
-                }
-                Subsection::Rows { rows, term, coef, width, size, span } => {
-                    let (init, crd, subrange) =
-                        self.rows_cursor(k, l, v, (rows, term), (*coef, *width, *size, *span), end, &crd);
-                    out.extend(init);
-                    subranges.push(Some(subrange));
-                    crd
-                }
-                Subsection::Window { term, coef, width, size } => {
-                    // Windows `[base + coef·v, base + coef·v + width]` for v = next, next + 1, ...
-                    let base = self.affine(term, Some(v));
-                    let next = self.f.fresh_var(&format!("{tname}{l}_next{n}"), ScalarType::Index);
-                    let limit = self.f.fresh_var(&format!("{tname}{l}_limit{n}"), ScalarType::Index);
-                    out.push(Stmt::Decl(next, int(0)));
-                    out.push(Stmt::Decl(limit, var(end)));
-                    out.extend(lower_bound(&mut self.f, p, end, &crd, base.clone()));
-                    let crd = Coordinates::Window { raw: Box::new(crd), base, coef: *coef, width: *width, next };
-                    out.extend(settle(p, end, &crd, *size));
-                    // The window at each `v` starts at the cursor; the inner loops' searches
-                    // find where it ends (no scan for it here: a 999-wide row window would be
-                    // walked once per filter row).
-                    subranges.push(Some(Subrange::Start(p, limit)));
-                    crd
-                }
-            };
-            if !matches!(subsections[n], Subsection::Window { .. } | Subsection::Rows { .. }) {
-                subranges.push(None);
-            }
-            cursors.push((p, end, c, crd.clone()));
-            ranges.push(range);
-        }
+        let Iterators { setup, cursors, ranges, segment_ends, subranges } =
+            self.open_iterators(v, &name, &sparse, &subsections, alone, ranged, split_inner)?;
+        out.extend(setup);
         let at = |n: usize| bin(BinOp::Eq, var(cursors[n].2), var(loop_var));
         let all = |conds: Vec<Expr>| conds.into_iter().reduce(|a, b| bin(BinOp::And, a, b)).unwrap_or(Expr::Int(1));
         // One loop body: read coordinates, locate dense levels, cases, advance.
@@ -1065,5 +768,377 @@ impl Lowerer<'_> {
         body.extend(inner?);
         out.push(Stmt::For { var: loop_var, start, end, body, parallel: false });
         Ok(out)
+    }
+
+    /// The block loop of `split(parent, v, _, factor)`: blocks of `factor` coordinates of
+    /// `parent`, whose inner loop (in `rest`) walks one block.
+    #[allow(clippy::too_many_arguments)]
+    fn block_loop(
+        &mut self,
+        v: IndexVarId,
+        parent: IndexVarId,
+        factor: u64,
+        parallel: bool,
+        rest: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        // Over positions, the number of blocks is known when the kernel runs.
+        let blocks = match self.position_space(parent) {
+            Some(ps) => bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64)),
+            None if self.cin.derivations.contains_key(&parent) => {
+                return unsupported(format!(
+                    "a split of `{}`, itself made by a schedule command (split the original variable \
+                     with the product of the factors instead)",
+                    self.cin.vars[parent].name
+                ));
+            }
+            None => int(self.size(parent).div_ceil(factor as usize) as i64),
+        };
+        let block = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
+        // Outermost, over a split of a variable that sums into a dense result: ranges
+        // of blocks (see `Partition`; the inner loop starts its iterators at its block).
+        let ranged = self.partitionable
+            && self.reduction.is_some()
+            && self.depth() == 0
+            && self.split_blocks.is_empty()
+            && !self.in_producer
+            && self.bounds.is_none()
+            && self.position_space(parent).is_none();
+        if ranged {
+            self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
+        }
+        self.split_blocks.push((parent, block));
+        let body = self.nest(rest, lhs, op, rhs);
+        self.split_blocks.pop();
+        let body = body?;
+        let (start, end) = match self.bounds.filter(|_| ranged) {
+            Some(b) => (load(b, int(0)), load(b, int(1))),
+            None => (int(0), blocks),
+        };
+        if parallel && ranged {
+            // The caller splits the ranges across threads, not OpenMP.
+            self.on_threads.push(v);
+        }
+        // Blocks in parallel (OpenMP) only write disjoint parts of a dense result.
+        let parallel = !ranged && self.on_omp_threads(v, parallel);
+        Ok(vec![Stmt::For { var: block, start, end, body, parallel }])
+    }
+
+    /// Opens the iterators of the compressed levels `sparse` that the loop over `v` reaches,
+    /// each as its subsection says: its first and last position (an outer loop's window, the
+    /// row range's or the split block's first entry searched), the coordinates it reads.
+    #[allow(clippy::too_many_arguments)]
+    fn open_iterators(
+        &mut self,
+        v: IndexVarId,
+        name: &str,
+        sparse: &[(usize, usize)],
+        subsections: &[Subsection],
+        alone: bool,
+        ranged: bool,
+        split_inner: Option<(VarId, VarId, i64)>,
+    ) -> Result<Iterators, LowerError> {
+        let mut its = Iterators::default();
+        let Iterators { setup: out, cursors, ranges, segment_ends, subranges } = &mut its;
+        for (n, &(k, l)) in sparse.iter().enumerate() {
+            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+            // (A rows iterator's parent is not resolved: its range is its rows'.)
+            let rows = matches!(subsections[n], Subsection::Rows { .. });
+            let parent = match l.checked_sub(1) {
+                None => int(0),
+                Some(_) if rows => int(0),
+                Some(up) => var(self.positions[k][up].expect("resolved in order")),
+            };
+            let crd = match o.structured[l] {
+                Some((n, m, size)) => {
+                    let base = bin(BinOp::Mul, parent.clone(), int((size / m as usize * n as usize) as i64));
+                    Coordinates::Structured { meta: o.crd[l].expect("metadata"), n, m, base }
+                }
+                None => Coordinates::Array(o.crd[l].expect("compressed or singleton")),
+            };
+            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+            // Subsection iterators nest inside others of the same level: names of their own.
+            let plain = matches!(subsections[n], Subsection::Plain);
+            let mut new_var = |name: String| {
+                if plain { self.f.var(&name, ScalarType::Index) } else { self.f.fresh_var(&name, ScalarType::Index) }
+            };
+            let p = new_var(format!("{tname}{l}_p{n}"));
+            let end = new_var(format!("{tname}{l}_end{n}"));
+            let c = new_var(format!("{tname}{l}_{name}{n}"));
+            let range = self.level_range(&o, k, l, parent.clone());
+            segment_ends.push(self.f.var(&format!("{tname}{l}_segend{n}"), ScalarType::Index));
+            // Inside the loop of an earlier variable of a compound subscript: its window.
+            let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l).map(|w| w.2.clone());
+            let range = match &window {
+                Some(Subrange::Start(lo, hi)) => (var(*lo), var(*hi)),
+                // (`level_range` took it.)
+                Some(Subrange::Children(..)) => range,
+                Some(Subrange::Rows { starts, first }) => {
+                    (load(*starts, bin(BinOp::Sub, parent.clone(), first.clone())), range.1)
+                }
+                // Live (0 < 1) until it finds no row with an entry left.
+                None if rows => (int(0), int(1)),
+                None => range,
+            };
+            out.push(Stmt::Decl(p, range.0.clone()));
+            out.push(Stmt::Decl(end, range.1.clone()));
+            // Co-iterated, a structured level ends at its last entry inside the dimension: the
+            // kept entries of the last block's zero padding (coordinates past the size, at most
+            // N - 1 of them, all at the end) must not reach a merge.
+            if !alone
+                && let Coordinates::Structured { m, .. } = &crd
+                && !self.size(v).is_multiple_of(*m as usize)
+            {
+                out.push(Stmt::While {
+                    cond: bin(
+                        BinOp::And,
+                        bin(BinOp::Lt, var(p), var(end)),
+                        bin(BinOp::Le, int(self.size(v) as i64), crd.at(bin(BinOp::Sub, var(end), int(1)))),
+                    ),
+                    body: vec![Stmt::Assign(end, bin(BinOp::Sub, var(end), int(1)))],
+                });
+            }
+            let crd = match &subsections[n] {
+                // The inner loop of a `split` visits one block of coordinates: its iterators
+                // start at the block's first (found by the differential tests: they restarted
+                // from the level's first entry in every block and never reached the later ones).
+                Subsection::Plain => {
+                    if let Some((_, block, factor)) = split_inner {
+                        let first = bin(BinOp::Mul, var(block), int(factor));
+                        out.extend(lower_bound(&mut self.f, p, end, &crd, first));
+                    }
+                    if let Some(bounds) = self.bounds.filter(|_| ranged) {
+                        out.extend(lower_bound(&mut self.f, p, end, &crd, load(bounds, int(0))));
+                    }
+                    crd
+                }
+                Subsection::Last { term, coef, size } => {
+                    // The entries at `offset + coef·v`, v < size: those from the first at or
+                    // past `offset` to the last before `offset + coef·size`.
+                    let offset = self.affine(term, Some(v));
+                    // Searched from its parent's first entry (no window of an outer loop
+                    // narrowed it): start from where the last search of this parent ended,
+                    // when its offset was no larger (the paper's position-pair vectors, one
+                    // per parent position: the output-stationary order's windows slide).
+                    // (Scratch arrays are per thread under row ranges; not so under OpenMP.)
+                    let hints = match (&window, o.pos[l]) {
+                        (None, Some(pos)) if !self.threaded => Some(self.search_hints(&tname, l, pos)),
+                        _ => None,
+                    };
+                    if let Some((at, from)) = hints {
+                        let known = load(from, parent.clone());
+                        out.push(Stmt::If {
+                            cond: bin(
+                                BinOp::And,
+                                bin(BinOp::Ne, known.clone(), int(0)),
+                                bin(BinOp::Le, known, bin(BinOp::Add, offset.clone(), int(1))),
+                            ),
+                            then: vec![Stmt::Assign(p, load(at, parent.clone()))],
+                            otherwise: vec![],
+                        });
+                    }
+                    out.extend(lower_bound(&mut self.f, p, end, &crd, offset.clone()));
+                    if let Some((at, from)) = hints {
+                        out.push(Stmt::Store { array: at, index: parent.clone(), value: var(p), accumulate: false });
+                        out.push(Stmt::Store {
+                            array: from,
+                            index: parent.clone(),
+                            value: bin(BinOp::Add, offset.clone(), int(1)),
+                            accumulate: false,
+                        });
+                    }
+                    let stop = self.f.fresh_var(&format!("{tname}{l}_stop{n}"), ScalarType::Index);
+                    out.push(Stmt::Decl(stop, var(p)));
+                    let past = bin(BinOp::Add, offset.clone(), int(coef * size));
+                    out.extend(lower_bound(&mut self.f, stop, end, &crd, past));
+                    out.push(Stmt::Assign(end, var(stop)));
+                    let crd = Coordinates::Mapped { raw: Box::new(crd), offset, coef: *coef };
+                    out.extend(settle(p, end, &crd, *size));
+                    crd
+                }
+                Subsection::Rows { rows, term, coef, width, size, span } => {
+                    let (init, crd, subrange) =
+                        self.rows_cursor(k, l, v, (rows, term), (*coef, *width, *size, *span), end, &crd);
+                    out.extend(init);
+                    subranges.push(Some(subrange));
+                    crd
+                }
+                Subsection::Window { term, coef, width, size } => {
+                    // Windows `[base + coef·v, base + coef·v + width]` for v = next, next + 1, ...
+                    let base = self.affine(term, Some(v));
+                    let next = self.f.fresh_var(&format!("{tname}{l}_next{n}"), ScalarType::Index);
+                    let limit = self.f.fresh_var(&format!("{tname}{l}_limit{n}"), ScalarType::Index);
+                    out.push(Stmt::Decl(next, int(0)));
+                    out.push(Stmt::Decl(limit, var(end)));
+                    out.extend(lower_bound(&mut self.f, p, end, &crd, base.clone()));
+                    let crd = Coordinates::Window { raw: Box::new(crd), base, coef: *coef, width: *width, next };
+                    out.extend(settle(p, end, &crd, *size));
+                    // The window at each `v` starts at the cursor; the inner loops' searches
+                    // find where it ends (no scan for it here: a 999-wide row window would be
+                    // walked once per filter row).
+                    subranges.push(Some(Subrange::Start(p, limit)));
+                    crd
+                }
+            };
+            if !matches!(subsections[n], Subsection::Window { .. } | Subsection::Rows { .. }) {
+                subranges.push(None);
+            }
+            cursors.push((p, end, c, crd.clone()));
+            ranges.push(range);
+        }
+        Ok(its)
+    }
+
+    /// Which level of each access in `reads` the loop over `v` reaches now, and how: sparse
+    /// levels it iterates (each with its [`Subsection`]), dense levels it locates, and levels
+    /// a `where` producer reads along it (followed by a guide). `consumer_reads` are the
+    /// accesses of the assignment itself; `split` says the loop walks one block of a split.
+    fn reached_levels(
+        &mut self,
+        v: IndexVarId,
+        reads: &[usize],
+        consumer_reads: &[usize],
+        split: bool,
+        lhs: &Access,
+        rhs: ExprId,
+    ) -> Result<Reached, LowerError> {
+        let name = self.cin.vars[v].name.clone();
+        let mut reached = Reached::default();
+        let Reached { sparse, dense, subsections, guided } = &mut reached;
+        for &k in reads {
+            let a = &self.accesses[k];
+            let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
+            if self.all_dense(k) {
+                // Located all at once where it is read, in any loop order.
+                continue;
+            }
+            let Some(l) = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none) else {
+                continue;
+            };
+            let level = &op.format.levels()[l];
+            let term = a.subscripts.get(level.expr.dim());
+            let dim_var = term.and_then(|t| t.as_var());
+            if let Some(t) = term.filter(|t| t.is_compound() && t.vars().any(|w| w == v)) {
+                // A compound subscript (sparse convolution): a dense level is located once its
+                // last variable is bound; a compressed one is iterated by subsections.
+                let last = t.vars().all(|w| w == v || self.bound[w.index()].is_some());
+                if level.kind == LevelKind::Dense {
+                    if last {
+                        dense.push((k, l));
+                    }
+                    continue;
+                }
+                let tname = &self.cin.tensors[a.tensor].name;
+                if !consumer_reads.contains(&k) {
+                    // A `where` producer's read, its window still open: the producer's own loops
+                    // (inside this one) iterate it, from its parent's whole range.
+                    if !last {
+                        continue;
+                    }
+                    return unsupported(format!(
+                        "a `where` producer reading `{tname}` through a compound subscript its loops do not finish"
+                    ));
+                }
+                if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
+                    return unsupported(format!(
+                        "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
+                        level.kind
+                    ));
+                }
+                // A negative coefficient (a true convolution, `I(i + 2 - r)`): the level is
+                // walked in its order, so the variable that resolves it must grow with the
+                // coordinate. Other variables with negative coefficients are bound outside it,
+                // in dense loops (no window skipping: filters are small); a window's reach
+                // is then only that of positive ones.
+                if t.terms.iter().any(|&(c, _)| c < 0) {
+                    let negative_inside =
+                        t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w.index()].is_none());
+                    if coefficient(t, v) < 0 && last {
+                        return unsupported(format!(
+                            "`{name}` resolves `{tname}`'s compressed level {l} with a negative coefficient \
+                             (its coordinates are walked in increasing order): loop over `{name}` before \
+                             the subscript's other variables"
+                        ));
+                    }
+                    if coefficient(t, v) < 0 || negative_inside {
+                        continue;
+                    }
+                }
+                if split {
+                    return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));
+                }
+                sparse.push((k, l));
+                let (coef, size) = (coefficient(t, v), self.size(v) as i64);
+                subsections.push(if last {
+                    Subsection::Last { term: t.clone(), coef, size }
+                } else {
+                    Subsection::Window { term: t.clone(), coef, width: self.reach(t, v), size }
+                });
+            } else if dim_var == Some(v) {
+                if level.kind == LevelKind::Dense {
+                    dense.push((k, l))
+                } else if !consumer_reads.contains(&k) {
+                    // A `where` producer's read along this outer loop: followed by a cursor
+                    // that hands the producer the level's children, or none (see `guide`).
+                    // Not along a loop over the result's coordinates into a sparse result:
+                    // the temporary, dense to the merge, would have it store every one —
+                    // unless the loop visits every one anyway: it resolves a dense level of
+                    // the result (CSR's rows), or a term of dense operands fills it.
+                    let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
+                    let dense_result_level = self
+                        .result_level(v)
+                        .is_some_and(|l| self.assembly.as_ref().is_some_and(|a| a.kinds[l] == LevelKind::Dense));
+                    if sparse_result
+                        && lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v))
+                        && !dense_result_level
+                        && !self.covered_by_dense(rhs)
+                    {
+                        if self.store_every_coordinate {
+                            let note = format!(
+                                "`{}` stores every coordinate of `{name}` (zeros too): the loop over `{name}` \
+                                 visits each, as no operand it merges makes it sparse",
+                                self.cin.tensors[self.result].name
+                            );
+                            if !self.notes.contains(&note) {
+                                self.notes.push(note);
+                            }
+                        } else {
+                            return unsupported(format!(
+                                "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a \
+                                 coordinate of the sparse result",
+                                self.cin.tensors[a.tensor].name
+                            ));
+                        }
+                    }
+                    if !self.guidable(k, l) {
+                        return unsupported(format!(
+                            "a `where` producer reading `{}`'s level {l} ({}) along the outer loop `{name}`: \
+                             it needs an ordered, unique compressed level with a compressed level below",
+                            self.cin.tensors[a.tensor].name, level.kind
+                        ));
+                    }
+                    guided.push((k, l));
+                } else {
+                    sparse.push((k, l));
+                    subsections.push(Subsection::Plain);
+                }
+            } else if let Some(rows) = self.rows_subsection(k, l, v, consumer_reads, split) {
+                sparse.push((k, l + 1));
+                subsections.push(rows);
+            } else if a.subscripts.iter().any(|t| t.vars().any(|w| w == v))
+                && !a.subscripts.iter().any(|t| t.is_compound())
+            {
+                // (With compound subscripts a later level may still be reached by a later loop,
+                // once its parent is: the loop runs over every coordinate, and the level is
+                // searched there — or the leaf reports the level it could not reach.)
+                return unsupported(format!(
+                    "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
+                    self.cin.tensors[a.tensor].name
+                ));
+            }
+        }
+        Ok(reached)
     }
 }
