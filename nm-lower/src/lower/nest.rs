@@ -399,30 +399,7 @@ impl Lowerer<'_> {
             let all_its: Vec<usize> = (0..sparse.len()).collect();
             let mut body = body_for(self, &all_its, true)?;
             if ranged && self.assembly.is_none() && self.reduction.is_none() {
-                body = match self.accumulate_rows(lhs, v, loop_var, body) {
-                    Ok(rows) => rows,
-                    Err(mut body) => {
-                        // Every operand dense (each loop runs its whole range, no case
-                        // skips a coordinate) and every store of the result plain: each
-                        // element of the row is stored once, no zeros first (a dense 3×3
-                        // convolution spent a fifth of its time writing them).
-                        let vals = self.result_vals;
-                        let stored_once = self.producers.is_empty()
-                            && self.workspace.is_none()
-                            && self.ism.is_none()
-                            && (0..self.accesses.len()).all(|k| self.all_dense(k))
-                            && crate::ir::any(&body, |s| matches!(s, Stmt::Store { array, .. } if *array == vals))
-                            && !crate::ir::any(
-                                &body,
-                                |s| matches!(s, Stmt::Store { array, accumulate: true, .. } if *array == vals),
-                            );
-                        if !stored_once {
-                            let zero = self.zero_result(lhs, Some((v, loop_var)));
-                            body.splice(0..0, zero);
-                        }
-                        body
-                    }
-                };
+                body = self.row_body(lhs, v, loop_var, body);
             }
             let (start, end) = match self.bounds.filter(|_| ranged) {
                 Some(b) => (load(b, int(0)), load(b, int(1))),
@@ -768,6 +745,36 @@ impl Lowerer<'_> {
         body.extend(inner?);
         out.push(Stmt::For { var: loop_var, start, end, body, parallel: false });
         Ok(out)
+    }
+
+    /// The body of one row of a row range writing its own rows of a dense result: summed in
+    /// a stack buffer where that pattern holds ([`Lowerer::accumulate_rows`]), else stored
+    /// as it is, with the row zeroed first unless every element is stored exactly once.
+    fn row_body(&mut self, lhs: &Access, v: IndexVarId, loop_var: VarId, body: Vec<Stmt>) -> Vec<Stmt> {
+        match self.accumulate_rows(lhs, v, loop_var, body) {
+            Ok(rows) => rows,
+            Err(mut body) => {
+                // Every operand dense (each loop runs its whole range, no case
+                // skips a coordinate) and every store of the result plain: each
+                // element of the row is stored once, no zeros first (a dense 3×3
+                // convolution spent a fifth of its time writing them).
+                let vals = self.result_vals;
+                let stored_once = self.producers.is_empty()
+                    && self.workspace.is_none()
+                    && self.ism.is_none()
+                    && (0..self.accesses.len()).all(|k| self.all_dense(k))
+                    && crate::ir::any(&body, |s| matches!(s, Stmt::Store { array, .. } if *array == vals))
+                    && !crate::ir::any(
+                        &body,
+                        |s| matches!(s, Stmt::Store { array, accumulate: true, .. } if *array == vals),
+                    );
+                if !stored_once {
+                    let zero = self.zero_result(lhs, Some((v, loop_var)));
+                    body.splice(0..0, zero);
+                }
+                body
+            }
+        }
     }
 
     /// The block loop of `split(parent, v, _, factor)`: blocks of `factor` coordinates of
