@@ -636,77 +636,8 @@ pub fn lower_options(
         if operands[t.index()].is_some() {
             continue;
         }
-        let ty = &types.tensors[t.index()];
-        let order = ty.shape.len();
-        let format = ty.format.clone().unwrap_or_else(|| Format::dense(order.max(1)));
-        let name = cin.tensors[t].name.clone();
-        let (mut pos, mut crd) = (vec![None; format.levels().len()], vec![None; format.levels().len()]);
-        let mut structured = vec![None; format.levels().len()];
-        // Vector-wise N:M (`nm(N,M,L)`): its metadata; iterated level by level where its
-        // variables are reached (see `Lowerer::blocked_nest`).
-        if let Some((n, m, _)) = format.nm_params() {
-            crd[2] = Some(f.array(
-                &format!("{name}2_meta"),
-                ElemType::U64,
-                Role::Metadata { tensor: name.clone(), level: 2 },
-                false,
-            ));
-            params.push(t);
-            structured[2] = Some((n, m, m as usize));
-            let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.clone() }, false);
-            params.push(t);
-            operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
-            continue;
-        }
-        for (l, level) in format.levels().iter().enumerate() {
-            match level.kind {
-                LevelKind::Dense => {}
-                LevelKind::Compressed(p)
-                    if p.unique && p.ordered && !matches!(level.expr, nm_format::LevelExpr::Dim(_)) =>
-                {
-                    return unsupported(format!("blocked compressed levels (`{name}`)"));
-                }
-                LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
-                    let (pos_elem, crd_elem) = widths.get(&name, l);
-                    if matches!(level.kind, LevelKind::Compressed(_)) {
-                        pos[l] = Some(f.array(
-                            &format!("{name}{l}_pos"),
-                            pos_elem,
-                            Role::Pos { tensor: name.clone(), level: l },
-                            false,
-                        ));
-                        params.push(t);
-                    }
-                    crd[l] = Some(f.array(
-                        &format!("{name}{l}_crd"),
-                        crd_elem,
-                        Role::Crd { tensor: name.clone(), level: l },
-                        false,
-                    ));
-                    params.push(t);
-                }
-                LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
-                    crd[l] = Some(f.array(
-                        &format!("{name}{l}_meta"),
-                        ElemType::U64,
-                        Role::Metadata { tensor: name.clone(), level: l },
-                        false,
-                    ));
-                    params.push(t);
-                    let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;
-                    structured[l] = Some((n, m, size));
-                }
-                other => return unsupported(format!("{other} levels (`{name}`)")),
-            }
-            if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
-                return unsupported(format!(
-                    "blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"
-                ));
-            }
-        }
-        let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.clone() }, false);
-        params.push(t);
-        operands[t.index()] = Some(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
+        let (name, ty) = (&cin.tensors[t].name, &types.tensors[t.index()]);
+        operands[t.index()] = Some(decompose(&mut f, &mut params, t, name, ty, widths, value)?);
     }
     // Row ranges may run in parallel when the outer loop names disjoint parts of the result:
     // a dense result indexed by it, or a CSR-like result (dense, compressed) whose rows it is.
@@ -873,6 +804,88 @@ pub fn lower_options(
         })
         .collect();
     Ok(Lowered { function: lw.f, params, partition, tensors, notes: lw.notes })
+}
+
+/// Operand `t` (`name`, of type `ty`) decomposed into its arrays at the kernel boundary —
+/// per compressed level `pos` and `crd`, per structured level its metadata, then its values —
+/// declared in `f` in parameter order (`params` names the tensor of each).
+fn decompose(
+    f: &mut Function,
+    params: &mut Vec<TensorId>,
+    t: TensorId,
+    name: &str,
+    ty: &nm_ir::notation::TensorType,
+    widths: &IndexWidths,
+    value: ElemType,
+) -> Result<Operand, LowerError> {
+    let order = ty.shape.len();
+    let format = ty.format.clone().unwrap_or_else(|| Format::dense(order.max(1)));
+    let (mut pos, mut crd) = (vec![None; format.levels().len()], vec![None; format.levels().len()]);
+    let mut structured = vec![None; format.levels().len()];
+    // Vector-wise N:M (`nm(N,M,L)`): its metadata; iterated level by level where its
+    // variables are reached (see `Lowerer::blocked_nest`).
+    if let Some((n, m, _)) = format.nm_params() {
+        crd[2] = Some(f.array(
+            &format!("{name}2_meta"),
+            ElemType::U64,
+            Role::Metadata { tensor: name.to_string(), level: 2 },
+            false,
+        ));
+        params.push(t);
+        structured[2] = Some((n, m, m as usize));
+        let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.to_string() }, false);
+        params.push(t);
+        return Ok(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
+    }
+    for (l, level) in format.levels().iter().enumerate() {
+        match level.kind {
+            LevelKind::Dense => {}
+            LevelKind::Compressed(p)
+                if p.unique && p.ordered && !matches!(level.expr, nm_format::LevelExpr::Dim(_)) =>
+            {
+                return unsupported(format!("blocked compressed levels (`{name}`)"));
+            }
+            LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
+                let (pos_elem, crd_elem) = widths.get(name, l);
+                if matches!(level.kind, LevelKind::Compressed(_)) {
+                    pos[l] = Some(f.array(
+                        &format!("{name}{l}_pos"),
+                        pos_elem,
+                        Role::Pos { tensor: name.to_string(), level: l },
+                        false,
+                    ));
+                    params.push(t);
+                }
+                crd[l] = Some(f.array(
+                    &format!("{name}{l}_crd"),
+                    crd_elem,
+                    Role::Crd { tensor: name.to_string(), level: l },
+                    false,
+                ));
+                params.push(t);
+            }
+            LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
+                crd[l] = Some(f.array(
+                    &format!("{name}{l}_meta"),
+                    ElemType::U64,
+                    Role::Metadata { tensor: name.to_string(), level: l },
+                    false,
+                ));
+                params.push(t);
+                let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;
+                structured[l] = Some((n, m, size));
+            }
+            other => return unsupported(format!("{other} levels (`{name}`)")),
+        }
+        if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
+            return unsupported(format!(
+                "blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"
+            ));
+        }
+    }
+    let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.to_string() }, false);
+    params.push(t);
+    Ok(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals })
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
