@@ -125,11 +125,8 @@ impl Lowerer<'_> {
                 split_inner = Some((inner, block, factor as i64));
                 v = parent;
             }
-            Some(Derivation::Fuse { .. }) => {
-                return unsupported(format!(
-                    "a loop over the fused variable `{}` (fuse is lowered under `pos`: iterate its positions)",
-                    self.cin.vars[v].name
-                ));
+            Some(&Derivation::Fuse { outer, inner }) => {
+                return self.fused_loop(v, (outer, inner), parallel, rest, lhs, op, rhs);
             }
             _ => {}
         }
@@ -346,10 +343,17 @@ impl Lowerer<'_> {
             }
             Ok(body)
         };
-        if split_inner.is_some() && !dense_driven {
-            return unsupported(format!(
-                "splitting `{name}`, which iterates a compressed level (split its positions with `pos` first: not lowered yet)"
-            ));
+        if let Some((_, block, factor)) = split_inner.filter(|_| !dense_driven) {
+            // Sparse iterators drive the loop over one block of a split (coordinates split,
+            // as taco does): each started at the block's first coordinate (above) and stops
+            // before the next block's, found by a search from where it starts.
+            let next = bin(BinOp::Mul, bin(BinOp::Add, var(block), int(1)), int(factor));
+            for (p, end, _, crd) in &cursors {
+                let stop = self.f.fresh_var(&format!("{name}_block_end"), ScalarType::Index);
+                out.push(Stmt::Decl(stop, var(*p)));
+                out.extend(lower_bound(&mut self.f, stop, *end, crd, next.clone()));
+                out.push(Stmt::Assign(*end, var(stop)));
+            }
         }
         if alone {
             // One iterator and nothing to merge: a plain loop over its positions.
@@ -357,8 +361,8 @@ impl Lowerer<'_> {
             let (k, l) = sparse[0];
             let (mut start, mut stop) = ranges[0].clone();
             let mut setup = guide_setup;
-            if let Coordinates::Mapped { .. } = crd {
-                // The range the searches above narrowed.
+            if matches!(crd, Coordinates::Mapped { .. }) || split_inner.is_some() {
+                // The range the searches above narrowed (a window, a split's block).
                 setup = std::mem::take(&mut out);
                 (start, stop) = (var(p), var(end));
                 p = self
@@ -775,6 +779,73 @@ impl Lowerer<'_> {
                 body
             }
         }
+    }
+
+    /// The loop over `fuse(outer, inner, v)`: one loop over every pair of coordinates, each
+    /// variable recovered by a division (`outer = v / |inner|`, `inner = v % |inner|`), where
+    /// both only locate dense levels (taco's `fuse` of dense loops, to parallelize one loop
+    /// of their product). Iterating sparse levels along it needs `pos` (`position_loop`).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_loop(
+        &mut self,
+        v: IndexVarId,
+        (outer, inner): (IndexVarId, IndexVarId),
+        parallel: bool,
+        rest: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+    ) -> Result<Vec<Stmt>, LowerError> {
+        let name = self.cin.vars[v].name.clone();
+        let refuse = |why: &str| {
+            unsupported(format!(
+                "a loop over the fused variable `{name}` {why} (fuse is lowered there under `pos`: iterate its positions)"
+            ))
+        };
+        if self.cin.derivations.contains_key(&outer) || self.cin.derivations.contains_key(&inner) {
+            return refuse("of variables made by other schedule commands");
+        }
+        if self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some() {
+            return refuse("into a sparse result");
+        }
+        if self.in_producer || !self.producers.is_empty() {
+            return refuse("around a `where`");
+        }
+        let inner_size = self.size(inner) as i64;
+        let count = (self.size(outer) as i64).checked_mul(inner_size).ok_or_else(|| {
+            LowerError::Unsupported(format!(
+                "fusing `{}` and `{}`: too many coordinates",
+                self.cin.vars[outer].name, self.cin.vars[inner].name
+            ))
+        })?;
+        let saved = (self.positions.clone(), self.bound.clone());
+        let reads = self.reads(rhs);
+        let fused = self.f.var(&name, ScalarType::Index);
+        let mut body = Vec::new();
+        for (w, value) in [
+            (outer, bin(BinOp::Div, var(fused), int(inner_size))),
+            (inner, bin(BinOp::Rem, var(fused), int(inner_size))),
+        ] {
+            let reached = self.reached_levels(w, &reads, &reads, false, lhs, rhs)?;
+            if !reached.sparse.is_empty() || !reached.guided.is_empty() {
+                (self.positions, self.bound) = saved;
+                return refuse(&format!("where `{}` iterates a compressed level", self.cin.vars[w].name));
+            }
+            let x = self.f.var(&self.cin.vars[w].name.clone(), ScalarType::Index);
+            body.push(Stmt::Decl(x, value));
+            self.bound[w.index()] = Some(x);
+            self.locate(&mut body, &reached.dense);
+        }
+        let nested = self.nest(rest, lhs, op, rhs);
+        (self.positions, self.bound) = saved;
+        body.extend(nested?);
+        // Pairs write disjoint elements only where the result is indexed by both variables.
+        let disjoint = [outer, inner].iter().all(|&w| lhs.subscripts.iter().any(|t| t.as_var() == Some(w)));
+        if parallel && !disjoint {
+            self.note_one_thread(v, "its pairs of coordinates add into the same result elements");
+        }
+        let parallel = self.on_omp_threads(v, parallel && disjoint);
+        Ok(vec![Stmt::For { var: fused, start: int(0), end: int(count), body, parallel }])
     }
 
     /// The block loop of `split(parent, v, _, factor)`: blocks of `factor` coordinates of
