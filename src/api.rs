@@ -482,10 +482,17 @@ impl<T: Scalar> Kernel<T> {
         &self.stmt
     }
 
-    /// Whether runs can use several threads.
+    /// Whether runs can use several threads: row ranges of the outer loop, the N:M SpMM, or
+    /// loops the schedule put on OpenMP threads (`parallelize(v, cpu_thread, no_races)` on a
+    /// loop that is not a row range), which run on OpenMP's thread count (`OMP_NUM_THREADS`;
+    /// the command sets it from `-nthreads`).
     pub fn parallel(&self) -> bool {
         match &self.engine {
-            Engine::Generated { narrow, .. } => narrow.lowered.partition.is_some() && narrow.compiled.is_some(),
+            Engine::Generated { narrow, .. } => {
+                narrow.compiled.is_some()
+                    && (narrow.lowered.partition.is_some()
+                        || nm_lower::ir::has_parallel_loops(&narrow.lowered.function))
+            }
             Engine::NmSpmm(_) => true,
         }
     }

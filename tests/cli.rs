@@ -270,6 +270,27 @@ fn parallelize_without_nthreads_runs_on_every_core() {
     }
 }
 
+/// Loops the schedule puts on OpenMP threads (a split's blocks, fused dense loops) under
+/// `-nthreads`: `-nthreads` sets OpenMP's thread count (taco's does) and the command no longer
+/// says the kernel runs on one thread; the result is the sequential one.
+#[test]
+fn openmp_loops_follow_nthreads_without_a_one_thread_note() {
+    for (expr, schedule) in [
+        ("y(i) = A(i,j) * x(j)", "-s=split(i, i0, i1, 8); parallelize(i0, cpu_thread, no_races)"),
+        ("C(i,j) = A(i,k) * B(k,j)", "-s=reorder(i, j, k); fuse(i, j, f); parallelize(f, cpu_thread, no_races)"),
+    ] {
+        let sizes = ["-d=i:70", "-d=j:30", "-d=k:20"];
+        let sizes = if expr.starts_with('y') { &sizes[..2] } else { &sizes[..] };
+        let threaded = nmsparse(&[&[expr, schedule, "-nthreads=2", "-print-compute"][..], sizes].concat());
+        assert!(threaded.status.success(), "{}", stderr(&threaded));
+        assert!(stdout(&threaded).contains("#pragma omp parallel for"), "{}", stdout(&threaded));
+        assert!(!stderr(&threaded).contains("running on one thread"), "{expr}: {}", stderr(&threaded));
+        let threaded = nmsparse(&[&[expr, schedule, "-nthreads=2"][..], sizes].concat());
+        let sequential = nmsparse(&[&[expr][..], sizes].concat());
+        assert_eq!(stdout(&threaded), stdout(&sequential), "{expr}");
+    }
+}
+
 /// An outer loop that sums into a dense result runs on threads: CSC SpMV under `-nthreads`
 /// (a copy of `y` per thread), under the schedule's `temporary` and `atomics` with no
 /// `-nthreads` (every core); the result is the dense product's (integers: exact in any

@@ -427,7 +427,7 @@ type Entry = unsafe extern "C" fn(*mut NmsArray) -> libc::c_int;
 impl CKernel {
     /// Emits, compiles (or finds in the cache) and loads `f`.
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
-        let openmp = uses_parallel(&f.body) || f.atomic.is_some();
+        let openmp = crate::ir::has_parallel_loops(f) || f.atomic.is_some();
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
         Ok(CKernel { function: f.clone(), compiled, pool: Default::default(), appended: crate::ir::appended(f) })
     }
@@ -935,10 +935,6 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *restrict a, int64_t n, ELE
 }
 
 "#;
-
-fn uses_parallel(body: &[Stmt]) -> bool {
-    crate::ir::any(body, |s| matches!(s, Stmt::For { parallel: true, .. }))
-}
 
 fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
     match data {

@@ -535,7 +535,8 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     }
     if let Some(n) = o.threads
         && n > 1
-        && (lowered.partition.is_none() || o.backend == Backend::Interp)
+        && ((lowered.partition.is_none() && !nm_lower::ir::has_parallel_loops(&lowered.function))
+            || o.backend == Backend::Interp)
     {
         eprintln!("note: -nthreads={n}: {}; running on one thread", why_one_thread(o.backend == Backend::Interp));
     }

@@ -470,6 +470,11 @@ fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: bool) -> bool 
     true
 }
 
+/// Whether `f` has a loop on OpenMP threads (`Stmt::For { parallel: true, .. }`).
+pub fn has_parallel_loops(f: &Function) -> bool {
+    any(&f.body, |s| matches!(s, Stmt::For { parallel: true, .. }))
+}
+
 /// Whether some statement of `body`, nested ones included, satisfies `test`.
 pub fn any(body: &[Stmt], test: impl Fn(&Stmt) -> bool) -> bool {
     let mut found = false;
