@@ -484,8 +484,7 @@ impl<T: Scalar> Kernel<T> {
 
     /// Whether runs can use several threads: row ranges of the outer loop, the N:M SpMM, or
     /// loops the schedule put on OpenMP threads (`parallelize(v, cpu_thread, no_races)` on a
-    /// loop that is not a row range), which run on OpenMP's thread count (`OMP_NUM_THREADS`;
-    /// the command sets it from `-nthreads`).
+    /// loop that is not a row range), run on this kernel's thread count.
     pub fn parallel(&self) -> bool {
         match &self.engine {
             Engine::Generated { narrow, .. } => {
@@ -605,7 +604,7 @@ impl<T: Scalar> Kernel<T> {
         match &kernel.compiled {
             Some(k) => match &kernel.lowered.partition {
                 Some(p) if self.threads > 1 => k.run_rows(&mut arrays, p, self.threads)?,
-                _ => k.run(&mut arrays)?,
+                _ => k.run_on(&mut arrays, self.threads)?,
             },
             None => interpret(&kernel.lowered.function, &mut arrays)?,
         }

@@ -225,15 +225,6 @@ fn run_expression(cli: RunCli) -> ExitCode {
         }
     };
     let _ = cli.print_nocolor;
-    // Loops a schedule puts on OpenMP threads run on OpenMP's count, read when a kernel first
-    // loads libgomp: -nthreads sets it, as taco's does, unless the environment already does.
-    if let Some(n) = cli.nthreads
-        && std::env::var_os("OMP_NUM_THREADS").is_none()
-    {
-        // SAFETY: the command has started no thread yet (worker pools and kernels start
-        // later, below), so nothing reads the environment while it changes.
-        unsafe { std::env::set_var("OMP_NUM_THREADS", n.to_string()) };
-    }
     if let Ok(cores) = std::thread::available_parallelism()
         && let Some(n) = cli.nthreads
         && n > cores.get()

@@ -82,6 +82,10 @@ pub fn emit(f: &Function) -> String {
     e.block(&f.body, 1);
     out.push_str(&e.out);
     out.push_str("  return 0;\n}\n");
+    if crate::ir::has_parallel_loops(f) {
+        // The OpenMP loops' thread count, for the calling thread (see `CKernel::run_on`).
+        let _ = writeln!(out, "\n#include <omp.h>\nvoid {}_threads(int n) {{ omp_set_num_threads(n); }}", f.name);
+    }
     out
 }
 
@@ -491,6 +495,21 @@ impl CKernel {
                 .map_err(|e| RunError::OutOfMemory(f.name.clone(), e))?;
         }
         Ok(())
+    }
+
+    /// [`CKernel::run`] with the kernel's OpenMP loops (if any: `parallelize(v, cpu_thread,
+    /// no_races)` on a loop that is not a row range) on `threads` threads, as taco's
+    /// `-nthreads` sets them: OpenMP's count for the calling thread, kept for its later runs.
+    pub fn run_on(&self, arrays: &mut [ArrayData], threads: usize) -> Result<(), RunError> {
+        if crate::ir::has_parallel_loops(&self.function) {
+            let name = format!("{}_threads", self.function.name);
+            // SAFETY: `emit` defines `void NAME_threads(int)` in every kernel with a parallel loop.
+            let set = unsafe { self.compiled.function::<unsafe extern "C" fn(libc::c_int)>(&name) }?;
+            let n = libc::c_int::try_from(threads.max(1)).unwrap_or(libc::c_int::MAX);
+            // SAFETY: it only calls `omp_set_num_threads(n)`, with `n >= 1`.
+            unsafe { set(n) };
+        }
+        self.run(arrays)
     }
 
     /// The parameters a top-level `Written` statement names.

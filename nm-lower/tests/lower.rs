@@ -216,6 +216,15 @@ fn fused_dense_loops_visit_every_pair() {
             matches!(s, nm_lower::ir::Stmt::For { parallel: true, .. })
         });
         assert_eq!(on_threads, schedule.contains("parallelize"), "{schedule}");
+        // On 1, 2 and 3 OpenMP threads (the kernel's setter, `run_on`): the same result.
+        let source = nm_lower::c::emit(&p.lowered.function);
+        assert_eq!(source.contains("omp_set_num_threads"), on_threads, "{source}");
+        let kernel = CKernel::compile(&p.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
+        for threads in [1, 2, 3] {
+            let mut arrays = arguments(&p.lowered, &p.by_id(ops), m * n).unwrap();
+            kernel.run_on(&mut arrays, threads).unwrap();
+            assert_eq!(arrays[0], ArrayData::F64(expected.clone()), "{schedule} on {threads} threads");
+        }
     }
     let ops: &[Operand<'_>] = &[("A", &[m, n], None, 63), ("x", &[n], None, 64)];
     let (y, d) = run("y(i) = A(i,j) * x(j)", "fuse(i, j, f)", ("y", &[m]), ops).unwrap();

@@ -570,7 +570,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         match k {
             Runner::C(c) => match &lowered.partition {
                 Some(p) if threads > 1 => c.run_rows(arrays, p, threads),
-                _ => c.run(arrays),
+                _ => c.run_on(arrays, threads),
             }
             .map_err(|e| CommandError(e.to_string()))?,
             Runner::Interp(f) => interpret(f, arrays).map_err(|e| CommandError(e.to_string()))?,

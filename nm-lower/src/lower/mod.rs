@@ -113,7 +113,8 @@ impl Lowered {
     /// The threads a compiled kernel runs on when its caller names no count: every core where
     /// the schedule put the outer loop's row ranges on threads (`parallelize`), else one.
     pub fn default_threads(&self) -> usize {
-        if self.partition.as_ref().is_some_and(|p| p.scheduled) { nm_format::workers::cores() } else { 1 }
+        let scheduled = self.partition.as_ref().is_some_and(|p| p.scheduled);
+        if scheduled || crate::ir::has_parallel_loops(&self.function) { nm_format::workers::cores() } else { 1 }
     }
 
     /// Whether the kernel assembles a sparse result (it writes a `pos` array).
