@@ -546,6 +546,20 @@ impl CKernel {
     }
 }
 
+/// How many of `threads` threads a reduction into per-thread copies of a `len`-element result
+/// should use, given the operands' `stored` values: `t` threads save `stored·(1 − 1/t)`
+/// multiply-adds and cost `2·len·t` operations (each copy zeroed, then summed), so they pay
+/// where `stored > 2·len·t²/(t − 1)` — more than 8 values per result element on two threads.
+/// Measured on CSC SpMV (BENCHMARKS.md, seventeenth session): two threads were 1.3–1.4× faster
+/// at 14–78 nonzeros per column and 0.8–0.93× at 2–4 (arrow, luxembourg).
+pub fn threads_worth_copies(stored: usize, len: usize, threads: usize) -> usize {
+    let mut t = threads;
+    while t > 1 && (stored as f64) <= 2.0 * len as f64 * (t * t) as f64 / (t - 1) as f64 {
+        t -= 1;
+    }
+    t.max(1)
+}
+
 thread_local! {
     /// Why the last `grow` on this thread failed, for the error `run` returns.
     static GROW_FAILURE: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
@@ -594,6 +608,16 @@ impl CKernel {
             if let Some(free) = nm_format::memory::available() {
                 threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
             }
+        }
+        if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
+            // Copies nobody asked for (`-nthreads` alone): only as many as pay for themselves.
+            let stored = f
+                .arrays
+                .iter()
+                .filter(|(_, d)| !d.output && matches!(d.role, Role::Values { .. }))
+                .map(|(id, _)| arrays[id.index()].len())
+                .sum();
+            threads = threads_worth_copies(stored, arrays[k].len(), threads);
         }
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
@@ -967,5 +991,24 @@ fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
         ArrayData::Borrowed(b) => (b.as_ptr().cast_mut(), b.len()),
         // The slot, not an array: the kernel reads its fields (see `nm_ism::Slot`).
         ArrayData::Workspace(w) => (w.slot().cast(), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_worth_copies;
+
+    #[test]
+    fn copies_of_a_reduction_are_made_only_where_they_pay() {
+        // Two threads need more than 8 stored values per result element, three more than 9.
+        assert_eq!(threads_worth_copies(8_000, 1_000, 2), 1);
+        assert_eq!(threads_worth_copies(8_001, 1_000, 2), 2);
+        assert_eq!(threads_worth_copies(9_001, 1_000, 3), 3);
+        assert_eq!(threads_worth_copies(8_500, 1_000, 3), 2);
+        // CSC SpMV on arrow (3 nonzeros per column) stays on one; bcsstk33 (68) takes two.
+        assert_eq!(threads_worth_copies(139_498, 46_500, 2), 1);
+        assert_eq!(threads_worth_copies(591_904, 8_738, 2), 2);
+        assert_eq!(threads_worth_copies(0, 0, 4), 1);
+        assert_eq!(threads_worth_copies(10, 0, 1), 1);
     }
 }
