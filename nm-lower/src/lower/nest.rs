@@ -1,5 +1,6 @@
 //! The loop nest: one loop per variable, co-iterating the compressed levels it reaches as
-//! the merge lattice says, or walking the positions of a `pos` variable.
+//! the merge lattice says; a `split`'s blocks (ranges of them on threads where the variable
+//! sums into a dense result), a `fuse` of dense loops, or the positions of a `pos` variable.
 
 use super::*;
 
