@@ -407,6 +407,9 @@ pub struct CKernel {
     /// Per parameter, whether the kernel only appends to it ([`crate::ir::appended`]): grown
     /// without zeroing, its length after the call the one its `Written` statement gives.
     appended: Vec<bool>,
+    /// The kernel's `NAME_threads(n)` where it has OpenMP loops (see [`CKernel::run_on`]),
+    /// looked up once: valid while `compiled` keeps the library loaded.
+    set_threads: Option<unsafe extern "C" fn(libc::c_int)>,
 }
 
 /// Arrays [`CKernel::run_rows`] keeps between calls (indexed like the kernel's parameters).
@@ -433,7 +436,19 @@ impl CKernel {
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
         let openmp = crate::ir::has_parallel_loops(f) || f.atomic.is_some();
         let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
-        Ok(CKernel { function: f.clone(), compiled, pool: Default::default(), appended: crate::ir::appended(f) })
+        let set_threads = if crate::ir::has_parallel_loops(f) {
+            // SAFETY: `emit` defines `void NAME_threads(int)` in every kernel with a parallel loop.
+            Some(*unsafe { compiled.function::<unsafe extern "C" fn(libc::c_int)>(&format!("{}_threads", f.name)) }?)
+        } else {
+            None
+        };
+        Ok(CKernel {
+            function: f.clone(),
+            compiled,
+            pool: Default::default(),
+            appended: crate::ir::appended(f),
+            set_threads,
+        })
     }
 
     /// Whether the object came from the cache.
@@ -501,12 +516,10 @@ impl CKernel {
     /// no_races)` on a loop that is not a row range) on `threads` threads, as taco's
     /// `-nthreads` sets them: OpenMP's count for the calling thread, kept for its later runs.
     pub fn run_on(&self, arrays: &mut [ArrayData], threads: usize) -> Result<(), RunError> {
-        if crate::ir::has_parallel_loops(&self.function) {
-            let name = format!("{}_threads", self.function.name);
-            // SAFETY: `emit` defines `void NAME_threads(int)` in every kernel with a parallel loop.
-            let set = unsafe { self.compiled.function::<unsafe extern "C" fn(libc::c_int)>(&name) }?;
+        if let Some(set) = self.set_threads {
             let n = libc::c_int::try_from(threads.max(1)).unwrap_or(libc::c_int::MAX);
-            // SAFETY: it only calls `omp_set_num_threads(n)`, with `n >= 1`.
+            // SAFETY: the library `set` lives in is loaded while `self.compiled` is; it only
+            // calls `omp_set_num_threads(n)`, with `n >= 1`.
             unsafe { set(n) };
         }
         self.run(arrays)
@@ -591,8 +604,10 @@ impl CKernel {
     /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
     /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
     /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
-    /// the same order. Ranges that add into the same elements (a [`Reduction`](crate::lower::Reduction)) sum into a
-    /// copy of the result per thread, each taking every `threads`-th range, the copies then
+    /// the same order. Ranges that add into the same elements (a
+    /// [`Reduction`](crate::lower::Reduction)) sum into a copy of the result per thread (no
+    /// more threads than [`threads_worth_copies`] allows where the schedule did not ask for
+    /// them), each taking every `threads`-th range, the copies then
     /// added in thread order (the same sums for the same thread count), or add atomically.
     pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
         use std::sync::atomic::{AtomicUsize, Ordering};
