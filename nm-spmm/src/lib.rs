@@ -374,8 +374,8 @@ pub fn spmm<T: Real>(a: &[T], m: usize, b: &NmMatrix<'_, T>, c: &mut [T], thread
 ///
 /// On a CPU the choice was measured, not assumed, and packing lost everywhere: on a Zen 3
 /// (AVX2, in-process alternation of the two, best of 5) it was 2–28% slower at every pattern
-/// from 4:8 to 1:8, at 1024³–4096³, f32 and f64, 1 and 2 threads (BENCHMARKS.md, "Packing A's
-/// kept columns"). The transposed tile already brings in only the cache lines the kept rows
+/// from 4:8 to 1:8, at 1024³–4096³, f32 and f64, 1 and 2 threads (BENCHMARKS.md, "Seventeenth
+/// session: packing A's kept columns on the CPU"). The transposed tile already brings in only the cache lines the kept rows
 /// touch, so packing saves no traffic; it only adds a copy that the tile's two to four passes
 /// over the group reuse too little. With the copy skipped (wrong results, timing only) the
 /// packed tiles ran level with the whole tile at k = 1024 and 7–15% faster at k = 4096: the
@@ -513,8 +513,8 @@ const fn row_stride(rows: usize) -> usize {
 /// transposed (`a_t[kk·R + i]`, `k × R`), every element of `out` overwritten.
 type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_, T>, usize, &mut [[T; L]; R]);
 
-/// Rows `lo..hi` of `C` (`c` holds exactly them), every column group.
-/// `a_t` is the thread's buffer for the transposed block.
+/// Rows `lo..hi` of `C` (`c` holds exactly them), every column group, A read packed where
+/// `packed`. `scratch` holds the thread's buffers (the transposed block, a tile's kept rows).
 #[allow(clippy::too_many_arguments)]
 fn block_rows_of<T: Real>(
     isa: Isa,
