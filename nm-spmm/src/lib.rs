@@ -319,6 +319,14 @@ const TILES_PER_BLOCK: usize = 8;
 /// 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s, 2:8 66–69 → 77–80, 1:8 62–68 → 66–75,
 /// 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
 const LARGE_B_BYTES: usize = 8 << 20;
+/// Bytes of B's kept vectors that a block's tiles share before moving on: each tile runs the
+/// groups of such a chunk one after the other, which keeps the chunk in L2 across the tiles
+/// while each tile's transposed rows of A are reused from group to group. One group at a time
+/// (B's vectors in L1, A's rows from L2 or L3 for every group) was slower in 22 of 24
+/// comparisons alternated in one process (Zen 3, 1024³ and 2048³, 4:8 to 1:8: 1:8 by 1–26%,
+/// the two others 2–4% faster); where B is large (32-tile blocks) chunks were no better and at
+/// times slower (4096³ 2:8), so there a chunk is one group.
+const GROUP_CHUNK_BYTES: usize = 256 << 10;
 /// Tiles per block where B is large (64 were slower again: 1:8 at 4096³ 66 → 46–51 GFLOP/s).
 const LARGE_B_TILES: usize = 32;
 
@@ -590,7 +598,8 @@ fn block_baseline<T: Real, const L: usize>(
     block::<T, L, false, ROWS_512>(a, lo, hi, b, c, scratch, None)
 }
 
-/// The rows `lo..hi`, group by group, `R` rows at a time, each tile by `simd` where the
+/// The rows `lo..hi`, `R` rows at a time for a chunk of groups ([`groups_per_chunk`]), then
+/// the next chunk; each tile by `simd` where the
 /// instruction set has a tile in intrinsics for this `L` (with whether it reads the kept rows
 /// packed, [`Loading`]), else by [`tile`]; `FMA` chooses
 /// fused multiply-adds (only where the instruction set has them: elsewhere `mul_add` is a
@@ -638,48 +647,58 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     // Every tile's sums, overwritten by each: zeroed once here, where each tile zeroing its
     // own was 8–16% of 1:8 at 1024³ (a 768-byte memset per tile, f32).
     let mut acc = [[T::ZERO; L]; R];
-    for g in 0..b.groups {
+    let chunk = groups_per_chunk(b);
+    let tiles_of_groups = (0..b.groups)
+        .step_by(chunk)
+        .flat_map(|g0| (lo..hi).step_by(R).flat_map(move |r| (g0..(g0 + chunk).min(b.groups)).map(move |g| (g, r))));
+    for (g, r) in tiles_of_groups {
         let width = L.min(n - g * L);
-        let mut r = lo;
-        while r < hi {
-            let rows = R.min(hi - r);
-            // The tile's rows of A; past the block's end, the last row again (computed, not stored).
-            let row = |i: usize| {
-                let i = (r + i).min(hi - 1);
-                &a[i * k..(i + 1) * k]
-            };
-            match simd {
-                Some((simd, packed)) => {
-                    let t = (r - lo) / R;
-                    let tile_t = &a_t[t * kp * stride..(t + 1) * kp * stride];
-                    let source = if packed {
-                        gather_kept(tile_t, &b.kept_rows[b.group(g)], stride, kept_t);
-                        &kept_t[..]
-                    } else {
-                        tile_t
-                    };
-                    // SAFETY: `simd` is set only by `block_avx512` / `block_avx2` for their own
-                    // instruction set, whose callers checked the CPU; it reads the kept rows
-                    // where `packed`, the whole transposed tile otherwise.
-                    unsafe { simd(source, b, g, &mut acc) }
-                }
-                None => {
-                    let a_rows: [&[T]; R] = std::array::from_fn(row);
-                    acc = tile::<T, L, FMA, R>(&a_rows, b, g);
-                }
-            }
-            for (i, sums) in acc.iter().enumerate().take(rows) {
-                let at = (r + i - lo) * n + g * L;
-                if width == L {
-                    // A constant length: moves inlined, where `width` called memmove (4%).
-                    c[at..at + L].copy_from_slice(sums);
+        let rows = R.min(hi - r);
+        // The tile's rows of A; past the block's end, the last row again (computed, not stored).
+        let row = |i: usize| {
+            let i = (r + i).min(hi - 1);
+            &a[i * k..(i + 1) * k]
+        };
+        match simd {
+            Some((simd, packed)) => {
+                let t = (r - lo) / R;
+                let tile_t = &a_t[t * kp * stride..(t + 1) * kp * stride];
+                let source = if packed {
+                    gather_kept(tile_t, &b.kept_rows[b.group(g)], stride, kept_t);
+                    &kept_t[..]
                 } else {
-                    c[at..at + width].copy_from_slice(&sums[..width]);
-                }
+                    tile_t
+                };
+                // SAFETY: `simd` is set only by `block_avx512` / `block_avx2` for their own
+                // instruction set, whose callers checked the CPU; it reads the kept rows
+                // where `packed`, the whole transposed tile otherwise.
+                unsafe { simd(source, b, g, &mut acc) }
             }
-            r += R;
+            None => {
+                let a_rows: [&[T]; R] = std::array::from_fn(row);
+                acc = tile::<T, L, FMA, R>(&a_rows, b, g);
+            }
+        }
+        for (i, sums) in acc.iter().enumerate().take(rows) {
+            let at = (r + i - lo) * n + g * L;
+            if width == L {
+                // A constant length (`L`), where a copy of `width` called memmove (4%).
+                c[at..at + L].copy_from_slice(sums);
+            } else {
+                c[at..at + width].copy_from_slice(&sums[..width]);
+            }
         }
     }
+}
+
+/// Column groups a block's tiles take in turn before the next groups: as many as keep their
+/// kept vectors of B within [`GROUP_CHUNK_BYTES`], one where B is large.
+fn groups_per_chunk<T>(b: &NmMatrix<'_, T>) -> usize {
+    if std::mem::size_of_val(&b.values[..]) >= LARGE_B_BYTES {
+        return 1;
+    }
+    let group_bytes = std::mem::size_of_val(&b.values[..]) / b.groups.max(1);
+    (GROUP_CHUNK_BYTES / group_bytes.max(1)).clamp(1, b.groups.max(1))
 }
 
 /// `kept_t` = the rows of the transposed tile `tile_t` (`stride` elements each) that a group's
@@ -1380,6 +1399,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn chunks_of_groups_multiply_like_a_dense_reference() {
+        // 800 kept vectors of 32 f32 per group: 100 KiB, so chunks of 2 of the 5 groups, the
+        // last one alone; 13 rows leave a ragged tile.
+        let (m, k, n) = (13, 1600, 160);
+        let b = small_b(k, n);
+        let nm = NmMatrix::new(&b).unwrap();
+        assert_eq!((nm.groups, groups_per_chunk(&nm)), (5, 2));
+        let dense_b = b.to_dense().unwrap();
+        let a: Vec<f32> = (0..m * k).map(|q| ((q * 31) % 7) as f32 - 3.0).collect();
+        let mut want = vec![0.0f32; m * n];
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    want[i * n + j] += a[i * k + kk] * dense_b[kk * n + j];
+                }
+            }
+        }
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()) {
+            for loading in [Loading::WholeTile, Loading::Packed] {
+                let mut c = vec![f32::NAN; m * n];
+                spmm_with(isa, loading, &a, m, &nm, &mut c, 1).unwrap();
+                assert!(c == want, "{isa:?} {loading:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn groups_are_chunked_by_bytes_of_b_unless_b_is_large() {
+        let b = small_b(16, 64);
+        let mut nm = NmMatrix::new(&b).unwrap();
+        // Two groups of 8 kept vectors of 32 f32: 1 KiB each, both in one chunk.
+        assert_eq!((nm.groups, groups_per_chunk(&nm)), (2, 2));
+        nm.values = LineAligned::zeros(GROUP_CHUNK_BYTES / 4 * 6);
+        assert_eq!(groups_per_chunk(&nm), 1, "3 × the chunk's bytes per group");
+        nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
+        assert_eq!(groups_per_chunk(&nm), 1, "a large B goes group by group");
     }
 
     #[test]
