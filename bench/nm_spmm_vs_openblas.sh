@@ -7,6 +7,9 @@
 # in one process, so the drift of a shared VM slows both alike (best of REPS each).
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for that command only (see
 # ../shared/peers/README.md): OpenBLAS picks its best kernel for this CPU (printed below).
+# OPENBLAS_THREAD_TIMEOUT=4 puts OpenBLAS's workers to sleep as soon as a call ends: by default
+# they spin (yielding) for ~2^28 cycles, and on two cores they took the N:M kernel's second
+# thread (2048³ 1:8 on 2 threads: 68 GFLOP/s after an OpenBLAS call, 121 with the timeout).
 # usage: [THREADS=1] [SIZES=1024,2048,4096] [REPS=3] [TYPE=f32|f64] [PATTERNS=4:8,3:8,2:8,1:8|nv24] bench/nm_spmm_vs_openblas.sh
 #        a size is S (m = n = k = S) or MxNxK (the NM-SpMM paper's shapes: SIZES=1024x4096x4096,...)
 set -euo pipefail
@@ -22,7 +25,7 @@ openblas=$("$PY" -c "
 import numpy
 from threadpoolctl import threadpool_info
 print(next(i['filepath'] for i in threadpool_info() if i['internal_api'] == 'openblas'))")
-out=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE NMSPARSE_OPENBLAS="$openblas" \
+out=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_THREAD_TIMEOUT=4 NMSPARSE_OPENBLAS="$openblas" \
   ./target/release/examples/sweep "$SIZES" "$PATTERNS" 32 "$TYPE" "$THREADS" "$REPS")
 echo "| m × n × k | N:M | sparsity | nm-spmm (ms) | nm-spmm GFLOP/s | OpenBLAS dense (ms) | dense GFLOP/s | speedup | target |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"

@@ -9,7 +9,9 @@
 //! with the N:M kernel within every repetition, on the same thread count: a line with loading
 //! `openblas-CORE` (CORE: the kernel OpenBLAS chose for this CPU), `gflops` of the dense product
 //! (2·m·n·k). This VM's speed drifts by ±40% over minutes, and timing the two in separate
-//! processes one after the other measured the drift as often as the kernels.
+//! processes one after the other measured the drift as often as the kernels. On several threads
+//! set `OPENBLAS_THREAD_TIMEOUT=4`, or OpenBLAS's idle workers spin on the cores the N:M kernel
+//! runs on next.
 //!
 //!     cargo run --release -p nm-spmm --example sweep -- SIZES PATTERNS L TYPE THREADS REPS [LOADINGS]
 //!     cargo run --release -p nm-spmm --example sweep -- 1024,4096 1:8 32 f32 1 9 tile,packed
