@@ -618,12 +618,6 @@ impl CKernel {
         let mut threads = threads.min(extent).min(nm_format::workers::MAX_THREADS);
         let reduction = partition.reduction;
         let per_thread = reduction.filter(|r| r.kind == ReductionKind::PerThread).map(|r| r.values.index());
-        if let Some(k) = per_thread {
-            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
-            if let Some(free) = nm_format::memory::available() {
-                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
-            }
-        }
         if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
             // Copies nobody asked for (`-nthreads` alone): only as many as pay for themselves.
             let stored = f
@@ -633,6 +627,15 @@ impl CKernel {
                 .map(|(id, _)| arrays[id.index()].len())
                 .sum();
             threads = threads_worth_copies(stored, arrays[k].len(), threads);
+        }
+        if let Some(k) = per_thread.filter(|_| threads > 1) {
+            // At most half the free memory, where the copies are large enough to check.
+            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
+            if bytes * threads as u128 >= nm_format::memory::CHECKED_FROM
+                && let Some(free) = nm_format::memory::available()
+            {
+                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
+            }
         }
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
@@ -913,11 +916,10 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
             false
         };
         const GIB: f64 = (1u64 << 30) as f64;
-        // Reading /proc/meminfo costs tens of microseconds: only for growth that matters (a
-        // sparse result grows by doubling, so a large one always gets here). Measured: checking
-        // every grow of 32 row ranges tripled luxembourg's two-thread A·Aᵀ.
-        const CHECKED: u128 = 64 << 20;
-        if bytes >= CHECKED
+        // Only growth that matters is checked (a sparse result grows by doubling, so a large
+        // one always gets here). Measured: checking every grow of 32 row ranges tripled
+        // luxembourg's two-thread A·Aᵀ.
+        if bytes >= nm_format::memory::CHECKED_FROM
             && let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a)
         {
             return fail(format!(
