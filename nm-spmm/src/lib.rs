@@ -1231,25 +1231,12 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     let isa = Isa::detect();
     let per_row = k.div_ceil(4) * 2;
     let rows_per_task = NV24_ROWS;
-    let tasks = m.div_ceil(rows_per_task);
-    // Each row's kept entries `(column, value)` (padding columns ≥ k included, skipped by
-    // the kernels), task by task in chunks of `NV24_DEPTH` columns of A, row after row
-    // within a chunk: what one chunk of the task reads is contiguous. (Row-major, the rows'
-    // entries lay a row of A apart, 4 KiB at k = 1024, and fell into the same L1 sets.)
+    // Each row's kept entries `(column, value)`, laid out per task by the thread that runs it
+    // ([`kept_entries`]). Laid out for every row before the tasks started, they took 10% of
+    // 1024³ on one thread, alone while the other threads waited (alternated in one process,
+    // 2 threads: 2–15% faster per task; level on one).
     let values = a.values();
     let depth = NV24_DEPTH / 2;
-    let mut entries: Vec<(u32, T)> = Vec::with_capacity(m * per_row);
-    for task in 0..tasks {
-        let (lo, hi) = (task * rows_per_task, ((task + 1) * rows_per_task).min(m));
-        for first in (0..per_row).step_by(depth) {
-            for i in lo..hi {
-                for q in i * per_row + first..i * per_row + (first + depth).min(per_row) {
-                    let column = (q % per_row) / 2 * 4 + meta.get(q) as usize;
-                    entries.push((column as u32, values[q]));
-                }
-            }
-        }
-    }
     // Column chunks outermost within a task's rows, then chunks of `NV24_DEPTH` rows of B:
     // the chunk's panel of B stays in L1 while the task's rows pass, each adding its kept
     // entries of those rows of B to its segment of C, kept in a contiguous tile. (Row by row
@@ -1267,8 +1254,10 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
         }
     }
     let packed = &*packed;
-    row_blocks(c, m, n, rows_per_task, threads, |tile: &mut Vec<T>, lo, hi, rows| {
-        let task_entries = &entries[lo * per_row..hi * per_row];
+    row_blocks(c, m, n, rows_per_task, threads, |(tile, entries): &mut (Vec<T>, Vec<(u32, T)>), lo, hi, rows| {
+        entries.clear();
+        kept_entries(values, meta, per_row, lo, hi, depth, entries);
+        let task_entries = &entries[..];
         for start in (0..n).step_by(chunk) {
             let width = chunk.min(n - start);
             tile.clear();
@@ -1300,7 +1289,29 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     });
     Ok(())
 }
-/// Columns of C per chunk of an `nv24` product, in 256-bit vectors: 64 f32 / 32 f64.
+/// Appends rows `lo..hi`'s kept entries `(column, value)` of an `nv24` matrix (`per_row` per
+/// row, padding columns ≥ k included), in chunks of `depth` entries, row after row within a
+/// chunk: what one chunk of rows of B meets is contiguous. (Row-major, the rows' entries lay a
+/// row of A apart, 4 KiB at k = 1024, and fell into the same L1 sets.)
+fn kept_entries<T: Real>(
+    values: &[T],
+    meta: &nm_format::Metadata,
+    per_row: usize,
+    lo: usize,
+    hi: usize,
+    depth: usize,
+    out: &mut Vec<(u32, T)>,
+) {
+    for first in (0..per_row).step_by(depth) {
+        for i in lo..hi {
+            for r in first..(first + depth).min(per_row) {
+                let q = i * per_row + r;
+                out.push(((r / 2 * 4) as u32 + meta.get(q), values[q]));
+            }
+        }
+    }
+}
+
 /// Bytes in a cache line (the x86-64 CPUs the kernels target).
 const CACHE_LINE: usize = 64;
 /// Columns of C per chunk of an `nv24` product, in 256-bit vectors: 64 f32 / 32 f64.
