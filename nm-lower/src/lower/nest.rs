@@ -864,7 +864,8 @@ impl Lowerer<'_> {
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
         // Over positions, the number of blocks is known when the kernel runs.
-        let blocks = match self.position_space(parent) {
+        let over_positions = self.position_space(parent);
+        let blocks = match &over_positions {
             Some(ps) => bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64)),
             None if self.cin.derivations.contains_key(&parent) => {
                 return unsupported(format!(
@@ -884,7 +885,7 @@ impl Lowerer<'_> {
             && self.split_blocks.is_empty()
             && !self.in_producer
             && self.bounds.is_none()
-            && self.position_space(parent).is_none();
+            && over_positions.is_none();
         if ranged {
             self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
         }
