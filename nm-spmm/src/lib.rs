@@ -832,21 +832,22 @@ mod simd {
         where
             Self: Sized;
 
-        /// Adds to `out` (columns `start..start + NV24_VECTORS·LANES_256` of one `nv24` row of
-        /// `C`, all within `n`) the sum over `kept` entries `(column, value)` of the row of value
-        /// × B's row segment; `avx512` chooses AVX-512 (half as many, twice as wide vectors)
-        /// over AVX2.
+        /// Adds to each of consecutive rows of an `nv24` product's tile the sum over its kept
+        /// entries `(column, value)` of value × the packed panel's row `column` (`k` rows of
+        /// `NV24_VECTORS·LANES_256` columns): row `r`'s `each` entries are `kept[r·each..]`, its
+        /// columns `out[r·width..]` with that width. One call per chunk of the tile's rows, not
+        /// per row: alternated in one process, 5–17% faster (1024³ and 2048³, 1 and 2 threads).
+        /// `avx512` chooses AVX-512 (half as many, twice as wide vectors) over AVX2.
         ///
         /// # Safety
-        /// The CPU supports AVX-512F if `avx512`, else AVX2 and FMA; `start + NV24_VECTORS ·
-        /// LANES_256 <= n`; every column below `k` indexes a row of `b` (`k × n`).
-        unsafe fn nv24_chunk(
+        /// The CPU supports AVX-512F if `avx512`, else AVX2 and FMA; every column below `k`
+        /// indexes a row of `panel`.
+        unsafe fn nv24_rows(
             avx512: bool,
             kept: &[(u32, Self)],
+            each: usize,
             k: usize,
-            b: &[Self],
-            n: usize,
-            start: usize,
+            panel: &[Self],
             out: &mut [Self],
         ) where
             Self: Sized;
@@ -1040,33 +1041,39 @@ mod simd {
                 }
 
                 #[cfg(target_arch = "x86_64")]
-                unsafe fn nv24_chunk(
+                unsafe fn nv24_rows(
                     avx512: bool,
                     kept: &[(u32, $t)],
+                    each: usize,
                     k: usize,
-                    b: &[$t],
-                    n: usize,
-                    start: usize,
+                    panel: &[$t],
                     out: &mut [$t],
                 ) {
+                    const WIDTH: usize = super::NV24_VECTORS * $lanes256;
                     #[target_feature(enable = "avx512f")]
-                    fn run512(kept: &[(u32, $t)], k: usize, b: &[$t], n: usize, start: usize, out: &mut [$t]) {
-                        nv24_body!(
-                            kept, k, b, n, start, out, $lanes512, $lanes256, $load512, $set512, $fma512, $store512
-                        )
+                    fn run512(kept: &[(u32, $t)], each: usize, k: usize, b: &[$t], out: &mut [$t]) {
+                        for (kept, out) in kept.chunks_exact(each.max(1)).zip(out.chunks_exact_mut(WIDTH)) {
+                            let (n, start) = (WIDTH, 0);
+                            nv24_body!(
+                                kept, k, b, n, start, out, $lanes512, $lanes256, $load512, $set512, $fma512, $store512
+                            )
+                        }
                     }
                     #[target_feature(enable = "avx2,fma")]
-                    fn run256(kept: &[(u32, $t)], k: usize, b: &[$t], n: usize, start: usize, out: &mut [$t]) {
-                        nv24_body!(
-                            kept, k, b, n, start, out, $lanes256, $lanes256, $load256, $set256, $fma256, $store256
-                        )
+                    fn run256(kept: &[(u32, $t)], each: usize, k: usize, b: &[$t], out: &mut [$t]) {
+                        for (kept, out) in kept.chunks_exact(each.max(1)).zip(out.chunks_exact_mut(WIDTH)) {
+                            let (n, start) = (WIDTH, 0);
+                            nv24_body!(
+                                kept, k, b, n, start, out, $lanes256, $lanes256, $load256, $set256, $fma256, $store256
+                            )
+                        }
                     }
                     if avx512 {
                         // SAFETY: the caller checked that the CPU supports AVX-512F.
-                        unsafe { run512(kept, k, b, n, start, out) }
+                        unsafe { run512(kept, each, k, panel, out) }
                     } else {
                         // SAFETY: the caller checked that the CPU supports AVX2 and FMA.
-                        unsafe { run256(kept, k, b, n, start, out) }
+                        unsafe { run256(kept, each, k, panel, out) }
                     }
                 }
 
@@ -1091,7 +1098,7 @@ mod simd {
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn nv24_chunk(_: bool, _: &[(u32, $t)], _: usize, _: &[$t], _: usize, _: usize, _: &mut [$t]) {
+                unsafe fn nv24_rows(_: bool, _: &[(u32, $t)], _: usize, _: usize, _: &[$t], _: &mut [$t]) {
                     unreachable!("AVX-512 is only selected on x86-64")
                 }
             }
@@ -1265,16 +1272,17 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
             for first in (0..per_row).step_by(depth) {
                 let each = depth.min(per_row - first);
                 let chunk_entries = &task_entries[(hi - lo) * first..(hi - lo) * (first + each)];
+                #[cfg(target_arch = "x86_64")]
+                if matches!(isa, Isa::Avx512 | Isa::Avx2) && width == chunk {
+                    let panel = &packed[start * k..(start + chunk) * k];
+                    // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the chunk is
+                    // whole, so packed: its panel has `k` rows of `chunk`.
+                    unsafe { T::nv24_rows(isa == Isa::Avx512, chunk_entries, each, k, panel, tile) };
+                    continue;
+                }
                 for (kept, part) in chunk_entries.chunks_exact(each).zip(tile.chunks_exact_mut(chunk)) {
                     let part = &mut part[..width];
                     match isa {
-                        // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the
-                        // chunk is whole, so packed: its panel has `k` rows of `chunk`.
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx512 | Isa::Avx2 if width == chunk => unsafe {
-                            let panel = &packed[start * k..(start + chunk) * k];
-                            T::nv24_chunk(isa == Isa::Avx512, kept, k, panel, chunk, 0, part)
-                        },
                         // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
                         #[cfg(target_arch = "x86_64")]
                         Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
