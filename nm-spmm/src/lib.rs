@@ -1390,11 +1390,10 @@ mod tests {
         b.prune(&nm_format::Format::nm(4, 8, 32).unwrap()).unwrap().0
     }
 
-    #[test]
-    fn large_blocks_multiply_like_a_dense_reference() {
-        // What the blocks are checked against: the pruned B densified, and a triple loop.
-        let (m, k, n) = (700, 100, 70);
-        let b = small_b(k, n);
+    /// An `m`-row A of small integers, and `A·B` by a triple loop over `b` densified: what the
+    /// kernels are checked against.
+    fn a_and_product(m: usize, b: &Tensor<f32>) -> (Vec<f32>, Vec<f32>) {
+        let (k, n) = (b.shape()[0], b.shape()[1]);
         let dense_b = b.to_dense().unwrap();
         let a: Vec<f32> = (0..m * k).map(|q| ((q * 31) % 7) as f32 - 3.0).collect();
         let mut want = vec![0.0f32; m * n];
@@ -1405,6 +1404,14 @@ mod tests {
                 }
             }
         }
+        (a, want)
+    }
+
+    #[test]
+    fn large_blocks_multiply_like_a_dense_reference() {
+        let (m, k, n) = (700, 100, 70);
+        let b = small_b(k, n);
+        let (a, want) = a_and_product(m, &b);
         let nm = NmMatrix::new(&b).unwrap();
         let isas = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported());
         for isa in isas {
@@ -1428,16 +1435,7 @@ mod tests {
         let b = small_b(k, n);
         let nm = NmMatrix::new(&b).unwrap();
         assert_eq!((nm.groups, groups_per_chunk(&nm)), (5, 2));
-        let dense_b = b.to_dense().unwrap();
-        let a: Vec<f32> = (0..m * k).map(|q| ((q * 31) % 7) as f32 - 3.0).collect();
-        let mut want = vec![0.0f32; m * n];
-        for i in 0..m {
-            for kk in 0..k {
-                for j in 0..n {
-                    want[i * n + j] += a[i * k + kk] * dense_b[kk * n + j];
-                }
-            }
-        }
+        let (a, want) = a_and_product(m, &b);
         for isa in [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()) {
             for loading in [Loading::WholeTile, Loading::Packed] {
                 let mut c = vec![f32::NAN; m * n];
