@@ -28,24 +28,35 @@ use std::time::Instant;
 use nm_format::{Format, Tensor};
 use nm_spmm::{Isa, Loading, NmMatrix, Real, spmm_with};
 
-/// OpenBLAS's `cblas_?gemm`, loaded at run time: the wheel numpy ships (`scipy_openblas64_`,
-/// symbols `scipy_cblas_sgemm64_`, 64-bit integers) or a plain build (`cblas_sgemm`, 32-bit).
+/// OpenBLAS's `cblas_sgemm` and `cblas_dgemm`, loaded at run time: the wheel numpy ships
+/// (`scipy_openblas64_`, symbols `scipy_cblas_sgemm64_`, 64-bit integers) or a plain build
+/// (`cblas_sgemm`, 32-bit).
 struct OpenBlas {
     _lib: libloading::Library,
-    gemm: Gemm,
+    sgemm: Gemm<f32>,
+    dgemm: Gemm<f64>,
     core: String,
 }
 
-/// `cblas_sgemm` / `cblas_dgemm` with the library's integer width (`I`).
+/// `cblas_?gemm` with the library's integer width (`I`).
 type CblasGemm<T, I> = unsafe extern "C" fn(c_int, c_int, c_int, I, I, I, T, *const T, I, *const T, I, T, *mut T, I);
 
-enum Gemm {
-    Ilp64(CblasGemm<f32, i64>, CblasGemm<f64, i64>),
-    Lp64(CblasGemm<f32, i32>, CblasGemm<f64, i32>),
+enum Gemm<T> {
+    Ilp64(CblasGemm<T, i64>),
+    Lp64(CblasGemm<T, i32>),
 }
 
 const CBLAS_ROW_MAJOR: c_int = 101;
 const CBLAS_NO_TRANS: c_int = 111;
+
+/// The symbol `name` of `lib`.
+///
+/// # Safety
+/// `F` is the symbol's type.
+unsafe fn symbol<F: Copy>(lib: &libloading::Library, name: &str) -> Result<F, String> {
+    // SAFETY: the caller's contract.
+    unsafe { lib.get::<F>(name.as_bytes()) }.map(|f| *f).map_err(|e| e.to_string())
+}
 
 impl OpenBlas {
     /// The library at `path`, set to `threads` threads.
@@ -53,36 +64,31 @@ impl OpenBlas {
         // SAFETY: loading runs the library's initialisers; OpenBLAS's only read the environment
         // and the CPU's features.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| format!("{path}: {e}"))?;
-        let wheel = {
-            // SAFETY: only probes for the symbol, not called.
-            unsafe { lib.get::<CblasGemm<f32, i64>>(b"scipy_cblas_sgemm64_") }.is_ok()
-        };
+        // SAFETY: the types given to `symbol`, here and below, are OpenBLAS's declarations in
+        // `cblas.h` and `openblas_config.h`, `blasint` 64-bit in the wheel's ILP64 build and
+        // 32-bit otherwise.
+        let wheel = unsafe { symbol::<CblasGemm<f32, i64>>(&lib, "scipy_cblas_sgemm64_") }.is_ok();
         let (prefix, suffix) = if wheel { ("scipy_", "64_") } else { ("", "") };
         let name = |base: &str| format!("{prefix}{base}{suffix}");
-        let symbol_error = |e: libloading::Error| format!("{path}: {e}");
-        // SAFETY: each `get` names its symbol's type as OpenBLAS's `cblas.h` and
-        // `openblas_config.h` declare it, `blasint` 64-bit in the wheel's ILP64 build, else 32-bit.
-        let gemm = unsafe {
-            if wheel {
-                Gemm::Ilp64(
-                    *lib.get(name("cblas_sgemm").as_bytes()).map_err(symbol_error)?,
-                    *lib.get(name("cblas_dgemm").as_bytes()).map_err(symbol_error)?,
+        let found = |e: String| format!("{path}: {e}");
+        // SAFETY: as above.
+        let (sgemm, dgemm, set_threads, corename) = unsafe {
+            let (sgemm, dgemm) = if wheel {
+                (
+                    Gemm::Ilp64(symbol(&lib, &name("cblas_sgemm")).map_err(found)?),
+                    Gemm::Ilp64(symbol(&lib, &name("cblas_dgemm")).map_err(found)?),
                 )
             } else {
-                Gemm::Lp64(
-                    *lib.get(name("cblas_sgemm").as_bytes()).map_err(symbol_error)?,
-                    *lib.get(name("cblas_dgemm").as_bytes()).map_err(symbol_error)?,
+                (
+                    Gemm::Lp64(symbol(&lib, &name("cblas_sgemm")).map_err(found)?),
+                    Gemm::Lp64(symbol(&lib, &name("cblas_dgemm")).map_err(found)?),
                 )
-            }
-        };
-        // SAFETY: as above.
-        let (set_threads, corename) = unsafe {
-            (
-                *lib.get::<unsafe extern "C" fn(c_int)>(name("openblas_set_num_threads").as_bytes())
-                    .map_err(symbol_error)?,
-                *lib.get::<unsafe extern "C" fn() -> *const c_char>(name("openblas_get_corename").as_bytes())
-                    .map_err(symbol_error)?,
-            )
+            };
+            let set_threads: unsafe extern "C" fn(c_int) =
+                symbol(&lib, &name("openblas_set_num_threads")).map_err(found)?;
+            let corename: unsafe extern "C" fn() -> *const c_char =
+                symbol(&lib, &name("openblas_get_corename")).map_err(found)?;
+            (sgemm, dgemm, set_threads, corename)
         };
         let threads = c_int::try_from(threads).map_err(|_| format!("{threads} threads"))?;
         // SAFETY: both take and return what their declarations say; the core name is a static
@@ -91,51 +97,48 @@ impl OpenBlas {
             set_threads(threads);
             CStr::from_ptr(corename()).to_string_lossy().into_owned()
         };
-        Ok(OpenBlas { _lib: lib, gemm, core })
+        Ok(OpenBlas { _lib: lib, sgemm, dgemm, core })
     }
 }
 
 /// A value type OpenBLAS multiplies.
 trait Dense: Real {
-    /// `c = a·b`, row-major `m×k` times `k×n`.
-    fn gemm(blas: &OpenBlas, a: &[Self], b: &[Self], c: &mut [Self], shape: (usize, usize, usize));
-}
+    fn gemm_of(blas: &OpenBlas) -> &Gemm<Self>;
 
-macro_rules! dense {
-    ($t:ty, $field:tt) => {
-        impl Dense for $t {
-            fn gemm(blas: &OpenBlas, a: &[$t], b: &[$t], c: &mut [$t], (m, n, k): (usize, usize, usize)) {
-                assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "operands of the shape");
-                let (one, zero) = (1.0, 0.0);
-                // SAFETY: the arrays hold m·k, k·n and m·n elements (asserted), row-major with
-                // leading dimensions k, n, n; the sizes fit the integer type (checked).
-                unsafe {
-                    match blas.gemm {
-                        Gemm::Ilp64(..) => {
-                            let f = dense!(@pick Ilp64, blas.gemm, $field);
-                            let [m, n, k] = [m, n, k].map(|d| i64::try_from(d).expect("a size"));
-                            f(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, m, n, k, one, a.as_ptr(), k, b.as_ptr(), n, zero, c.as_mut_ptr(), n)
-                        }
-                        Gemm::Lp64(..) => {
-                            let f = dense!(@pick Lp64, blas.gemm, $field);
-                            let [m, n, k] = [m, n, k].map(|d| i32::try_from(d).expect("a size"));
-                            f(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, m, n, k, one, a.as_ptr(), k, b.as_ptr(), n, zero, c.as_mut_ptr(), n)
-                        }
-                    }
+    /// `c = a·b`, row-major `m×k` times `k×n`.
+    fn gemm(blas: &OpenBlas, a: &[Self], b: &[Self], c: &mut [Self], (m, n, k): (usize, usize, usize)) {
+        assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "operands of the shape");
+        let (one, zero) = (Self::from_f64(1.0), Self::ZERO);
+        let (order, no) = (CBLAS_ROW_MAJOR, CBLAS_NO_TRANS);
+        let (a, b, c) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+        // SAFETY: the arrays hold m·k, k·n and m·n elements (asserted), row-major with leading
+        // dimensions k, n, n; the sizes fit the integer type (checked).
+        unsafe {
+            match Self::gemm_of(blas) {
+                Gemm::Ilp64(f) => {
+                    let [m, n, k] = [m, n, k].map(|d| i64::try_from(d).expect("a size"));
+                    f(order, no, no, m, n, k, one, a, k, b, n, zero, c, n)
+                }
+                Gemm::Lp64(f) => {
+                    let [m, n, k] = [m, n, k].map(|d| i32::try_from(d).expect("a size"));
+                    f(order, no, no, m, n, k, one, a, k, b, n, zero, c, n)
                 }
             }
         }
-    };
-    (@pick $variant:ident, $gemm:expr, 0) => {
-        match $gemm { Gemm::$variant(f, _) => f, _ => unreachable!() }
-    };
-    (@pick $variant:ident, $gemm:expr, 1) => {
-        match $gemm { Gemm::$variant(_, f) => f, _ => unreachable!() }
-    };
+    }
 }
 
-dense!(f32, 0);
-dense!(f64, 1);
+impl Dense for f32 {
+    fn gemm_of(blas: &OpenBlas) -> &Gemm<f32> {
+        &blas.sgemm
+    }
+}
+
+impl Dense for f64 {
+    fn gemm_of(blas: &OpenBlas) -> &Gemm<f64> {
+        &blas.dgemm
+    }
+}
 
 /// Variants `0..count` (`run(i)`) timed in turn within each of `reps` repetitions, after one
 /// warm-up each: the best time of each (seconds).
