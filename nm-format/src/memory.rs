@@ -18,13 +18,16 @@ pub fn available() -> Option<u128> {
 /// checked its per-thread copies on every run, and a machine without 64 MiB free fails anyway.
 pub const CHECKED_FROM: u128 = 64 << 20;
 
+/// [`available`] where a request of `bytes` is large enough to check ([`CHECKED_FROM`]), else
+/// `None` without reading it: for checks on paths that run often.
+pub fn available_for(bytes: u128) -> Option<u128> {
+    if bytes < CHECKED_FROM { None } else { available() }
+}
+
 /// Fails when `bytes` (from [`CHECKED_FROM`] on) exceed what the system has available.
 pub fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
     const GIB: f64 = (1u64 << 30) as f64;
-    if bytes < CHECKED_FROM {
-        return Ok(());
-    }
-    match available() {
+    match available_for(bytes) {
         Some(avail) if bytes > avail => Err(TensorError::TooLarge {
             what: format!("{} ({:.1} GiB needed, {:.1} GiB available)", what(), bytes as f64 / GIB, avail as f64 / GIB),
         }),
@@ -83,6 +86,8 @@ mod tests {
     #[test]
     fn only_large_requests_are_checked_and_too_large_ones_refused() {
         assert!(ensure_available(CHECKED_FROM - 1, String::new).is_ok());
+        assert_eq!(available_for(CHECKED_FROM - 1), None);
+        assert_eq!(available_for(CHECKED_FROM).is_some(), available().is_some());
         if available().is_some() {
             let e = ensure_available(u128::MAX / 2, || "a test array".into()).unwrap_err();
             assert!(e.to_string().contains("a test array"), "{e}");

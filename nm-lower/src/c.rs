@@ -631,9 +631,7 @@ impl CKernel {
         if let Some(k) = per_thread.filter(|_| threads > 1) {
             // At most half the free memory, where the copies are large enough to check.
             let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
-            if bytes * threads as u128 >= nm_format::memory::CHECKED_FROM
-                && let Some(free) = nm_format::memory::available()
-            {
+            if let Some(free) = nm_format::memory::available_for(bytes * threads as u128) {
                 threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
             }
         }
@@ -919,9 +917,7 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
         // Only growth that matters is checked (a sparse result grows by doubling, so a large
         // one always gets here). Measured: checking every grow of 32 row ranges tripled
         // luxembourg's two-thread A·Aᵀ.
-        if bytes >= nm_format::memory::CHECKED_FROM
-            && let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a)
-        {
+        if let Some(avail) = nm_format::memory::available_for(bytes).filter(|&a| bytes > a) {
             return fail(format!(
                 "growing an output to {n} elements needs {:.1} GiB more, {:.1} GiB available",
                 bytes as f64 / GIB,
