@@ -332,21 +332,27 @@ const LARGE_B_BYTES: usize = 8 << 20;
 const GROUP_CHUNK_BYTES: usize = 256 << 10;
 /// Tiles per block where B is large (64 were slower again: 1:8 at 4096³ 66 → 46–51 GFLOP/s).
 const LARGE_B_TILES: usize = 32;
+/// The fewest tiles a block sized by the L2 takes ([`rows_per_block`]): f64 at 4096³, 1:8,
+/// ran at 50–52 GFLOP/s with 4 tiles (1 MiB of A), 45–48 with 8 and 41 with 32.
+const MIN_L2_TILES: usize = 4;
 
 /// Rows of C per block for `m` rows on `threads` threads with tiles of `tile_rows` rows, on a
 /// CPU with `l2` bytes of L2 per core (`None`: unknown).
 ///
 /// Where B is large, a block takes up to [`LARGE_B_TILES`] tiles, unless the kept rows of A's
-/// transposed tiles are read sparsely (windows keep fewer than half their rows) and the L2
-/// can hold at least [`TILES_PER_BLOCK`] of them in half its size: then as many as it holds
-/// there. The sparse reads jump from line to line, so they are prefetched by the kernel only a
-/// few kept vectors ahead, which covers a read from L2 but not from L3: on a Sapphire Rapids
-/// core (2 MiB of L2, AVX-512), alternated in one process, 4096³ 1:8 ran at 111–118 GFLOP/s
-/// with 8 tiles (1 MiB of A) against 75–80 with 32 (4 MiB), 2:8 120–127 against 99–110, and on
-/// two threads 218 against 145 and 237 against 189. Where at least half of each window is
-/// kept, nearly every line of the tiles is read in order, the hardware prefetcher streams them
-/// from L3, and 32 tiles stayed best (4:8: 110–120 against 102–107 with 8). A Zen 3 (512 KiB of
-/// L2) cannot hold 8 tiles of A at k ≥ 2048 and keeps the 32 it was measured best with.
+/// transposed tiles are read sparsely (windows keep fewer than half their rows), each column
+/// group of B is small (under [`GROUP_CHUNK_BYTES`]) and half the L2 holds at least
+/// [`MIN_L2_TILES`] tiles of A: then as many as it holds. The sparse reads jump from line to
+/// line, so they are prefetched by the kernel only a few kept vectors ahead, which covers a
+/// read from L2 but not from L3: on a Sapphire Rapids core (2 MiB of L2, AVX-512), alternated
+/// in one process, f32 4096³ 1:8 ran at 106–118 GFLOP/s with 8 tiles (1 MiB of A) against
+/// 74–80 with 32 (4 MiB), 2:8 109–127 against 91–110, and on two threads 218 against 145 and
+/// 237 against 189. Where at least half of each window is kept, nearly every line of the
+/// tiles is read in order, the hardware prefetcher streams them from L3, and 32 tiles stayed
+/// best (4:8: 110–120 against 102–107 with 8); where a group is large (f64 2:8 and 3:8: 256
+/// and 384 KiB), B's first read of it per block from L3 outweighs A's (f64 2:8: 39–48 with 32
+/// tiles against 38–44 with 4 or 8). A Zen 3 (512 KiB of L2) cannot hold 4 tiles of A at
+/// k = 4096 and keeps the 32 it was measured best with.
 fn rows_per_block<T: Real>(
     b: &NmMatrix<'_, T>,
     m: usize,
@@ -358,14 +364,18 @@ fn rows_per_block<T: Real>(
         TILES_PER_BLOCK
     } else {
         let tile_bytes = b.padded_rows() * row_stride(tile_rows) * std::mem::size_of::<T>();
+        let group_bytes = std::mem::size_of_val(&b.values[..]) / b.groups.max(1);
         let in_half_l2 = l2.map_or(0, |l2| l2 / 2 / tile_bytes);
-        let most =
-            if 2 * b.n < b.m && in_half_l2 >= TILES_PER_BLOCK { in_half_l2.min(LARGE_B_TILES) } else { LARGE_B_TILES };
+        let most = if 2 * b.n < b.m && group_bytes < GROUP_CHUNK_BYTES && in_half_l2 >= MIN_L2_TILES {
+            in_half_l2.min(LARGE_B_TILES)
+        } else {
+            LARGE_B_TILES
+        };
         // As many blocks as tiles of at most `most` take, rounded up to a multiple of the
         // threads, so that the threads finish together (at 1024 rows on 2 threads, blocks of
         // 32 tiles left one thread a 64-row block behind the other's three full ones).
         let blocks = (m.div_ceil(most * tile_rows).div_ceil(threads) * threads).max(1);
-        m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK, most)
+        m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK.min(most), most)
     };
     tiles * tile_rows
 }
@@ -1442,7 +1452,7 @@ mod tests {
         let nm = NmMatrix::new(&b).unwrap();
         let isas = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported());
         for isa in isas {
-            for tiles in [TILES_PER_BLOCK, 17, LARGE_B_TILES] {
+            for tiles in [MIN_L2_TILES, TILES_PER_BLOCK, 17, LARGE_B_TILES] {
                 for threads in [1, 2] {
                     for loading in [Loading::WholeTile, Loading::Packed] {
                         let mut c = vec![f32::NAN; m * n];
@@ -1504,23 +1514,30 @@ mod tests {
 
     #[test]
     fn sparse_reads_of_a_keep_a_block_of_it_in_half_the_l2() {
-        // A large B at k = 4096: a tile of A transposed is 4096 rows × 8 f32 = 128 KiB.
+        // A large B at k = 4096: a tile of A transposed is 4096 rows × 8 f32 = 128 KiB; in
+        // 128 groups of 64 KiB (the rule reads only these sizes).
         let b = small_b(4096, 32);
         let mut nm = NmMatrix::new(&b).unwrap();
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
+        nm.groups = 128;
         let rows = |nm: &NmMatrix<'_, f32>, threads, l2| rows_per_block(nm, 10_000, threads, 8, l2);
         // 4:8 reads nearly every line of the tiles: the L2 does not matter.
         assert_eq!(rows(&nm, 1, Some(2 << 20)), LARGE_B_TILES * 8);
-        // 1:8 with 2 MiB of L2: 8 tiles in its half; with 4 MiB, 16; with 512 KiB (Zen 3) 8
-        // tiles do not fit, and the block takes 32 as before; unknown, likewise.
+        // 1:8 with 2 MiB of L2: 8 tiles in its half; with 4 MiB, 16; with 1 MiB, 4; with
+        // 512 KiB (Zen 3) 4 tiles do not fit, and the block takes 32 as before; unknown,
+        // likewise.
         nm.n = 1;
         assert_eq!(rows(&nm, 1, Some(2 << 20)), 8 * 8);
         assert_eq!(rows(&nm, 1, Some(4 << 20)), 16 * 8);
         assert_eq!(rows(&nm, 2, Some(4 << 20)), 16 * 8);
+        assert_eq!(rows(&nm, 1, Some(1 << 20)), 4 * 8);
         assert_eq!(rows(&nm, 1, Some(512 << 10)), LARGE_B_TILES * 8);
         assert_eq!(rows(&nm, 1, None), LARGE_B_TILES * 8);
         // 3:8 keeps fewer than half: sparse too.
         nm.n = 3;
         assert_eq!(rows(&nm, 1, Some(2 << 20)), 8 * 8);
+        // Groups of GROUP_CHUNK_BYTES or more: B's reads from L3 outweigh A's.
+        nm.groups = std::mem::size_of_val(&nm.values[..]) / GROUP_CHUNK_BYTES;
+        assert_eq!(rows(&nm, 1, Some(2 << 20)), LARGE_B_TILES * 8);
     }
 }
