@@ -12,8 +12,9 @@
 //!   6 GFLOP/s.
 //! - **Register tiling**: a tile of `R` rows of `C` × one column group (`L` lanes) is summed in
 //!   registers over the whole reduction: per kept vector, `R` broadcasts of `A` and `R × L`
-//!   fused multiply-adds; each `C` element is written once. `R` is 8 with AVX-512 (32 vector
-//!   registers) and 6 with AVX2 (16).
+//!   fused multiply-adds; each `C` element is written once. `R` is 14 (f32) or 8 (f64) with
+//!   AVX-512 (32 vector registers; a transposed row of A is one cache line) and 6 with AVX2
+//!   (16).
 //! - **A's rows transposed per block**: the tile's `R` values of one column of `A` share one
 //!   cache line, padded to a power of two so they never straddle two; where windows keep at
 //!   most a quarter of their rows, the rows ahead are prefetched.
@@ -305,9 +306,17 @@ impl Isa {
     }
 }
 
-/// Rows of `C` per register tile of the AVX-512 kernel (and the baseline): 8 rows × 2
-/// vectors of accumulators leave 14 of the 32 registers for B.
-const ROWS_512: usize = 8;
+/// Rows of `C` per register tile of the AVX-512 kernel in f32: 14 rows × 2 vectors of
+/// accumulators, 2 of B and the broadcast of A fill 31 of the 32 registers, and a transposed
+/// row of A (14 of 16 slots) is one cache line. Against 8 rows (half a line per row, 16
+/// accumulators), alternated per process on a Sapphire Rapids core: 4096³ 2:8 130 against
+/// 104–112 GFLOP/s, 1:8 119 against 108–112, 1024³ 4:8 140 against 128; 12 rows fell between.
+const ROWS_512_F32: usize = 14;
+/// Rows of `C` per register tile of the AVX-512 kernel in f64: 8 rows of 8 doubles are one
+/// cache line; 12 or 14 rows (two lines per row) were slower (4096³ 1:8: 30 against 50 GFLOP/s).
+const ROWS_512_F64: usize = 8;
+/// Rows of `C` per tile of the portable kernel.
+const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
 const PREFETCH_AHEAD: usize = 8;
 /// Rows per register tile of the AVX2 kernel: 6 rows × 2 vectors of accumulators, 2 of B and
@@ -381,11 +390,12 @@ fn rows_per_block<T: Real>(
 }
 
 impl Isa {
-    /// Rows per register tile of this instruction set's kernel.
-    fn tile_rows(self) -> usize {
+    /// Rows per register tile of this instruction set's kernel for `T`.
+    fn tile_rows<T: Real>(self) -> usize {
         match self {
             Isa::Avx2 => ROWS_256,
-            Isa::Avx512 | Isa::Baseline => ROWS_512,
+            Isa::Avx512 => T::ROWS_512,
+            Isa::Baseline => ROWS_PORTABLE,
         }
     }
 }
@@ -468,7 +478,7 @@ pub fn spmm_with<T: Real>(
         return Ok(());
     }
     let isa = if isa.supported() { isa } else { Isa::Baseline };
-    let block_rows = rows_per_block(b, m, threads, isa.tile_rows(), cache::l2_bytes());
+    let block_rows = rows_per_block(b, m, threads, isa.tile_rows::<T>(), cache::l2_bytes());
     spmm_in_blocks(isa, loading, a, m, b, c, threads, block_rows);
     Ok(())
 }
@@ -584,9 +594,16 @@ fn block_rows_of<T: Real>(
         };
     }
     match isa {
-        // SAFETY: `spmm_with` checked that the CPU supports AVX-512F, AVX2 and FMA.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { lanes!(block_avx512) },
+        Isa::Avx512 if T::ROWS_512 == ROWS_512_F32 => {
+            // SAFETY: `spmm_with` checked that the CPU supports AVX-512F, AVX2 and FMA.
+            unsafe { lanes!(block_avx512_f32_rows) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            // SAFETY: as above.
+            unsafe { lanes!(block_avx512_f64_rows) }
+        }
         // SAFETY: `spmm_with` checked that the CPU supports AVX2 and FMA.
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { lanes!(block_avx2) },
@@ -597,7 +614,7 @@ fn block_rows_of<T: Real>(
 /// A block function for one instruction set: its tile variant for the loading and prefetch
 /// that `b` calls for, or the portable tile where `L` is not a whole number of vectors.
 macro_rules! simd_block {
-    ($name:ident, $feature:literal, $tile:ident, $rows:ident, $lanes:ident) => {
+    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $feature)]
         fn $name<T: Real, const L: usize>(
@@ -610,17 +627,18 @@ macro_rules! simd_block {
             packed: bool,
         ) {
             let tile: SimdTile<T, L, $rows> = match (packed, b.prefetch()) {
-                (true, _) => T::$tile::<L, false, true>,
-                (false, true) => T::$tile::<L, true, false>,
-                (false, false) => T::$tile::<L, false, false>,
+                (true, _) => T::$tile::<L, { $rows }, false, true>,
+                (false, true) => T::$tile::<L, { $rows }, true, false>,
+                (false, false) => T::$tile::<L, { $rows }, false, false>,
             };
             let simd = L.is_multiple_of(T::$lanes).then_some((tile, packed));
-            block::<T, L, true, $rows>(a, lo, hi, b, c, scratch, simd)
+            block::<T, L, true, { $rows }>(a, lo, hi, b, c, scratch, simd)
         }
     };
 }
 
-simd_block!(block_avx512, "avx512f,avx2,fma", tile_avx512, ROWS_512, LANES_512);
+simd_block!(block_avx512_f32_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F32, LANES_512);
+simd_block!(block_avx512_f64_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F64, LANES_512);
 simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256);
 
 fn block_baseline<T: Real, const L: usize>(
@@ -632,7 +650,7 @@ fn block_baseline<T: Real, const L: usize>(
     scratch: &mut Scratch<T>,
     _packed: bool,
 ) {
-    block::<T, L, false, ROWS_512>(a, lo, hi, b, c, scratch, None)
+    block::<T, L, false, ROWS_PORTABLE>(a, lo, hi, b, c, scratch, None)
 }
 
 /// The rows `lo..hi`, `R` rows at a time for a chunk of groups ([`groups_per_chunk`]), then
@@ -663,22 +681,23 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     let kp = b.padded_rows();
     let stride = row_stride(R);
     if simd.is_some() {
-        assert_eq!(stride, 8, "the transposition writes rows of 8");
         // Rows past `k` are never written: zero since the buffer was first grown for this `B`
         // (a block never needs more tiles than the first, full one).
         if a_t.len() < tiles * kp * stride {
             *a_t = LineAligned::zeros(tiles * kp * stride);
         }
         for (t, tile_t) in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride).enumerate() {
-            // Past the block's end (and in the unused slots of a 6-row tile), the last row
-            // again: computed, never stored.
-            let rows: [&[T]; ROWS_512] = std::array::from_fn(|i| {
-                let row = (lo + t * R + i.min(R - 1)).min(hi - 1);
-                &a[row * k..(row + 1) * k]
-            });
-            // SAFETY: `simd` is set only for AVX-512 or AVX2 (both with AVX2), whose callers
-            // checked the CPU; every instruction set's tile has a row stride of 8.
-            unsafe { T::transpose8(&rows, &mut tile_t[..k * stride]) };
+            for first in (0..stride).step_by(8) {
+                // Past the block's end (and in the unused slots of a tile of fewer rows than
+                // its stride), the last row again: computed, never stored.
+                let rows: [&[T]; 8] = std::array::from_fn(|i| {
+                    let row = (lo + t * R + (first + i).min(R - 1)).min(hi - 1);
+                    &a[row * k..(row + 1) * k]
+                });
+                // SAFETY: `simd` is set only for AVX-512 or AVX2 (both with AVX2), whose
+                // callers checked the CPU; strides are powers of two of at least 8.
+                unsafe { T::transpose8(&rows, &mut tile_t[..k * stride], stride, first) };
+            }
         }
     }
     // Every tile's sums, overwritten by each: zeroed once here, where each tile zeroing its
@@ -823,7 +842,7 @@ fn generic_l<T: Real>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mu
 /// kept vector, its `L` values are loaded once and each row's `A` element is broadcast into
 /// one FMA per accumulator.
 mod simd {
-    use super::{NmMatrix, PREFETCH_AHEAD, ROWS_256, ROWS_512};
+    use super::{NmMatrix, PREFETCH_AHEAD, ROWS_512_F32, ROWS_512_F64};
 
     /// A value type with 512- and 256-bit vector operations.
     pub trait Simd: Copy {
@@ -831,31 +850,35 @@ mod simd {
         const LANES_512: usize;
         /// Elements per 256-bit vector.
         const LANES_256: usize;
+        /// Rows per AVX-512 register tile.
+        const ROWS_512: usize;
 
-        /// One AVX-512 tile (`ROWS_512` rows × group `g`) from the tile's rows of A transposed
-        /// (`a_t[kk·8 + i]`; where `PACKED`, only the rows the group's kept vectors read, in
-        /// their order: `a_t[q·8 + i]`) into `out`, all of it; `L` is a multiple of `LANES_512`.
+        /// One AVX-512 tile (`R` rows × group `g`) from the tile's rows of A transposed
+        /// (`a_t[kk·stride + i]`, `stride` the power of two from `R`; where `PACKED`, only the
+        /// rows the group's kept vectors read, in their order: `a_t[q·stride + i]`) into `out`,
+        /// all of it; `L` is a multiple of `LANES_512`, and `R` rows of two vectors of sums
+        /// leave at least three of the 32 registers.
         ///
         /// # Safety
         /// The CPU supports AVX-512F.
-        unsafe fn tile_avx512<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+        unsafe fn tile_avx512<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
             a_t: &[Self],
             b: &NmMatrix<'_, Self>,
             g: usize,
-            out: &mut [[Self; L]; ROWS_512],
+            out: &mut [[Self; L]; R],
         ) where
             Self: Sized;
 
-        /// One AVX2 tile (`ROWS_256` rows × group `g`), likewise; `L` is a multiple of
-        /// `LANES_256`.
+        /// One AVX2 tile (`R` rows × group `g`), likewise; `L` is a multiple of `LANES_256`,
+        /// and `R` rows of two vectors leave at least three of the 16 registers.
         ///
         /// # Safety
         /// The CPU supports AVX2 and FMA.
-        unsafe fn tile_avx2<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+        unsafe fn tile_avx2<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
             a_t: &[Self],
             b: &NmMatrix<'_, Self>,
             g: usize,
-            out: &mut [[Self; L]; ROWS_256],
+            out: &mut [[Self; L]; R],
         ) where
             Self: Sized;
 
@@ -865,7 +888,7 @@ mod simd {
         ///
         /// # Safety
         /// The CPU supports AVX2.
-        unsafe fn transpose8(rows: &[&[Self]; 8], out: &mut [Self])
+        unsafe fn transpose8(rows: &[&[Self]; 8], out: &mut [Self], stride: usize, first: usize)
         where
             Self: Sized;
 
@@ -890,27 +913,27 @@ mod simd {
             Self: Sized;
     }
 
-    /// The body of a tile function: `$rows` rows × group `g`, two vectors per row at a time
-    /// (AVX-512: 8 rows × 2 = 16 accumulators, which leaves registers for B; AVX2: 6 × 2 = 12
-    /// of 16 registers). Wider rows (f64 with L = 32) take several passes, each a call: all
+    /// The body of a tile function: `R` rows × group `g`, two vectors per row at a time
+    /// (AVX-512: 14 × 2 = 28 accumulators in f32, 8 × 2 in f64, which leaves registers for B;
+    /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes, each a call: all
     /// four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
     /// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
     macro_rules! tile_body {
-        ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $rows:expr, $vec:ty,
+        ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $vec:ty,
          $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
             /// Lanes `lane0..lane0 + COUNT·LANES` of the tile's rows into `out`.
             #[target_feature(enable = $feature)]
             #[inline(never)]
-            fn pass<const L: usize, const PREFETCH: bool, const PACKED: bool, const COUNT: usize>(
+            fn pass<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool, const COUNT: usize>(
                 a_t: &[$t],
                 kept_rows: &[u32],
                 values: &[$t],
                 strip: usize,
                 lane0: usize,
-                out: &mut [[$t; L]; $rows],
+                out: &mut [[$t; L]; R],
             ) {
                 use std::arch::x86_64::*;
-                let stride = super::row_stride($rows);
+                let stride = super::row_stride(R);
                 // What makes the unchecked reads below in bounds: the caller's `kept_rows`
                 // are below `padded_rows` (checked by `NmMatrix::new`), and `a_t` holds that
                 // many rows, or where `PACKED` one row per kept vector (asserted by the
@@ -928,7 +951,7 @@ mod simd {
                     let lane = lane0 + j * $lanes;
                     lane / strip * kept * strip + lane % strip
                 });
-                let mut acc: [[$vec; COUNT]; $rows] = [[$zero(); COUNT]; $rows];
+                let mut acc: [[$vec; COUNT]; R] = [[$zero(); COUNT]; R];
                 let mut at = 0;
                 let last = kept.saturating_sub(1);
                 for (q, &kk) in kept_rows.iter().enumerate() {
@@ -937,7 +960,7 @@ mod simd {
                         let ahead = kept_rows[(q + PREFETCH_AHEAD).min(last)] as usize;
                         _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead * stride).cast());
                     }
-                    // SAFETY: `kk < padded_rows` (or, packed, `q < kept`), so the tile's `$rows`
+                    // SAFETY: `kk < padded_rows` (or, packed, `q < kept`), so the tile's `R`
                     // values of that row are within `a_t` (see above).
                     let column = unsafe { a_t.as_ptr().add(if PACKED { q } else { kk as usize } * stride) };
                     let bv: [$vec; COUNT] = std::array::from_fn(|j| {
@@ -947,7 +970,7 @@ mod simd {
                         unsafe { $load(values.as_ptr().add(start[j] + at)) }
                     });
                     for (i, sums) in acc.iter_mut().enumerate() {
-                        // SAFETY: `i < $rows`, within the row's values (see `column`).
+                        // SAFETY: `i < R <= stride`, within the row's values (see `column`).
                         let x = $set1(unsafe { *column.add(i) });
                         for j in 0..COUNT {
                             sums[j] = $fmadd(x, bv[j], sums[j]);
@@ -967,18 +990,14 @@ mod simd {
             let kept_rows = &$b.kept_rows[kept.clone()];
             let values = &$b.values[kept.start * L..kept.end * L];
             let rows = if PACKED { kept_rows.len() } else { $b.padded_rows() };
-            assert_eq!(
-                $a_t.len(),
-                rows * super::row_stride($rows),
-                "a transposed tile of padded rows, or its kept rows"
-            );
+            assert_eq!($a_t.len(), rows * super::row_stride(R), "a transposed tile of padded rows, or its kept rows");
             let vectors = L / $lanes;
             for first_vector in (0..vectors).step_by(2) {
                 let lane0 = first_vector * $lanes;
                 if vectors - first_vector >= 2 {
-                    pass::<L, PREFETCH, PACKED, 2>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, R, PREFETCH, PACKED, 2>($a_t, kept_rows, values, $b.strip, lane0, $out);
                 } else {
-                    pass::<L, PREFETCH, PACKED, 1>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, R, PREFETCH, PACKED, 1>($a_t, kept_rows, values, $b.strip, lane0, $out);
                 }
             }
         }};
@@ -1016,45 +1035,45 @@ mod simd {
 
     /// A tile method of [`Simd`]: `tile_body!` compiled for one instruction set.
     macro_rules! tile_method {
-        ($name:ident, $feature:literal, $t:ty, $lanes:expr, $rows:expr,
+        ($name:ident, $feature:literal, $t:ty, $lanes:expr,
          [$vec:ty, $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident]) => {
             #[cfg(target_arch = "x86_64")]
-            unsafe fn $name<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+            unsafe fn $name<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
                 a_t: &[$t],
                 b: &NmMatrix<'_, $t>,
                 g: usize,
-                out: &mut [[$t; L]; $rows],
+                out: &mut [[$t; L]; R],
             ) {
                 #[target_feature(enable = $feature)]
-                fn run<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+                fn run<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
                     a_t: &[$t],
                     b: &NmMatrix<'_, $t>,
                     g: usize,
-                    out: &mut [[$t; L]; $rows],
+                    out: &mut [[$t; L]; R],
                 ) {
-                    tile_body!($feature, a_t, b, g, out, $t, $lanes, $rows, $vec, $zero, $load, $set1, $fmadd, $store)
+                    tile_body!($feature, a_t, b, g, out, $t, $lanes, $vec, $zero, $load, $set1, $fmadd, $store)
                 }
                 // SAFETY: the caller checked that the CPU supports the instruction set.
-                unsafe { run::<L, PREFETCH, PACKED>(a_t, b, g, out) }
+                unsafe { run::<L, R, PREFETCH, PACKED>(a_t, b, g, out) }
             }
         };
     }
 
     macro_rules! simd {
-        ($t:ty, $lanes512:expr, $lanes256:expr,
+        ($t:ty, $lanes512:expr, $lanes256:expr, $rows512:expr,
          [$v512:ty, $zero512:ident, $load512:ident, $set512:ident, $fma512:ident, $store512:ident],
          [$v256:ty, $zero256:ident, $load256:ident, $set256:ident, $fma256:ident, $store256:ident],
          $transpose:ident) => {
             impl Simd for $t {
                 const LANES_512: usize = $lanes512;
                 const LANES_256: usize = $lanes256;
+                const ROWS_512: usize = $rows512;
 
                 tile_method!(
                     tile_avx512,
                     "avx512f",
                     $t,
                     $lanes512,
-                    ROWS_512,
                     [$v512, $zero512, $load512, $set512, $fma512, $store512]
                 );
                 tile_method!(
@@ -1062,18 +1081,17 @@ mod simd {
                     "avx2,fma",
                     $t,
                     $lanes256,
-                    ROWS_256,
                     [$v256, $zero256, $load256, $set256, $fma256, $store256]
                 );
 
                 #[cfg(target_arch = "x86_64")]
-                unsafe fn transpose8(rows: &[&[$t]; 8], out: &mut [$t]) {
+                unsafe fn transpose8(rows: &[&[$t]; 8], out: &mut [$t], stride: usize, first: usize) {
                     // SAFETY: the caller checked that the CPU supports AVX2.
-                    unsafe { $transpose(rows, out) }
+                    unsafe { $transpose(rows, out, stride, first) }
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn transpose8(_: &[&[$t]; 8], _: &mut [$t]) {
+                unsafe fn transpose8(_: &[&[$t]; 8], _: &mut [$t], _: usize, _: usize) {
                     unreachable!("AVX2 is only selected on x86-64")
                 }
 
@@ -1115,21 +1133,21 @@ mod simd {
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn tile_avx512<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+                unsafe fn tile_avx512<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
                     _: &[$t],
                     _: &NmMatrix<'_, $t>,
                     _: usize,
-                    _: &mut [[$t; L]; ROWS_512],
+                    _: &mut [[$t; L]; R],
                 ) {
                     unreachable!("AVX-512 is only selected on x86-64")
                 }
 
                 #[cfg(not(target_arch = "x86_64"))]
-                unsafe fn tile_avx2<const L: usize, const PREFETCH: bool, const PACKED: bool>(
+                unsafe fn tile_avx2<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool>(
                     _: &[$t],
                     _: &NmMatrix<'_, $t>,
                     _: usize,
-                    _: &mut [[$t; L]; ROWS_256],
+                    _: &mut [[$t; L]; R],
                 ) {
                     unreachable!("AVX2 is only selected on x86-64")
                 }
@@ -1146,6 +1164,7 @@ mod simd {
         f32,
         16,
         8,
+        ROWS_512_F32,
         [__m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps],
         [__m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps],
         transpose8_f32
@@ -1154,6 +1173,7 @@ mod simd {
         f64,
         8,
         4,
+        ROWS_512_F64,
         [__m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd],
         [__m256d, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_storeu_pd],
         transpose8_f64
@@ -1161,10 +1181,10 @@ mod simd {
 
     /// The columns the 8×8 blocks leave over, one element at a time.
     #[cfg(target_arch = "x86_64")]
-    fn transpose_tail<T: Copy>(rows: &[&[T]; 8], out: &mut [T], from: usize) {
-        for kk in from..out.len() / 8 {
+    fn transpose_tail<T: Copy>(rows: &[&[T]; 8], out: &mut [T], stride: usize, first: usize, from: usize) {
+        for kk in from..out.len() / stride {
             for (i, row) in rows.iter().enumerate() {
-                out[kk * 8 + i] = row[kk];
+                out[kk * stride + first + i] = row[kk];
             }
         }
     }
@@ -1173,9 +1193,10 @@ mod simd {
     /// stores.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn transpose8_f32(rows: &[&[f32]; 8], out: &mut [f32]) {
+    fn transpose8_f32(rows: &[&[f32]; 8], out: &mut [f32], stride: usize, first: usize) {
         use std::arch::x86_64::*;
-        let k = out.len() / 8;
+        assert!(first + 8 <= stride && out.len().is_multiple_of(stride), "8 slots of each row of `out`");
+        let k = out.len() / stride;
         assert!(rows.iter().all(|row| row.len() == k), "8 rows of {k}");
         let whole = k / 8 * 8;
         for kk in (0..whole).step_by(8) {
@@ -1207,21 +1228,22 @@ mod simd {
                 // SAFETY: columns `kk + c` and `kk + c + 4` are below `k`, so their 8 slots
                 // are within `out` (`8·k` long).
                 unsafe {
-                    _mm256_storeu_ps(out.as_mut_ptr().add((kk + c) * 8), low);
-                    _mm256_storeu_ps(out.as_mut_ptr().add((kk + c + 4) * 8), high);
+                    _mm256_storeu_ps(out.as_mut_ptr().add((kk + c) * stride + first), low);
+                    _mm256_storeu_ps(out.as_mut_ptr().add((kk + c + 4) * stride + first), high);
                 }
             }
         }
-        transpose_tail(rows, out, whole);
+        transpose_tail(rows, out, stride, first, whole);
     }
 
     /// [`Simd::transpose8`] for f64: 4×4 blocks of doubles, rows 0–3 into a column's first
     /// half and rows 4–7 into its second.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    fn transpose8_f64(rows: &[&[f64]; 8], out: &mut [f64]) {
+    fn transpose8_f64(rows: &[&[f64]; 8], out: &mut [f64], stride: usize, first: usize) {
         use std::arch::x86_64::*;
-        let k = out.len() / 8;
+        assert!(first + 8 <= stride && out.len().is_multiple_of(stride), "8 slots of each row of `out`");
+        let k = out.len() / stride;
         assert!(rows.iter().all(|row| row.len() == k), "8 rows of {k}");
         let whole = k / 4 * 4;
         for kk in (0..whole).step_by(4) {
@@ -1243,11 +1265,11 @@ mod simd {
                 ];
                 for (c, column) in columns.into_iter().enumerate() {
                     // SAFETY: column `kk + c` is below `k`: its 8 slots are within `out`.
-                    unsafe { _mm256_storeu_pd(out.as_mut_ptr().add((kk + c) * 8 + 4 * half), column) };
+                    unsafe { _mm256_storeu_pd(out.as_mut_ptr().add((kk + c) * stride + first + 4 * half), column) };
                 }
             }
         }
-        transpose_tail(rows, out, whole);
+        transpose_tail(rows, out, stride, first, whole);
     }
 }
 
@@ -1456,7 +1478,7 @@ mod tests {
                 for threads in [1, 2] {
                     for loading in [Loading::WholeTile, Loading::Packed] {
                         let mut c = vec![f32::NAN; m * n];
-                        spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows());
+                        spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows::<f32>());
                         assert!(c == want, "{isa:?} {loading:?}, {tiles} tiles per block, {threads} threads");
                     }
                 }
@@ -1510,6 +1532,35 @@ mod tests {
         assert_eq!(rows(&nm, 100, 16, 6), TILES_PER_BLOCK * 6);
         assert_eq!(rows(&nm, 0, 1, 6), TILES_PER_BLOCK * 6);
         assert_eq!(rows(&nm, 10_000, 1, 8), LARGE_B_TILES * 8);
+    }
+
+    #[test]
+    fn rows_transpose_into_either_half_of_a_wider_stride() {
+        if !Isa::Avx2.supported() {
+            println!("skipped: the transposition is AVX2 code and this CPU has no AVX2");
+            return;
+        }
+        // 13 columns: one 8×8 block and a tail of 5, f32 and f64.
+        fn check<T: Real>() {
+            let k = 13;
+            let rows: Vec<Vec<T>> =
+                (0..8).map(|i| (0..k).map(|kk| T::from_f64((i * 100 + kk) as f64)).collect()).collect();
+            let rows: [&[T]; 8] = std::array::from_fn(|i| &rows[i][..]);
+            for first in [0, 8] {
+                let mut out = vec![T::from_f64(-1.0); k * 16];
+                // SAFETY: AVX2 is supported (checked above).
+                unsafe { T::transpose8(&rows, &mut out, 16, first) };
+                for kk in 0..k {
+                    for slot in 0..16 {
+                        let want =
+                            if (first..first + 8).contains(&slot) { rows[slot - first][kk] } else { T::from_f64(-1.0) };
+                        assert!(out[kk * 16 + slot] == want, "{} column {kk} slot {slot} from {first}", T::NAME);
+                    }
+                }
+            }
+        }
+        check::<f32>();
+        check::<f64>();
     }
 
     #[test]
