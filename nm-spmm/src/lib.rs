@@ -614,7 +614,7 @@ fn block_rows_of<T: Real>(
 /// A block function for one instruction set: its tile variant for the loading and prefetch
 /// that `b` calls for, or the portable tile where `L` is not a whole number of vectors.
 macro_rules! simd_block {
-    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident) => {
+    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident, $registers:literal) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $feature)]
         fn $name<T: Real, const L: usize>(
@@ -626,6 +626,12 @@ macro_rules! simd_block {
             scratch: &mut Scratch<T>,
             packed: bool,
         ) {
+            const {
+                assert!(
+                    2 * $rows + 3 <= $registers,
+                    "two vectors of sums per row, two of B and a broadcast fit the registers"
+                )
+            };
             let tile: SimdTile<T, L, $rows> = match (packed, b.prefetch()) {
                 (true, _) => T::$tile::<L, { $rows }, false, true>,
                 (false, true) => T::$tile::<L, { $rows }, true, false>,
@@ -637,9 +643,9 @@ macro_rules! simd_block {
     };
 }
 
-simd_block!(block_avx512_f32_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F32, LANES_512);
-simd_block!(block_avx512_f64_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F64, LANES_512);
-simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256);
+simd_block!(block_avx512_f32_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F32, LANES_512, 32);
+simd_block!(block_avx512_f64_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F64, LANES_512, 32);
+simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256, 16);
 
 fn block_baseline<T: Real, const L: usize>(
     a: &[T],
@@ -915,8 +921,8 @@ mod simd {
 
     /// The body of a tile function: `R` rows × group `g`, two vectors per row at a time
     /// (AVX-512: 14 × 2 = 28 accumulators in f32, 8 × 2 in f64, which leaves registers for B;
-    /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes, each a call: all
-    /// four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
+    /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes,
+    /// each a call: all four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
     /// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
     macro_rules! tile_body {
         ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $vec:ty,
