@@ -1232,7 +1232,8 @@ mod simd {
                 let low = _mm256_permute2f128_ps::<0x20>(u[c], u[c + 4]);
                 let high = _mm256_permute2f128_ps::<0x31>(u[c], u[c + 4]);
                 // SAFETY: columns `kk + c` and `kk + c + 4` are below `k`, so their 8 slots
-                // are within `out` (`8·k` long).
+                // from `first` are within `out` (`stride·k` long, `first + 8 <= stride`:
+                // asserted).
                 unsafe {
                     _mm256_storeu_ps(out.as_mut_ptr().add((kk + c) * stride + first), low);
                     _mm256_storeu_ps(out.as_mut_ptr().add((kk + c + 4) * stride + first), high);
@@ -1270,7 +1271,8 @@ mod simd {
                     _mm256_permute2f128_pd::<0x31>(t[1], t[3]),
                 ];
                 for (c, column) in columns.into_iter().enumerate() {
-                    // SAFETY: column `kk + c` is below `k`: its 8 slots are within `out`.
+                    // SAFETY: column `kk + c` is below `k`: its 8 slots from `first` are
+                    // within `out` (`stride·k` long, `first + 8 <= stride`: asserted).
                     unsafe { _mm256_storeu_pd(out.as_mut_ptr().add((kk + c) * stride + first + 4 * half), column) };
                 }
             }
