@@ -1,5 +1,5 @@
-//! The size of the CPU's per-core L2 cache, which decides how many register tiles of A a row
-//! block may hold where B is large ([`crate::rows_per_block`]).
+//! The size of the CPU's per-core L2 cache, which decides whether a row block's tiles of A fit
+//! in it where B is large, and so whether B is cut into panels ([`crate::blocking`]).
 
 use std::sync::OnceLock;
 

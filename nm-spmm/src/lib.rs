@@ -325,9 +325,9 @@ const ROWS_256: usize = 6;
 /// Register tiles per row block a thread takes: a block's tiles reuse each group's vectors of
 /// `B` while they are in cache.
 const TILES_PER_BLOCK: usize = 8;
-/// From this many bytes of B's kept values on, a block takes up to [`LARGE_B_TILES`] tiles:
-/// each block reads all of B once, and a B this large no longer stays in the last-level cache
-/// from block to block (Zen 3, 1 thread, f32, L = 32, medians of alternated runs: at 4096³
+/// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
+/// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
+/// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32, medians of alternated runs: at 4096³
 /// 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s, 2:8 66–69 → 77–80, 1:8 62–68 → 66–75,
 /// 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
 const LARGE_B_BYTES: usize = 8 << 20;
@@ -339,54 +339,65 @@ const LARGE_B_BYTES: usize = 8 << 20;
 /// the two others 2–4% faster); where B is large (32-tile blocks) chunks were no better and at
 /// times slower (4096³ 2:8), so there a chunk is one group.
 const GROUP_CHUNK_BYTES: usize = 256 << 10;
-/// Tiles per block where B is large (64 were slower again: 1:8 at 4096³ 66 → 46–51 GFLOP/s).
+/// Tiles per block where B is large and the L2 cannot hold [`L2_BLOCK_ROWS`] rows of A (64 were
+/// slower again: 1:8 at 4096³ on a Zen 3, 66 → 46–51 GFLOP/s).
 const LARGE_B_TILES: usize = 32;
-/// The fewest tiles a block sized by the L2 takes ([`rows_per_block`]): f64 at 4096³, 1:8,
-/// ran at 50–52 GFLOP/s with 4 tiles (1 MiB of A), 45–48 with 8 and 41 with 32.
-const MIN_L2_TILES: usize = 4;
+/// Rows of A a block takes at most (in whole tiles, at least one) where B is large and those
+/// tiles, transposed, fit in the L2 ([`blocking`]): every block reads B's panel once more from
+/// L3 and keeps only its own tiles of A in L2. On a Xeon with 2 MiB of L2 per core (AVX-512),
+/// alternated in one process, in panels, the best block was 2 tiles of 14 rows in f32 (4096³
+/// 4:8 130 GFLOP/s against 129, 125 and 93 with 3, 4 and the old 32 tiles; 1:8 121 against
+/// 111, 110, 110; 1024 × 4096 × 4096 4:8 125 against 121, 110, 96) and 4 tiles of 8 rows in
+/// f64 (4096³ 2:8 56 against 54 and 49 with 2 and 1 tiles and 40 with 32; 1:8 55 against 53,
+/// 48, 54).
+const L2_BLOCK_ROWS: usize = 32;
+/// Bytes of B's kept values in a panel ([`blocking`]): every row block runs over one panel of
+/// column groups before any block moves to the next, so that B is read from memory once per
+/// panel and from L3 by every block after the first. Where B was larger, read whole by every
+/// block, it came from memory each time (f32 1024 × 11008 × 4096, 44 MiB at 2:8: 106 GFLOP/s
+/// against 131–134 in panels; 1024 × 4096 × 4096, 16 MiB: 136–141 either way); panels of 32
+/// MiB ran f64 4096³ 4:8 at 46 against 52 with 16, 8 MiB were level with 16.
+const PANEL_BYTES: usize = 16 << 20;
 
-/// Rows of C per block for `m` rows on `threads` threads with tiles of `tile_rows` rows, on a
-/// CPU with `l2` bytes of L2 per core (`None`: unknown).
+/// How [`spmm`] walks C: blocks of `rows` rows, each over one panel of `panel_groups` column
+/// groups of B at a time; every block finishes a panel before any block starts the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Blocking {
+    rows: usize,
+    panel_groups: usize,
+}
+
+/// The blocking of `m` rows of A times `b` on `threads` threads with tiles of `tile_rows` rows,
+/// on a CPU with `l2` bytes of L2 per core (`None`: unknown).
 ///
-/// Where B is large, a block takes up to [`LARGE_B_TILES`] tiles, unless the kept rows of A's
-/// transposed tiles are read sparsely (windows keep fewer than half their rows), each column
-/// group of B is small (under [`GROUP_CHUNK_BYTES`]) and half the L2 holds at least
-/// [`MIN_L2_TILES`] tiles of A: then as many as it holds. The sparse reads jump from line to
-/// line, so they are prefetched by the kernel only a few kept vectors ahead, which covers a
-/// read from L2 but not from L3: on a Sapphire Rapids core (2 MiB of L2, AVX-512), alternated
-/// in one process, f32 4096³ 1:8 ran at 106–118 GFLOP/s with 8 tiles (1 MiB of A) against
-/// 74–80 with 32 (4 MiB), 2:8 109–127 against 91–110, and on two threads 218 against 145 and
-/// 237 against 189. Where at least half of each window is kept, nearly every line of the
-/// tiles is read in order, the hardware prefetcher streams them from L3, and 32 tiles stayed
-/// best (4:8: 110–120 against 102–107 with 8); where a group is large (f64 2:8 and 3:8: 256
-/// and 384 KiB), B's first read of it per block from L3 outweighs A's (f64 2:8: 39–48 with 32
-/// tiles against 38–44 with 4 or 8). A Zen 3 (512 KiB of L2) cannot hold 4 tiles of A at
-/// k = 4096 and keeps the 32 it was measured best with.
-fn rows_per_block<T: Real>(
-    b: &NmMatrix<'_, T>,
-    m: usize,
-    threads: usize,
-    tile_rows: usize,
-    l2: Option<usize>,
-) -> usize {
-    let tiles = if std::mem::size_of_val(&b.values[..]) < LARGE_B_BYTES {
-        TILES_PER_BLOCK
-    } else {
-        let tile_bytes = b.padded_rows() * row_stride(tile_rows) * std::mem::size_of::<T>();
-        let group_bytes = std::mem::size_of_val(&b.values[..]) / b.groups.max(1);
-        let in_half_l2 = l2.map_or(0, |l2| l2 / 2 / tile_bytes);
-        let most = if 2 * b.n < b.m && group_bytes < GROUP_CHUNK_BYTES && in_half_l2 >= MIN_L2_TILES {
-            in_half_l2.min(LARGE_B_TILES)
-        } else {
-            LARGE_B_TILES
-        };
-        // As many blocks as tiles of at most `most` take, rounded up to a multiple of the
-        // threads, so that the threads finish together (at 1024 rows on 2 threads, blocks of
-        // 32 tiles left one thread a 64-row block behind the other's three full ones).
-        let blocks = (m.div_ceil(most * tile_rows).div_ceil(threads) * threads).max(1);
-        m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK.min(most), most)
-    };
-    tiles * tile_rows
+/// A small B (under [`LARGE_B_BYTES`]) stays in the last-level cache: blocks of
+/// [`TILES_PER_BLOCK`] tiles run over all of it. A large B no longer does from block to block.
+/// Where the L2 holds [`L2_BLOCK_ROWS`] rows of A's transposed tiles, B is cut into panels of
+/// [`PANEL_BYTES`] that do stay in L3 while blocks of that many rows (at least one tile) each
+/// read the panel from L3 with their tiles of A in L2. Elsewhere (a Zen 3's 512 KiB of L2
+/// cannot hold the 5 AVX2 tiles of f32, 640 KiB at k = 4096), or where the L2 is unknown,
+/// blocks take up to [`LARGE_B_TILES`] tiles over all of B, as measured best on the Zen 3
+/// (panels are unmeasured there).
+fn blocking<T: Real>(b: &NmMatrix<'_, T>, m: usize, threads: usize, tile_rows: usize, l2: Option<usize>) -> Blocking {
+    let b_bytes = std::mem::size_of_val(&b.values[..]);
+    let all = Blocking { rows: TILES_PER_BLOCK * tile_rows, panel_groups: b.groups.max(1) };
+    if b_bytes < LARGE_B_BYTES {
+        return all;
+    }
+    let tile_bytes = b.padded_rows() * row_stride(tile_rows) * std::mem::size_of::<T>();
+    let tiles = (L2_BLOCK_ROWS / tile_rows).max(1);
+    if l2.is_some_and(|l2| tiles * tile_bytes <= l2) {
+        // At least one group per panel, and panels of equal size.
+        let group_bytes = b_bytes / b.groups.max(1);
+        let panels = b.groups.div_ceil((PANEL_BYTES / group_bytes.max(1)).max(1)).max(1);
+        return Blocking { rows: tiles * tile_rows, panel_groups: b.groups.div_ceil(panels).max(1) };
+    }
+    // As many blocks as tiles of at most LARGE_B_TILES take, rounded up to a multiple of the
+    // threads, so that the threads finish together (at 1024 rows on 2 threads, blocks of 32
+    // tiles left one thread a 64-row block behind the other's three full ones).
+    let blocks = (m.div_ceil(LARGE_B_TILES * tile_rows).div_ceil(threads) * threads).max(1);
+    let tiles = m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK, LARGE_B_TILES);
+    Blocking { rows: tiles * tile_rows, ..all }
 }
 
 impl Isa {
@@ -478,12 +489,12 @@ pub fn spmm_with<T: Real>(
         return Ok(());
     }
     let isa = if isa.supported() { isa } else { Isa::Baseline };
-    let block_rows = rows_per_block(b, m, threads, isa.tile_rows::<T>(), cache::l2_bytes());
-    spmm_in_blocks(isa, loading, a, m, b, c, threads, block_rows);
+    let blocks = blocking(b, m, threads, isa.tile_rows::<T>(), cache::l2_bytes());
+    spmm_in_blocks(isa, loading, a, m, b, c, threads, blocks);
     Ok(())
 }
 
-/// [`spmm_with`] after its checks, `block_rows` rows of C at a time.
+/// [`spmm_with`] after its checks, in `blocks`.
 #[allow(clippy::too_many_arguments)]
 fn spmm_in_blocks<T: Real>(
     isa: Isa,
@@ -493,14 +504,18 @@ fn spmm_in_blocks<T: Real>(
     b: &NmMatrix<'_, T>,
     c: &mut [T],
     threads: usize,
-    block_rows: usize,
+    blocks: Blocking,
 ) {
     // One transposed block per thread, reused: allocated per block, its pages were faulted
     // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
     let packed = loading.packs();
-    row_blocks(c, m, b.cols, block_rows, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
-        block_rows_of(isa, packed, a, lo, hi, b, rows, scratch)
-    });
+    // With no column (no group) one pass still runs, and writes nothing.
+    for first in (0..b.groups.max(1)).step_by(blocks.panel_groups) {
+        let panel = first..(first + blocks.panel_groups).min(b.groups);
+        row_blocks(c, m, b.cols, blocks.rows, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
+            block_rows_of(isa, packed, a, Part { lo, hi, groups: panel.clone() }, b, rows, scratch)
+        });
+    }
 }
 
 /// Rows `0..m` of `c` (`m × n`) in blocks of `block_rows`, taken by `threads` threads as they
@@ -568,15 +583,22 @@ const fn row_stride(rows: usize) -> usize {
 /// transposed (`a_t[kk·R + i]`, `k × R`), every element of `out` overwritten.
 type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_, T>, usize, &mut [[T; L]; R]);
 
-/// Rows `lo..hi` of `C` (`c` holds exactly them), every column group, A read packed where
-/// `packed`. `scratch` holds the thread's buffers (the transposed block, a tile's kept rows).
-#[allow(clippy::too_many_arguments)]
+/// The part of C one call computes: rows `lo..hi` (those its `c` holds) × the column groups
+/// `groups` (a panel of B, [`Blocking`]).
+#[derive(Clone, Debug)]
+struct Part {
+    lo: usize,
+    hi: usize,
+    groups: std::ops::Range<usize>,
+}
+
+/// `part` of `C` (`c` holds exactly its rows), A read packed where `packed`. `scratch` holds
+/// the thread's buffers (the transposed block, a tile's kept rows).
 fn block_rows_of<T: Real>(
     isa: Isa,
     packed: bool,
     a: &[T],
-    lo: usize,
-    hi: usize,
+    part: Part,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
     scratch: &mut Scratch<T>,
@@ -584,12 +606,12 @@ fn block_rows_of<T: Real>(
     macro_rules! lanes {
         ($run:ident) => {
             match b.l {
-                1 => $run::<T, 1>(a, lo, hi, b, c, scratch, packed),
-                4 => $run::<T, 4>(a, lo, hi, b, c, scratch, packed),
-                8 => $run::<T, 8>(a, lo, hi, b, c, scratch, packed),
-                16 => $run::<T, 16>(a, lo, hi, b, c, scratch, packed),
-                32 => $run::<T, 32>(a, lo, hi, b, c, scratch, packed),
-                _ => generic_l(a, lo, hi, b, c),
+                1 => $run::<T, 1>(a, part, b, c, scratch, packed),
+                4 => $run::<T, 4>(a, part, b, c, scratch, packed),
+                8 => $run::<T, 8>(a, part, b, c, scratch, packed),
+                16 => $run::<T, 16>(a, part, b, c, scratch, packed),
+                32 => $run::<T, 32>(a, part, b, c, scratch, packed),
+                _ => generic_l(a, part, b, c),
             }
         };
     }
@@ -619,8 +641,7 @@ macro_rules! simd_block {
         #[target_feature(enable = $feature)]
         fn $name<T: Real, const L: usize>(
             a: &[T],
-            lo: usize,
-            hi: usize,
+            part: Part,
             b: &NmMatrix<'_, T>,
             c: &mut [T],
             scratch: &mut Scratch<T>,
@@ -638,7 +659,7 @@ macro_rules! simd_block {
                 (false, false) => T::$tile::<L, { $rows }, false, false>,
             };
             let simd = L.is_multiple_of(T::$lanes).then_some((tile, packed));
-            block::<T, L, true, { $rows }>(a, lo, hi, b, c, scratch, simd)
+            block::<T, L, true, { $rows }>(a, part, b, c, scratch, simd)
         }
     };
 }
@@ -649,17 +670,16 @@ simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256, 16);
 
 fn block_baseline<T: Real, const L: usize>(
     a: &[T],
-    lo: usize,
-    hi: usize,
+    part: Part,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
     scratch: &mut Scratch<T>,
     _packed: bool,
 ) {
-    block::<T, L, false, ROWS_PORTABLE>(a, lo, hi, b, c, scratch, None)
+    block::<T, L, false, ROWS_PORTABLE>(a, part, b, c, scratch, None)
 }
 
-/// The rows `lo..hi`, `R` rows at a time for a chunk of groups ([`groups_per_chunk`]), then
+/// `part`'s rows, `R` rows at a time for a chunk of its groups ([`groups_per_chunk`]), then
 /// the next chunk; each tile by `simd` where the
 /// instruction set has a tile in intrinsics for this `L` (with whether it reads the kept rows
 /// packed, [`Loading`]), else by [`tile`]; `FMA` chooses
@@ -668,13 +688,13 @@ fn block_baseline<T: Real, const L: usize>(
 #[inline(always)]
 fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     a: &[T],
-    lo: usize,
-    hi: usize,
+    part: Part,
     b: &NmMatrix<'_, T>,
     c: &mut [T],
     scratch: &mut Scratch<T>,
     simd: Option<(SimdTile<T, L, R>, bool)>,
 ) {
+    let Part { lo, hi, groups } = part;
     let Scratch { a_t, kept: kept_t } = scratch;
     let (k, n) = (b.rows, b.cols);
     // For the intrinsics, the block's rows of A are first transposed tile by tile (`k × R`):
@@ -710,9 +730,10 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     // own was 8–16% of 1:8 at 1024³ (a 768-byte memset per tile, f32).
     let mut acc = [[T::ZERO; L]; R];
     let chunk = groups_per_chunk(b);
-    let tiles_of_groups = (0..b.groups)
+    let end = groups.end;
+    let tiles_of_groups = groups
         .step_by(chunk)
-        .flat_map(|g0| (lo..hi).step_by(R).flat_map(move |r| (g0..(g0 + chunk).min(b.groups)).map(move |g| (g, r))));
+        .flat_map(|g0| (lo..hi).step_by(R).flat_map(move |r| (g0..(g0 + chunk).min(end)).map(move |g| (g, r))));
     for (g, r) in tiles_of_groups {
         let width = L.min(n - g * L);
         let rows = R.min(hi - r);
@@ -815,12 +836,13 @@ fn tile<T: Real, const L: usize, const FMA: bool, const R: usize>(
 }
 
 /// Any `L` (not one of the compiled lane counts): the same loops with `L` at run time.
-fn generic_l<T: Real>(a: &[T], lo: usize, hi: usize, b: &NmMatrix<'_, T>, c: &mut [T]) {
+fn generic_l<T: Real>(a: &[T], part: Part, b: &NmMatrix<'_, T>, c: &mut [T]) {
+    let Part { lo, hi, groups } = part;
     let (k, n, l) = (b.rows, b.cols, b.l);
     let mut acc = vec![T::ZERO; l];
     for i in lo..hi {
         let row = &a[i * k..(i + 1) * k];
-        for g in 0..b.groups {
+        for g in groups.clone() {
             acc.fill(T::ZERO);
             let kept_rows = &b.kept_rows[b.group(g)];
             for (lane0, strip) in b.strips(g) {
@@ -1475,19 +1497,29 @@ mod tests {
     }
 
     #[test]
-    fn large_blocks_multiply_like_a_dense_reference() {
+    fn blocks_and_panels_of_every_size_multiply_like_a_dense_reference() {
+        // 3 column groups, the last one of 6 columns: panels of 1, 2 (and a last one of 1)
+        // and 3 groups.
         let (m, k, n) = (700, 100, 70);
         let b = small_b(k, n);
         let (a, want) = a_and_product(m, &b);
         let nm = NmMatrix::new(&b).unwrap();
+        assert_eq!(nm.groups, 3);
         let isas = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported());
         for isa in isas {
-            for tiles in [MIN_L2_TILES, TILES_PER_BLOCK, 17, LARGE_B_TILES] {
-                for threads in [1, 2] {
-                    for loading in [Loading::WholeTile, Loading::Packed] {
-                        let mut c = vec![f32::NAN; m * n];
-                        spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, tiles * isa.tile_rows::<f32>());
-                        assert!(c == want, "{isa:?} {loading:?}, {tiles} tiles per block, {threads} threads");
+            for tiles in [1, 2, TILES_PER_BLOCK, 17, LARGE_B_TILES] {
+                for panel_groups in [1, 2, 3] {
+                    for threads in [1, 2] {
+                        for loading in [Loading::WholeTile, Loading::Packed] {
+                            let mut c = vec![f32::NAN; m * n];
+                            let blocks = Blocking { rows: tiles * isa.tile_rows::<f32>(), panel_groups };
+                            spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, blocks);
+                            assert!(
+                                c == want,
+                                "{isa:?} {loading:?}, {tiles} tiles per block, panels of {panel_groups} groups, \
+                                 {threads} threads"
+                            );
+                        }
                     }
                 }
             }
@@ -1528,7 +1560,12 @@ mod tests {
     fn a_large_b_takes_larger_blocks_while_every_thread_gets_two() {
         let b = small_b(16, 64);
         let mut nm = NmMatrix::new(&b).unwrap();
-        let rows = |nm: &NmMatrix<'_, f32>, m, threads, tile_rows| rows_per_block(nm, m, threads, tile_rows, None);
+        let rows = |nm: &NmMatrix<'_, f32>, m, threads, tile_rows| {
+            let blocks = blocking(nm, m, threads, tile_rows, None);
+            // An unknown L2: no panels.
+            assert_eq!(blocks.panel_groups, nm.groups);
+            blocks.rows
+        };
         assert_eq!(rows(&nm, 10_000, 1, 6), TILES_PER_BLOCK * 6);
         // The rule reads only the size of the kept values.
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
@@ -1572,31 +1609,33 @@ mod tests {
     }
 
     #[test]
-    fn sparse_reads_of_a_keep_a_block_of_it_in_half_the_l2() {
-        // A large B at k = 4096: a tile of A transposed is 4096 rows × 8 f32 = 128 KiB; in
-        // 128 groups of 64 KiB (the rule reads only these sizes).
+    fn a_large_b_goes_in_panels_where_the_l2_holds_a_block_of_a() {
+        // k = 4096: a tile of A transposed is 4096 rows × 16 f32 (14-row tiles) = 256 KiB, or
+        // × 8 (8-row tiles) = 128 KiB; B of 40 MiB in 160 groups of 256 KiB (the rule reads only
+        // these sizes).
         let b = small_b(4096, 32);
         let mut nm = NmMatrix::new(&b).unwrap();
-        nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
-        nm.groups = 128;
-        let rows = |nm: &NmMatrix<'_, f32>, threads, l2| rows_per_block(nm, 10_000, threads, 8, l2);
-        // 4:8 reads nearly every line of the tiles: the L2 does not matter.
-        assert_eq!(rows(&nm, 1, Some(2 << 20)), LARGE_B_TILES * 8);
-        // 1:8 with 2 MiB of L2: 8 tiles in its half; with 4 MiB, 16; with 1 MiB, 4; with
-        // 512 KiB (Zen 3) 4 tiles do not fit, and the block takes 32 as before; unknown,
-        // likewise.
-        nm.n = 1;
-        assert_eq!(rows(&nm, 1, Some(2 << 20)), 8 * 8);
-        assert_eq!(rows(&nm, 1, Some(4 << 20)), 16 * 8);
-        assert_eq!(rows(&nm, 2, Some(4 << 20)), 16 * 8);
-        assert_eq!(rows(&nm, 1, Some(1 << 20)), 4 * 8);
-        assert_eq!(rows(&nm, 1, Some(512 << 10)), LARGE_B_TILES * 8);
-        assert_eq!(rows(&nm, 1, None), LARGE_B_TILES * 8);
-        // 3:8 keeps fewer than half: sparse too.
-        nm.n = 3;
-        assert_eq!(rows(&nm, 1, Some(2 << 20)), 8 * 8);
-        // Groups of GROUP_CHUNK_BYTES or more: B's reads from L3 outweigh A's.
-        nm.groups = std::mem::size_of_val(&nm.values[..]) / GROUP_CHUNK_BYTES;
-        assert_eq!(rows(&nm, 1, Some(2 << 20)), LARGE_B_TILES * 8);
+        nm.values = LineAligned::zeros(5 * LARGE_B_BYTES / 4);
+        nm.groups = 160;
+        let blocks = |nm: &NmMatrix<'_, f32>, tile_rows, l2| blocking(nm, 10_000, 1, tile_rows, l2);
+        // 2 MiB of L2: 2 tiles of 14 rows (512 KiB), or 4 of 8 (512 KiB); panels of at most
+        // 16 MiB, equal: 3 of 54, 54 and 52 groups.
+        let panels = Blocking { rows: 2 * 14, panel_groups: 54 };
+        assert_eq!(blocks(&nm, 14, Some(2 << 20)), panels);
+        assert_eq!(blocks(&nm, 8, Some(2 << 20)), Blocking { rows: 4 * 8, ..panels });
+        // Tiles of more than the block's rows: one.
+        assert_eq!(blocks(&nm, 40, Some(2 << 20)).rows, 40);
+        // 512 KiB (a Zen 3) cannot hold 5 tiles of 6 rows (5 × 128 KiB), nor an unknown L2:
+        // up to 32 tiles over all of B.
+        let all = Blocking { rows: LARGE_B_TILES * 6, panel_groups: 160 };
+        assert_eq!(blocks(&nm, 6, Some(512 << 10)), all);
+        assert_eq!(blocks(&nm, 6, None), all);
+        // A B under LARGE_B_BYTES stays whole, in blocks of 8 tiles.
+        nm.values = LineAligned::zeros(LARGE_B_BYTES / 8);
+        assert_eq!(blocks(&nm, 14, Some(2 << 20)), Blocking { rows: TILES_PER_BLOCK * 14, panel_groups: 160 });
+        // Groups larger than a panel: one each.
+        nm.values = LineAligned::zeros(4 * PANEL_BYTES);
+        nm.groups = 3;
+        assert_eq!(blocks(&nm, 14, Some(2 << 20)).panel_groups, 1);
     }
 }

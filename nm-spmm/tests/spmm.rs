@@ -145,6 +145,32 @@ fn a_long_k() {
     check::<f64>();
 }
 
+/// A B of more than `PANEL_BYTES` (16 MiB) of kept values: on a CPU whose L2 holds a block of
+/// A's tiles, the kernels run every row block over one panel of B's column groups before the
+/// next (f32: 2 panels, f64: 3); elsewhere, blocks of up to 32 tiles over all of B. Either way
+/// the product of the blocking this machine chooses, on each instruction set it has.
+#[test]
+fn a_large_b_in_panels_of_column_groups() {
+    fn check<T: Real>() {
+        let mut rng = Pcg64::seed_from_u64(12);
+        // 257 windows × 4 kept × 131 groups × 32 lanes: 4.3 M kept values (17 MiB of f32).
+        let (m, k, n) = (37, 2051, 130 * 32 + 7);
+        let (b, dense_b) = nm_matrix::<T>(k, n, 4, 8, 32, &mut rng);
+        let a = integers::<T>(m * k, &mut rng);
+        let expected = reference(&a, &dense_b, m, k, n);
+        let nm = NmMatrix::new(&b).unwrap();
+        for isa in [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()) {
+            for threads in [1, 2] {
+                let mut c = vec![T::from_f64(99.0); m * n];
+                spmm_with(isa, Loading::Auto, &a, m, &nm, &mut c, threads).unwrap();
+                assert!(c == expected, "{isa:?} {threads} threads {}", T::NAME);
+            }
+        }
+    }
+    check::<f32>();
+    check::<f64>();
+}
+
 /// Empty dimensions: no inner dimension (`k = 0`: every element of C an empty sum, zero), no
 /// rows, no columns — every instruction set and thread count, both kernels. (`k = 0` panicked in
 /// the transposition, a found bug.)
