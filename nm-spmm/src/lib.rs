@@ -354,7 +354,7 @@ const L2_BLOCK_ROWS: usize = 32;
 /// Bytes of B's kept values in a panel ([`blocking`]): every row block runs over one panel of
 /// column groups before any block moves to the next, so that B is read from memory once per
 /// panel and from L3 by every block after the first. Where B was larger, read whole by every
-/// block, it came from memory each time (f32 1024 × 11008 × 4096, 44 MiB at 2:8: 106 GFLOP/s
+/// block, it came from memory each time (f32 1024 × 11008 × 4096, 43 MiB at 2:8: 106 GFLOP/s
 /// against 131–134 in panels; 1024 × 4096 × 4096, 16 MiB: 136–141 either way); panels of 32
 /// MiB ran f64 4096³ 4:8 at 46 against 52 with 16, 8 MiB were level with 16.
 const PANEL_BYTES: usize = 16 << 20;
@@ -444,8 +444,10 @@ pub fn spmm<T: Real>(a: &[T], m: usize, b: &NmMatrix<'_, T>, c: &mut [T], thread
 /// touch, so packing saves no traffic; it only adds a copy that the tile's two to four passes
 /// over the group reuse too little. With the copy skipped (wrong results, timing only) the
 /// packed tiles ran level with the whole tile at k = 1024 and 7–15% faster at k = 4096: the
-/// most the copy could ever buy back. So `Auto` reads the whole tile; `Packed` stays for
-/// measuring other CPUs (AVX-512 is unmeasured).
+/// most the copy could ever buy back. On an AVX-512 Xeon (2 MiB of L2, 14-row f32 tiles) it
+/// lost by more: 30–45% slower at 2:8 and 1:8 (4096³ 1:8 70 against 119 GFLOP/s, 1024 × 11008
+/// × 4096 2:8 83 against 132). So `Auto` reads the whole tile; `Packed` stays for measuring
+/// other CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loading {
     /// The measured best: [`Loading::WholeTile`] on every instruction set.
