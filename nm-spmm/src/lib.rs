@@ -327,17 +327,21 @@ const ROWS_256: usize = 6;
 const TILES_PER_BLOCK: usize = 8;
 /// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
 /// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
-/// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32, medians of alternated runs: at 4096³
-/// 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s, 2:8 66–69 → 77–80, 1:8 62–68 → 66–75,
-/// 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
+/// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32,
+/// medians of alternated runs: at 4096³ 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s,
+/// 2:8 66–69 → 77–80, 1:8 62–68 → 66–75, 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were
+/// 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
 const LARGE_B_BYTES: usize = 8 << 20;
 /// Bytes of B's kept vectors that a block's tiles share before moving on: each tile runs the
 /// groups of such a chunk one after the other, which keeps the chunk in L2 across the tiles
 /// while each tile's transposed rows of A are reused from group to group. One group at a time
 /// (B's vectors in L1, A's rows from L2 or L3 for every group) was slower in 22 of 24
 /// comparisons alternated in one process (Zen 3, 1024³ and 2048³, 4:8 to 1:8: 1:8 by 1–26%,
-/// the two others 2–4% faster); where B is large (32-tile blocks) chunks were no better and at
-/// times slower (4096³ 2:8), so there a chunk is one group.
+/// the two others 2–4% faster); where B is large and read whole by 32-tile blocks, chunks were
+/// no better and at times slower (4096³ 2:8), so there a chunk is one group. In panels (an
+/// AVX-512 Xeon, alternated in one process) chunks made 1:8 faster, f32 on one thread 4096³
+/// 125–128 against 122–123, 1024 × 11008 × 4096 125–126 against 116–119, on two 4096³ 273
+/// against 259, and left 4:8 and 2:8 level.
 const GROUP_CHUNK_BYTES: usize = 256 << 10;
 /// Tiles per block where B is large and the L2 cannot hold [`L2_BLOCK_ROWS`] rows of A (64 were
 /// slower again: 1:8 at 4096³ on a Zen 3, 66 → 46–51 GFLOP/s).
@@ -360,11 +364,13 @@ const L2_BLOCK_ROWS: usize = 32;
 const PANEL_BYTES: usize = 16 << 20;
 
 /// How [`spmm`] walks C: blocks of `rows` rows, each over one panel of `panel_groups` column
-/// groups of B at a time; every block finishes a panel before any block starts the next.
+/// groups of B at a time, its tiles taking the panel's groups in chunks of `chunk_groups`;
+/// every block finishes a panel before any block starts the next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Blocking {
     rows: usize,
     panel_groups: usize,
+    chunk_groups: usize,
 }
 
 /// The blocking of `m` rows of A times `b` on `threads` threads with tiles of `tile_rows` rows,
@@ -380,7 +386,11 @@ struct Blocking {
 /// (panels are unmeasured there).
 fn blocking<T: Real>(b: &NmMatrix<'_, T>, m: usize, threads: usize, tile_rows: usize, l2: Option<usize>) -> Blocking {
     let b_bytes = std::mem::size_of_val(&b.values[..]);
-    let all = Blocking { rows: TILES_PER_BLOCK * tile_rows, panel_groups: b.groups.max(1) };
+    let all = Blocking {
+        rows: TILES_PER_BLOCK * tile_rows,
+        panel_groups: b.groups.max(1),
+        chunk_groups: groups_per_chunk(b),
+    };
     if b_bytes < LARGE_B_BYTES {
         return all;
     }
@@ -390,14 +400,21 @@ fn blocking<T: Real>(b: &NmMatrix<'_, T>, m: usize, threads: usize, tile_rows: u
         // At least one group per panel, and panels of equal size.
         let group_bytes = b_bytes / b.groups.max(1);
         let panels = b.groups.div_ceil((PANEL_BYTES / group_bytes.max(1)).max(1)).max(1);
-        return Blocking { rows: tiles * tile_rows, panel_groups: b.groups.div_ceil(panels).max(1) };
+        return Blocking { rows: tiles * tile_rows, panel_groups: b.groups.div_ceil(panels).max(1), ..all };
     }
     // As many blocks as tiles of at most LARGE_B_TILES take, rounded up to a multiple of the
     // threads, so that the threads finish together (at 1024 rows on 2 threads, blocks of 32
     // tiles left one thread a 64-row block behind the other's three full ones).
     let blocks = (m.div_ceil(LARGE_B_TILES * tile_rows).div_ceil(threads) * threads).max(1);
     let tiles = m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK, LARGE_B_TILES);
-    Blocking { rows: tiles * tile_rows, ..all }
+    Blocking { rows: tiles * tile_rows, chunk_groups: 1, ..all }
+}
+
+/// Column groups a block's tiles take in turn before the next groups ([`blocking`]): as many
+/// as keep their kept vectors of B within [`GROUP_CHUNK_BYTES`].
+fn groups_per_chunk<T>(b: &NmMatrix<'_, T>) -> usize {
+    let group_bytes = std::mem::size_of_val(&b.values[..]) / b.groups.max(1);
+    (GROUP_CHUNK_BYTES / group_bytes.max(1)).clamp(1, b.groups.max(1))
 }
 
 impl Isa {
@@ -515,7 +532,8 @@ fn spmm_in_blocks<T: Real>(
     for first in (0..b.groups.max(1)).step_by(blocks.panel_groups) {
         let panel = first..(first + blocks.panel_groups).min(b.groups);
         row_blocks(c, m, b.cols, blocks.rows, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
-            block_rows_of(isa, packed, a, Part { lo, hi, groups: panel.clone() }, b, rows, scratch)
+            let part = Part { lo, hi, groups: panel.clone(), chunk_groups: blocks.chunk_groups };
+            block_rows_of(isa, packed, a, part, b, rows, scratch)
         });
     }
 }
@@ -586,12 +604,13 @@ const fn row_stride(rows: usize) -> usize {
 type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_, T>, usize, &mut [[T; L]; R]);
 
 /// The part of C one call computes: rows `lo..hi` (those its `c` holds) × the column groups
-/// `groups` (a panel of B, [`Blocking`]).
+/// `groups` (a panel of B, [`Blocking`]), which the tiles take in chunks of `chunk_groups`.
 #[derive(Clone, Debug)]
 struct Part {
     lo: usize,
     hi: usize,
     groups: std::ops::Range<usize>,
+    chunk_groups: usize,
 }
 
 /// `part` of `C` (`c` holds exactly its rows), A read packed where `packed`. `scratch` holds
@@ -681,7 +700,7 @@ fn block_baseline<T: Real, const L: usize>(
     block::<T, L, false, ROWS_PORTABLE>(a, part, b, c, scratch, None)
 }
 
-/// `part`'s rows, `R` rows at a time for a chunk of its groups ([`groups_per_chunk`]), then
+/// `part`'s rows, `R` rows at a time for a chunk of its groups, then
 /// the next chunk; each tile by `simd` where the
 /// instruction set has a tile in intrinsics for this `L` (with whether it reads the kept rows
 /// packed, [`Loading`]), else by [`tile`]; `FMA` chooses
@@ -696,7 +715,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     scratch: &mut Scratch<T>,
     simd: Option<(SimdTile<T, L, R>, bool)>,
 ) {
-    let Part { lo, hi, groups } = part;
+    let Part { lo, hi, groups, chunk_groups: chunk } = part;
     let Scratch { a_t, kept: kept_t } = scratch;
     let (k, n) = (b.rows, b.cols);
     // For the intrinsics, the block's rows of A are first transposed tile by tile (`k × R`):
@@ -731,7 +750,6 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     // Every tile's sums, overwritten by each: zeroed once here, where each tile zeroing its
     // own was 8–16% of 1:8 at 1024³ (a 768-byte memset per tile, f32).
     let mut acc = [[T::ZERO; L]; R];
-    let chunk = groups_per_chunk(b);
     let end = groups.end;
     let tiles_of_groups = groups
         .step_by(chunk)
@@ -774,16 +792,6 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
             }
         }
     }
-}
-
-/// Column groups a block's tiles take in turn before the next groups: as many as keep their
-/// kept vectors of B within [`GROUP_CHUNK_BYTES`], one where B is large.
-fn groups_per_chunk<T>(b: &NmMatrix<'_, T>) -> usize {
-    if std::mem::size_of_val(&b.values[..]) >= LARGE_B_BYTES {
-        return 1;
-    }
-    let group_bytes = std::mem::size_of_val(&b.values[..]) / b.groups.max(1);
-    (GROUP_CHUNK_BYTES / group_bytes.max(1)).clamp(1, b.groups.max(1))
 }
 
 /// `kept_t` = the rows of the transposed tile `tile_t` (`stride` elements each) that a group's
@@ -839,7 +847,7 @@ fn tile<T: Real, const L: usize, const FMA: bool, const R: usize>(
 
 /// Any `L` (not one of the compiled lane counts): the same loops with `L` at run time.
 fn generic_l<T: Real>(a: &[T], part: Part, b: &NmMatrix<'_, T>, c: &mut [T]) {
-    let Part { lo, hi, groups } = part;
+    let Part { lo, hi, groups, .. } = part;
     let (k, n, l) = (b.rows, b.cols, b.l);
     let mut acc = vec![T::ZERO; l];
     for i in lo..hi {
@@ -1501,7 +1509,7 @@ mod tests {
     #[test]
     fn blocks_and_panels_of_every_size_multiply_like_a_dense_reference() {
         // 3 column groups, the last one of 6 columns: panels of 1, 2 (and a last one of 1)
-        // and 3 groups.
+        // and 3 groups, in chunks that do and do not divide them.
         let (m, k, n) = (700, 100, 70);
         let b = small_b(k, n);
         let (a, want) = a_and_product(m, &b);
@@ -1510,16 +1518,16 @@ mod tests {
         let isas = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported());
         for isa in isas {
             for tiles in [1, 2, TILES_PER_BLOCK, 17, LARGE_B_TILES] {
-                for panel_groups in [1, 2, 3] {
+                for (panel_groups, chunk_groups) in [(1, 1), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3)] {
                     for threads in [1, 2] {
                         for loading in [Loading::WholeTile, Loading::Packed] {
                             let mut c = vec![f32::NAN; m * n];
-                            let blocks = Blocking { rows: tiles * isa.tile_rows::<f32>(), panel_groups };
+                            let blocks = Blocking { rows: tiles * isa.tile_rows::<f32>(), panel_groups, chunk_groups };
                             spmm_in_blocks(isa, loading, &a, m, &nm, &mut c, threads, blocks);
                             assert!(
                                 c == want,
-                                "{isa:?} {loading:?}, {tiles} tiles per block, panels of {panel_groups} groups, \
-                                 {threads} threads"
+                                "{isa:?} {loading:?}, {tiles} tiles per block, panels of {panel_groups} groups \
+                                 in chunks of {chunk_groups}, {threads} threads"
                             );
                         }
                     }
@@ -1535,7 +1543,7 @@ mod tests {
         let (m, k, n) = (13, 1600, 160);
         let b = small_b(k, n);
         let nm = NmMatrix::new(&b).unwrap();
-        assert_eq!((nm.groups, groups_per_chunk(&nm)), (5, 2));
+        assert_eq!((nm.groups, blocking(&nm, m, 1, 8, None).chunk_groups), (5, 2));
         let (a, want) = a_and_product(m, &b);
         for isa in [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()) {
             for loading in [Loading::WholeTile, Loading::Packed] {
@@ -1547,15 +1555,20 @@ mod tests {
     }
 
     #[test]
-    fn groups_are_chunked_by_bytes_of_b_unless_b_is_large() {
+    fn groups_are_chunked_by_bytes_of_b_unless_a_large_b_is_read_whole() {
         let b = small_b(16, 64);
         let mut nm = NmMatrix::new(&b).unwrap();
+        let chunk = |nm: &NmMatrix<'_, f32>, l2| blocking(nm, 1000, 1, 8, l2).chunk_groups;
         // Two groups of 8 kept vectors of 32 f32: 1 KiB each, both in one chunk.
-        assert_eq!((nm.groups, groups_per_chunk(&nm)), (2, 2));
+        assert_eq!((nm.groups, chunk(&nm, None)), (2, 2));
         nm.values = LineAligned::zeros(GROUP_CHUNK_BYTES / 4 * 6);
-        assert_eq!(groups_per_chunk(&nm), 1, "3 × the chunk's bytes per group");
+        assert_eq!(chunk(&nm, None), 1, "3 × the chunk's bytes per group");
+        // A large B in 64 groups of 128 KiB: two per chunk in panels (a tile of 16 rows × 8
+        // f32 is 512 bytes), one where 32-tile blocks read B whole (an unknown L2).
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
-        assert_eq!(groups_per_chunk(&nm), 1, "a large B goes group by group");
+        nm.groups = 64;
+        assert_eq!(chunk(&nm, Some(2 << 20)), 2);
+        assert_eq!(chunk(&nm, None), 1, "a large B read whole goes group by group");
     }
 
     #[test]
@@ -1621,20 +1634,22 @@ mod tests {
         nm.groups = 160;
         let blocks = |nm: &NmMatrix<'_, f32>, tile_rows, l2| blocking(nm, 10_000, 1, tile_rows, l2);
         // 2 MiB of L2: 2 tiles of 14 rows (512 KiB), or 4 of 8 (512 KiB); panels of at most
-        // 16 MiB, equal: 3 of 54, 54 and 52 groups.
-        let panels = Blocking { rows: 2 * 14, panel_groups: 54 };
+        // 16 MiB, equal: 3 of 54, 54 and 52 groups; a group fills a chunk.
+        let panels = Blocking { rows: 2 * 14, panel_groups: 54, chunk_groups: 1 };
         assert_eq!(blocks(&nm, 14, Some(2 << 20)), panels);
         assert_eq!(blocks(&nm, 8, Some(2 << 20)), Blocking { rows: 4 * 8, ..panels });
         // Tiles of more than the block's rows: one.
         assert_eq!(blocks(&nm, 40, Some(2 << 20)).rows, 40);
         // 512 KiB (a Zen 3) cannot hold 5 tiles of 6 rows (5 × 128 KiB), nor an unknown L2:
         // up to 32 tiles over all of B.
-        let all = Blocking { rows: LARGE_B_TILES * 6, panel_groups: 160 };
+        let all = Blocking { rows: LARGE_B_TILES * 6, panel_groups: 160, chunk_groups: 1 };
         assert_eq!(blocks(&nm, 6, Some(512 << 10)), all);
         assert_eq!(blocks(&nm, 6, None), all);
-        // A B under LARGE_B_BYTES stays whole, in blocks of 8 tiles.
+        // A B under LARGE_B_BYTES (4 MiB: 160 groups of 25.6 KiB) stays whole, in blocks of
+        // 8 tiles, 10 groups per chunk.
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 8);
-        assert_eq!(blocks(&nm, 14, Some(2 << 20)), Blocking { rows: TILES_PER_BLOCK * 14, panel_groups: 160 });
+        let small = Blocking { rows: TILES_PER_BLOCK * 14, panel_groups: 160, chunk_groups: 10 };
+        assert_eq!(blocks(&nm, 14, Some(2 << 20)), small);
         // Groups larger than a panel: one each.
         nm.values = LineAligned::zeros(4 * PANEL_BYTES);
         nm.groups = 3;
