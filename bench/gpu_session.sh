@@ -4,7 +4,7 @@
 # so everything is built here and carried.
 #
 #   bench/gpu_session.sh prepare        # here: builds into .gpu/ (in .gitignore)
-#   bench/gpu_session.sh run [tests|bench|tune|all] [bench or tune arguments]
+#   bench/gpu_session.sh run [tests|bench|tune|bf16|all] [bench or tune arguments]
 #                                       # there: device run with carry [".gpu"], results in $OUT
 #                                       # (tests and bench fit one 10-minute call each)
 #
@@ -41,7 +41,7 @@ for line in sys.stdin:
   cp target/release/examples/bench target/release/examples/tune "$here/"
   cp target/release/nmsparse "$here/nmsparse"
   strip "$here/gpu-test" "$here/bench" "$here/tune" "$here/nmsparse"
-  cargo run -q --release -p nm-cuda --example precompile -- sm_90 "$here/cubin"
+  cargo run -q --release -p nm-cuda --example precompile -- sm_90 "$here/cubin" tune
   du -sh "$here"
 }
 
@@ -70,6 +70,29 @@ EOF
   phase="${1:-all}"
   [ $# -gt 0 ] && shift
   set +e
+  if [ "$phase" = bf16 ]; then
+    # The bf16 tensor-core kernel alone, in one short call: its GPU test, the tuning sweep
+    # (skipped with NMS_SKIP_TUNE=1; shapes NMS_TUNE_SHAPES), the benchmark on every shape (NMS_BENCH_TIMEOUT seconds,
+    # default 170), then the test on ragged shapes under compute-sanitizer (skipped with
+    # NMS_SKIP_SANITIZER=1).
+    timeout 150 "$here/gpu-test" --test-threads=1 --nocapture bf16 wrong_operands >"$out/gpu-tests.txt" 2>&1
+    echo "gpu tests (bf16): exit $?" >>"$out/device.txt"
+    if [ "${NMS_SKIP_TUNE:-0}" != 1 ]; then
+      # shellcheck disable=SC2086
+      timeout 150 "$here/tune" --only bf16 --reps 20 ${NMS_TUNE_SHAPES:-4096x4096x4096 1024x4096x4096 256x4096x4096} \
+        >"$out/tune.csv" 2>"$out/tune-stderr.txt"
+      echo "tune (bf16): exit $?" >>"$out/device.txt"
+    fi
+    timeout "${NMS_BENCH_TIMEOUT:-170}" "$here/bench" --tc-only --reps 20 "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+    echo "bench (bf16): exit $?" >>"$out/device.txt"
+    if [ "${NMS_SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
+      NMSPARSE_GPU_RAGGED_ONLY=1 timeout 90 compute-sanitizer --error-exitcode 3 "$here/gpu-test" \
+        --test-threads=1 bf16 >"$out/sanitizer.txt" 2>&1
+      echo "compute-sanitizer (bf16, ragged shapes): exit $?" >>"$out/device.txt"
+    fi
+    cat "$out/device.txt"
+    return
+  fi
   if [ "$phase" = tune ]; then
     timeout 500 "$here/tune" "$@" >"$out/tune.csv" 2>"$out/tune-stderr.txt"
     echo "tune: exit $?" >>"$out/device.txt"

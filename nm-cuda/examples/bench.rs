@@ -5,8 +5,9 @@
 //! dense bf16 GEMM.
 //!
 //! ```text
-//! cargo run --release -p nm-cuda --example bench -- [MxNxK ...] [--patterns 4:8,3:8,2:8,1:8] [--l 32] [--reps 50]
+//! cargo run --release -p nm-cuda --example bench -- [MxNxK ...] [--patterns 4:8,3:8,2:8,1:8] [--l 32] [--reps 50] [--tc-only]
 //! ```
+//! `--tc-only`: the bf16 tensor-core kernel and its cuBLAS baselines only (no f32 kernels, no nv24).
 //! Default shapes: 4096³ and the LLaMA-7B projections of the NM-SpMM paper's Table II
 //! (m = 256 … 4096 tokens × (n, k) ∈ {(4096, 4096), (11008, 4096), (4096, 11008)}).
 //! Exits with status 2 and the reason when there is no CUDA device.
@@ -18,7 +19,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut shapes = Vec::new();
     let mut patterns = vec![(4u32, 8u32), (3, 8), (2, 8), (1, 8)];
-    let (mut l, mut reps) = (32usize, 50usize);
+    let (mut l, mut reps, mut tc_only) = (32usize, 50usize, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -35,6 +36,7 @@ fn main() {
                     })
                     .unwrap_or_else(|| fail("--patterns needs N:M,..."))
             }
+            "--tc-only" => tc_only = true,
             "--l" => l = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--l needs a number")),
             "--reps" => reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number")),
             shape => {
@@ -93,8 +95,9 @@ fn main() {
         drop((b_dev, c16));
         // 2:4 element-wise on the sparse tensor cores: A (m×k) pruned into nv24, B dense bf16
         // (n is padded to a multiple of 8 for the kernel's 16-byte loads).
-        match nv24_launch(&gpu, &a, m, k, n) {
-            Ok((dev, launch)) => {
+        match (!tc_only).then(|| nv24_launch(&gpu, &a, m, k, n)) {
+            None => {}
+            Some(Ok((dev, launch))) => {
                 let (b_pad, ldb) = nm_cuda::bf16_padded_rows(&b_dense, n);
                 let b_sp = gpu.upload(&b_pad).unwrap_or_else(|e| fail(&e.to_string()));
                 let mut work = gpu.zeros::<f32>(launch.workspace(m)).unwrap_or_else(|e| fail(&e.to_string()));
@@ -109,22 +112,23 @@ fn main() {
                     hgemm / ms
                 );
             }
-            Err(e) => println!("{m}x{n}x{k},2:4 nv24,0.5,nv24_sp,,,,# {e}"),
+            Some(Err(e)) => println!("{m}x{n}x{k},2:4 nv24,0.5,nv24_sp,,,,# {e}"),
         }
         drop(b16_dev);
         for &(keep, win) in &patterns {
             let b = pruned(k, n, (keep, win, l));
             let parts = b.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
-            let mut dev = GpuNm::upload(&gpu, &parts).unwrap_or_else(|e| fail(&e.to_string()));
-            let useful = dev.flops(m);
+            let useful = 2.0 * m as f64 * n as f64 * k as f64 * keep as f64 / win as f64;
             let sparsity = 1.0 - keep as f64 / win as f64;
             let label = format!("{m}x{n}x{k},{keep}:{win},{sparsity}");
-            for (name, options) in [
-                ("auto", Options::default()),
-                ("v1", Options { version: Some(Version::V1), ..Default::default() }),
-                ("v2", Options { version: Some(Version::V2), ..Default::default() }),
-                ("v3", Options { version: Some(Version::V3), ..Default::default() }),
-            ] {
+            let mut dev = if tc_only { None } else { Some(GpuNm::upload(&gpu, &parts)) };
+            let f32_runs = if tc_only { &[][..] } else { &F32_RUNS[..] };
+            for &(name, options) in f32_runs {
+                let dev = match dev.as_mut() {
+                    Some(Ok(dev)) => dev,
+                    Some(Err(e)) => fail(&e.to_string()),
+                    None => break,
+                };
                 let launch = match dev.prepare(&gpu, m, options) {
                     Ok(l) => l,
                     Err(e) => {
@@ -145,20 +149,43 @@ fn main() {
                     sgemm / ms
                 );
             }
-            match GpuNmBf16::upload(&gpu, &parts) {
-                Ok(tc) => {
+            // The tensor-core kernel as the plan chooses it.
+            let tc = GpuNmBf16::upload(&gpu, &parts).and_then(|tc| {
+                let launch = tc.prepare(&gpu, m, None, None)?;
+                Ok((tc, launch))
+            });
+            match tc {
+                Ok((tc, mut launch)) => {
                     let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
-                    let a_tc = gpu.upload(&a_bits).unwrap();
-                    let split = tc.split(&gpu, m, None);
-                    let mut work = gpu.zeros::<f32>(split.0 * m * n).unwrap();
-                    let ms = time(&gpu, reps, || tc.run(&gpu, &a_tc, m, &mut c, &mut work, split));
-                    println!("{label},bf16_tc,{ms:.4},{:.2},,{:.2} (vs cuBLAS bf16)", useful / ms / 1e9, hgemm / ms);
+                    let a_tc = gpu.upload(&a_bits).unwrap_or_else(|e| fail(&e.to_string()));
+                    let ms = time(&gpu, reps, || tc.run(&gpu, &mut launch, &a_tc, &mut c));
+                    let kernel = &launch.kernel;
+                    let split = if launch.slices > 1 { format!(" split-k {}", launch.slices) } else { String::new() };
+                    println!(
+                        "{label},bf16_tc ({}x{} kt{} x{}{}{}{split}),{ms:.4},{:.2},,{:.2} (vs cuBLAS bf16)",
+                        kernel.ms,
+                        kernel.ns,
+                        kernel.kt,
+                        kernel.stages,
+                        if kernel.windows { " windows" } else { "" },
+                        if kernel.min_blocks > 1 { " 2/SM" } else { "" },
+                        useful / ms / 1e9,
+                        hgemm / ms
+                    );
                 }
                 Err(e) => println!("{label},bf16_tc,,,,# {e}"),
             }
         }
     }
 }
+
+/// The f32 kernel runs of every shape and pattern: the plan's choice, then each version.
+const F32_RUNS: [(&str, Options); 4] = [
+    ("auto", Options { version: None, tile: None, slices: None }),
+    ("v1", Options { version: Some(Version::V1), tile: None, slices: None }),
+    ("v2", Options { version: Some(Version::V2), tile: None, slices: None }),
+    ("v3", Options { version: Some(Version::V3), tile: None, slices: None }),
+];
 
 /// A dense k×n matrix pruned into nm(N,M,L) (keep the largest vectors).
 fn pruned(k: usize, n: usize, nm: (u32, u32, usize)) -> Tensor<f32> {

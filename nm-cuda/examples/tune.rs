@@ -1,24 +1,28 @@
 //! A tuning sweep on a GPU: variants of the f32 NM-SpMM kernel (blocks per SM the registers
-//! allow) and of the 2:4 sparse tensor-core kernel (tile, k32 slices per stage), timed per
-//! shape, each result compared exactly with the default variant's (integer-valued operands, so
-//! every sum is exact whatever the order). Prints CSV; the winners are the defaults in
-//! `plan.rs`. (The first sweep, 2026-11-25, also tried more kept rows per f32 step and more
-//! stages: slower, or past the shared memory; see BENCHMARKS.md.)
+//! allow), of the 2:4 sparse tensor-core kernel (tile, k32 slices per stage) and of the bf16
+//! N:M tensor-core kernel (tile, warp tile, kept rows per stage, stages, blocks per SM), timed
+//! per shape, each result compared exactly with the default variant's (integer-valued
+//! operands, so every sum is exact whatever the order). Prints CSV; the winners are the
+//! defaults in `plan.rs`. (The first sweep, 2026-11-25, also tried more kept rows per f32 step
+//! and more stages: slower, or past the shared memory; see BENCHMARKS.md.)
 //!
 //! ```text
-//! cargo run --release -p nm-cuda --example tune -- [MxNxK ...] [--reps 20]
+//! cargo run --release -p nm-cuda --example tune -- [MxNxK ...] [--reps 20] [--only f32,nv24,bf16]
 //! ```
 
-use nm_cuda::plan::{F32Kernel, Nv24Kernel, plan_f32, plan_kernel};
-use nm_cuda::{Gpu, GpuNm, GpuNv24, Nv24Sp, Options, TileSize, bf16_padded_rows, unavailable};
+use nm_cuda::plan::{Bf16Kernel, F32Kernel, Nv24Kernel, plan_f32, plan_kernel};
+use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, TileSize, bf16_padded_rows, to_bf16, unavailable};
 use nm_format::{Format, Tensor};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut shapes, mut reps) = (Vec::new(), 20usize);
+    let mut only: Vec<String> = ["f32", "nv24", "bf16"].map(String::from).to_vec();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if a == "--reps" {
+        if a == "--only" {
+            only = it.next().unwrap_or_else(|| fail("--only needs f32,nv24,bf16")).split(',').map(String::from).collect();
+        } else if a == "--reps" {
             reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number"));
         } else {
             let d: Vec<usize> = a.split('x').filter_map(|v| v.parse().ok()).collect();
@@ -42,8 +46,15 @@ fn main() {
         // Small integers: exact in f32 and bf16, and every sum exact in f32.
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 + i / k) % 5) as f32 - 2.0).collect();
         let b: Vec<f32> = (0..k * n).map(|i| ((i * 3 + i / n) % 7) as f32 - 3.0).collect();
-        f32_sweep(&gpu, &a, &b, (m, n, k), reps);
-        nv24_sweep(&gpu, &a, &b, (m, n, k), reps);
+        if only.iter().any(|o| o == "f32") {
+            f32_sweep(&gpu, &a, &b, (m, n, k), reps);
+        }
+        if only.iter().any(|o| o == "nv24") {
+            nv24_sweep(&gpu, &a, &b, (m, n, k), reps);
+        }
+        if only.iter().any(|o| o == "bf16") {
+            bf16_sweep(&gpu, &a, &b, (m, n, k), reps);
+        }
     }
 }
 
@@ -118,6 +129,75 @@ fn nv24_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
             Ok((ms, gpu.download(&c)?))
         });
         report((m, n, k), "nv24_sp", "2:4", &label, run, dev.flops(n), &mut reference);
+    }
+}
+
+fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), reps: usize) {
+    // The dense baseline in the same run: cuBLAS's bf16 GEMM.
+    let blas = Cublas::new(gpu).unwrap_or_else(|e| fail(&e.to_string()));
+    let a16: Vec<half::bf16> = a.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    let b16: Vec<half::bf16> = b.iter().map(|&x| half::bf16::from_f32(x)).collect();
+    let (a16_dev, b16_dev) = (gpu.upload(&a16), gpu.upload(&b16));
+    let dense = a16_dev.and_then(|a_dev| {
+        let b_dev = b16_dev?;
+        let mut c16 = gpu.zeros::<half::bf16>(m * n)?;
+        time(gpu, reps, || blas.bf16_gemm(&a_dev, &b_dev, &mut c16, m, n, k))
+    });
+    match &dense {
+        Ok(ms) => println!("{m}x{n}x{k},cublas_bf16,dense,,{ms:.4},{:.2},", 2.0 * (m * n * k) as f64 / ms / 1e9),
+        Err(e) => println!("{m}x{n}x{k},cublas_bf16,dense,,,,# {e}"),
+    }
+    let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
+    let a_dev = gpu.upload(&a_bits).unwrap_or_else(|e| fail(&e.to_string()));
+    let limits = gpu.limits();
+    for nm in [(4u32, 8u32), (2, 8), (1, 8)] {
+        let whole = Tensor::from_dense(&[k, n], b, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
+        let format = Format::nm(nm.0, nm.1, 32).unwrap_or_else(|e| fail(&e.to_string()));
+        let parts = whole.prune(&format).unwrap_or_else(|e| fail(&e.to_string())).0;
+        let parts = parts.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
+        let dev = GpuNmBf16::upload(gpu, &parts).unwrap_or_else(|e| fail(&e.to_string()));
+        let shape = (nm.0 as usize, nm.1 as usize, 32);
+        let chosen = Bf16Kernel::choose(m, n, shape, limits).unwrap_or_else(|e| fail(&e.to_string()));
+        let mut variants = vec![chosen];
+        for v in Bf16Kernel::tuning_set(shape).unwrap_or_else(|e| fail(&e.to_string())) {
+            if !variants.contains(&v) {
+                variants.push(v);
+            }
+        }
+        let mut reference = None;
+        let flops = 2.0 * (m * n * k) as f64 * nm.0 as f64 / nm.1 as f64;
+        for kernel in variants {
+            let label = format!(
+                "{}x{} warp {}x{} kt{} x{} stages {} blocks/SM ({} KiB){}",
+                kernel.ms,
+                kernel.ns,
+                kernel.wm,
+                kernel.wn,
+                kernel.kt,
+                kernel.stages,
+                kernel.min_blocks,
+                kernel.shared_bytes() / 1024,
+                if kernel == chosen { " (default)" } else { "" }
+            );
+            let run = dev.prepare_kernel(gpu, m, kernel, None).and_then(|mut launch| {
+                let mut c = gpu.zeros::<f32>(m * n)?;
+                let ms = time(gpu, reps, || dev.run(gpu, &mut launch, &a_dev, &mut c))?;
+                Ok((ms, gpu.download(&c)?))
+            });
+            let pattern = format!("{}:{}", nm.0, nm.1);
+            if let (Ok((ms, _)), Ok(dense)) = (&run, &dense) {
+                println!("# {pattern} {label}: {:.2}x cuBLAS bf16", dense / ms);
+            }
+            report((m, n, k), "bf16_tc", &pattern, &label, run, flops, &mut reference);
+        }
+        // The transpose of A alone, part of every time above.
+        let transpose = dev.prepare_kernel(gpu, m, chosen, None).and_then(|mut launch| {
+            time(gpu, reps, || dev.transpose(gpu, &mut launch, &a_dev))
+        });
+        match transpose {
+            Ok(ms) => println!("{m}x{n}x{k},bf16_transpose,{}:{},A only,{ms:.4},,", nm.0, nm.1),
+            Err(e) => println!("{m}x{n}x{k},bf16_transpose,,,,,# {e}"),
+        }
     }
 }
 

@@ -332,9 +332,30 @@ pub struct GpuNmBf16 {
     w: usize,
     np: usize,
     groups: usize,
-    kernel: Bf16Kernel,
+    nm: (usize, usize, usize),
     b_prime: CudaSlice<u16>,
     d: CudaSlice<u16>,
+    /// D on the host too: window-staged launches derive their `need` mask from it.
+    d_host: Vec<u16>,
+}
+
+/// One prepared launch of the tensor-core kernel for `m` rows of A, with its scratch: A
+/// transposed (k×lda bf16) and the split-K workspace.
+pub struct Bf16Launch {
+    /// The parameter set.
+    pub kernel: Bf16Kernel,
+    /// Split-K slices (1 = none).
+    pub slices: usize,
+    /// Pipeline stages (of `kernel.kt` kept rows) per split-K slice.
+    pub steps_per_slice: usize,
+    m: usize,
+    lda: usize,
+    function: CudaFunction,
+    transpose: CudaFunction,
+    at: CudaSlice<u16>,
+    work: CudaSlice<f32>,
+    need: CudaSlice<u32>,
+    need_words: usize,
 }
 
 impl GpuNmBf16 {
@@ -343,63 +364,138 @@ impl GpuNmBf16 {
         if gpu.limits().cc.0 < 8 {
             return Err(CudaError::Unsupported("bf16 mma.sync needs sm_80 or newer".into()));
         }
-        let kernel = Bf16Kernel::new((b.n as usize, b.m as usize, b.l))?;
+        let nm = (b.n as usize, b.m as usize, b.l);
+        // Refuses an L the kernel cannot take before anything is uploaded.
+        Bf16Kernel::new(TileSize::Small, nm)?;
         let bp: Vec<u16> = b.b_prime.iter().map(|&x| to_bf16(x)).collect();
         Ok(GpuNmBf16 {
             parts_shape: b.shape,
             w: b.rows(),
             np: b.cols(),
             groups: b.groups(),
-            kernel,
+            nm,
             b_prime: gpu.upload(&bp)?,
             d: gpu.upload(&b.d)?,
+            d_host: b.d.clone(),
         })
     }
 
-    /// Split-K slices and steps per slice for `m` rows of A (`slices`: fixed, else chosen as
-    /// for the f32 kernels).
-    pub fn split(&self, gpu: &Gpu, m: usize, slices: Option<usize>) -> (usize, usize) {
-        let n = self.parts_shape[1];
-        let blocks = m.div_ceil(self.kernel.ms) * n.div_ceil(self.kernel.ns);
-        crate::plan::split_k(slices, blocks, self.w.div_ceil(self.kernel.kt), gpu.limits().sms)
+    /// B's shape `[k, n]`.
+    pub fn shape(&self) -> [usize; 2] {
+        self.parts_shape
     }
 
-    /// `c = a·B` (a: bf16 bits, row-major `m×k`; c: f32 `m×n`) in `split` = (slices, steps per
-    /// slice) from [`GpuNmBf16::split`]; `work` holds `slices·m·n` floats when slices > 1.
-    pub fn run(
-        &self,
-        gpu: &Gpu,
-        a: &CudaSlice<u16>,
-        m: usize,
-        c: &mut CudaSlice<f32>,
-        work: &mut CudaSlice<f32>,
-        split: (usize, usize),
-    ) -> Result<()> {
-        let [k, n] = self.parts_shape;
-        let (slices, per_slice) = split;
-        if a.len() < m * k || c.len() < m * n || (slices > 1 && work.len() < slices * m * n) {
-            return Err(CudaError::Unsupported(format!("device buffers too short for {m}×{k} · {k}×{n}")));
+    /// The launch for `m` rows of A: `tile` and `slices` as given, else by shape (the largest
+    /// tile still giving every SM a block, then split-K to fill the SMs); compiles it.
+    pub fn prepare(&self, gpu: &Gpu, m: usize, tile: Option<TileSize>, slices: Option<usize>) -> Result<Bf16Launch> {
+        let limits = gpu.limits();
+        let n = self.parts_shape[1];
+        let kernel = match tile {
+            Some(t) => Bf16Kernel::new(t, self.nm)?.fit(limits)?,
+            None => Bf16Kernel::choose(m, n, self.nm, limits)?,
+        };
+        self.prepare_kernel(gpu, m, kernel, slices)
+    }
+
+    /// The launch of the given variant for `m` rows of A (split-K `slices`, else chosen to
+    /// fill the SMs); compiles it and allocates its scratch. For tuning sweeps.
+    pub fn prepare_kernel(&self, gpu: &Gpu, m: usize, kernel: Bf16Kernel, slices: Option<usize>) -> Result<Bf16Launch> {
+        let limits = gpu.limits();
+        if kernel.nm != self.nm {
+            return Err(CudaError::Unsupported(format!("{kernel:?} is built for another N:M than {:?}", self.nm)));
         }
-        let function = gpu.function(&Variant::bf16(&self.kernel))?;
-        let steps = self.w.div_ceil(self.kernel.kt);
+        if kernel.shared_bytes() > limits.smem_optin {
+            return Err(CudaError::Unsupported(format!(
+                "{kernel:?} needs {} bytes of shared memory per block; the device allows {}",
+                kernel.shared_bytes(),
+                limits.smem_optin
+            )));
+        }
+        let [k, n] = self.parts_shape;
+        let steps = self.w.div_ceil(kernel.kt);
+        let (slices, steps_per_slice) = crate::plan::split_k(slices, kernel.blocks(m, n), steps, limits.sms);
+        let function = gpu.function(&Variant::bf16(&kernel))?;
+        let bytes = kernel.shared_bytes() as i32;
+        function.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes)?;
+        let transpose = gpu.function(&Variant::transpose_bf16())?;
+        if slices > 1 {
+            gpu.function(&Variant::reduce())?;
+        }
+        let lda = m.next_multiple_of(8);
+        let at = gpu.zeros::<u16>((k * lda).max(1))?;
+        let work = gpu.zeros::<f32>(if slices > 1 { slices * m * n } else { 1 })?;
+        let (mask, need_words) = crate::plan::need_mask(&kernel, &self.d_host, self.w, self.groups, k, n);
+        let need = if mask.is_empty() { gpu.zeros::<u32>(1)? } else { gpu.upload(&mask)? };
+        Ok(Bf16Launch { kernel, slices, steps_per_slice, m, lda, function, transpose, at, work, need, need_words })
+    }
+
+    /// The first half of [`GpuNmBf16::run`]: `a` (bf16 bits, row-major `m×k`) transposed into
+    /// the launch's scratch. Public so that a benchmark can time it alone.
+    pub fn transpose(&self, gpu: &Gpu, launch: &mut Bf16Launch, a: &CudaSlice<u16>) -> Result<()> {
+        let k = self.parts_shape[0];
+        let (m, lda) = (launch.m, launch.lda);
+        if a.len() < m * k {
+            return Err(CudaError::Unsupported(format!("device buffer too short for A ({m}×{k})")));
+        }
+        if m == 0 || k == 0 {
+            return Ok(());
+        }
         let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(self.kernel.ns) as u32, m.div_ceil(self.kernel.ms) as u32, slices as u32),
-            block_dim: (self.kernel.threads() as u32, 1, 1),
+            grid_dim: (k.div_ceil(64) as u32, lda.div_ceil(64) as u32, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        let ints = [m, n, k, self.w, self.np, self.groups, steps, per_slice].map(|v| v as i32);
-        let out: &mut CudaSlice<f32> = if slices > 1 { work } else { c };
-        let mut builder = gpu.stream.launch_builder(&function);
-        builder.arg(a).arg(&self.b_prime).arg(&self.d).arg(out);
+        let ints = [m, k, lda].map(|v| v as i32);
+        let mut builder = gpu.stream.launch_builder(&launch.transpose);
+        builder.arg(a).arg(&mut launch.at);
         for v in &ints {
             builder.arg(v);
         }
-        // SAFETY: the arguments match `nm_spmm_bf16_tc`'s signature; buffers hold m·k and m·n
-        // (or slices·m·n) elements (checked), B′ is W×np and D W×G as uploaded, and the kernel
-        // bounds-checks every access.
+        // SAFETY: the arguments match `nm_bf16_transpose`'s signature; `a` holds m·k values
+        // (checked), `at` k·lda (allocated by `prepare_kernel` for this m and B's k), and the
+        // kernel bounds-checks every access against m, k and lda.
         unsafe { builder.launch(cfg) }?;
-        if slices > 1 {
-            reduce(gpu, c, work, m * n, slices)?;
+        Ok(())
+    }
+
+    /// `c = a·B` (a: bf16 bits, row-major `m×k`; c: f32 `m×n`) with a launch prepared for `m`.
+    pub fn run(&self, gpu: &Gpu, launch: &mut Bf16Launch, a: &CudaSlice<u16>, c: &mut CudaSlice<f32>) -> Result<()> {
+        let [k, n] = self.parts_shape;
+        let (m, lda) = (launch.m, launch.lda);
+        if a.len() < m * k || c.len() < m * n {
+            return Err(CudaError::Unsupported(format!("device buffers too short for {m}×{k} · {k}×{n}")));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let kernel = launch.kernel;
+        let steps = self.w.div_ceil(kernel.kt);
+        if launch.slices * launch.steps_per_slice < steps {
+            return Err(CudaError::Unsupported("this launch was prepared for a B with fewer rows".into()));
+        }
+        self.transpose(gpu, launch, a)?;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(kernel.ns) as u32, m.div_ceil(kernel.ms) as u32, launch.slices as u32),
+            block_dim: (kernel.threads() as u32, 1, 1),
+            shared_mem_bytes: kernel.shared_bytes() as u32,
+        };
+        let ints = [m, n, k, lda, self.w, self.np, self.groups, launch.need_words, steps, launch.steps_per_slice]
+            .map(|v| v as i32);
+        let out: &mut CudaSlice<f32> = if launch.slices > 1 { &mut launch.work } else { c };
+        let mut builder = gpu.stream.launch_builder(&launch.function);
+        builder.arg(&launch.at).arg(&self.b_prime).arg(&self.d).arg(&launch.need).arg(out);
+        for v in &ints {
+            builder.arg(v);
+        }
+        // SAFETY: the arguments match `nm_spmm_bf16_tc`'s signature; `at` holds k·lda values,
+        // B′ W×np and D W×G as uploaded, C m·n (checked) or the workspace slices·m·n
+        // (allocated with the launch), `need` need_words words per block column (read only
+        // by window-staged variants, for rows below steps·SPAN); the kernel bounds-checks
+        // every other access against lda, k, W, np and G; the dynamic shared memory is the
+        // variant's own size, opted in to by `prepare_kernel`.
+        unsafe { builder.launch(cfg) }?;
+        if launch.slices > 1 {
+            reduce(gpu, c, &launch.work, m * n, launch.slices)?;
         }
         Ok(())
     }

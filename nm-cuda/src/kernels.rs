@@ -8,6 +8,8 @@ pub const F32_SOURCE: &str = include_str!("../kernels/nm_spmm_f32.cu");
 pub const BF16_TC_SOURCE: &str = include_str!("../kernels/nm_spmm_bf16_tc.cu");
 /// 2:4 (nv24) SpMM on sparse tensor cores.
 pub const NV24_SP_SOURCE: &str = include_str!("../kernels/nv24_spmm_sp.cu");
+/// A bf16 transpose (A for the tensor-core kernel).
+pub const TRANSPOSE_BF16_SOURCE: &str = include_str!("../kernels/transpose_bf16.cu");
 /// The split-K reduction.
 pub const REDUCE_SOURCE: &str = include_str!("../kernels/splitk_reduce.cu");
 
@@ -54,8 +56,17 @@ impl Variant {
             source: BF16_TC_SOURCE,
             options: kernel.defines(),
             label: format!(
-                "bf16 tensor cores {}x{} tile, {}:{} L={}, kt={}",
-                kernel.ms, kernel.ns, kernel.nm.0, kernel.nm.1, kernel.nm.2, kernel.kt
+                "bf16 tensor cores {}x{} tile (warps {}x{}), {}:{} L={}, {} stages of {} kept rows{}",
+                kernel.ms,
+                kernel.ns,
+                kernel.wm,
+                kernel.wn,
+                kernel.nm.0,
+                kernel.nm.1,
+                kernel.nm.2,
+                kernel.stages,
+                kernel.kt,
+                if kernel.windows { " by windows" } else { "" }
             ),
         }
     }
@@ -76,6 +87,16 @@ impl Variant {
         }
     }
 
+    /// The bf16 transpose of A that the tensor-core kernel gathers from.
+    pub fn transpose_bf16() -> Variant {
+        Variant {
+            function: "nm_bf16_transpose",
+            source: TRANSPOSE_BF16_SOURCE,
+            options: Vec::new(),
+            label: "bf16 transpose".into(),
+        }
+    }
+
     /// The split-K reduction.
     pub fn reduce() -> Variant {
         Variant {
@@ -90,10 +111,12 @@ impl Variant {
 /// The variants the compile check builds: every version and parameter set for the N:M
 /// patterns of the acceptance lists, at L = 1 (a group per column), 8 (a group per float4
 /// chunk), 32 (a group per warp tile) and 24 (groups straddling blocks), with float4 loads of
-/// A and without (k % 4 ≠ 0, at L = 32), the tensor-core kernel wherever it applies, and the
-/// 2:4 sparse tensor-core kernel in every parameter set.
+/// A and without (k % 4 ≠ 0, at L = 32), the tensor-core kernel as `Bf16Kernel::choose` picks it
+/// and staged both ways in every parameter set that fits an H100 or an A100 (every tile for four
+/// patterns, the medium one for the others), and the 2:4 sparse tensor-core kernel in every
+/// parameter set.
 pub fn every_variant() -> Vec<Variant> {
-    let mut out = vec![Variant::reduce()];
+    let mut out = vec![Variant::reduce(), Variant::transpose_bf16()];
     for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
         out.push(Variant::nv24_sp(&Nv24Kernel::new(size)));
     }
@@ -118,8 +141,31 @@ pub fn every_variant() -> Vec<Variant> {
                     }
                 }
             }
-            if let Ok(kernel) = Bf16Kernel::new((n, m, l)) {
-                add(Variant::bf16(&kernel));
+            // The pattern only sets constants in the tensor-core kernel: every tile for four
+            // patterns, the medium one for the rest, to keep the check short.
+            let sizes: &[TileSize] = if [(2, 8), (1, 8), (3, 8), (16, 32)].contains(&(n, m)) {
+                &[TileSize::Small, TileSize::Medium, TileSize::Large]
+            } else {
+                &[TileSize::Medium]
+            };
+            for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+                for (rows, cols) in [(4096, 4096), (1024, 4096), (256, 4096)] {
+                    if let Ok(kernel) = Bf16Kernel::choose(rows, cols, (n, m, l), limits) {
+                        add(Variant::bf16(&kernel));
+                    }
+                }
+            }
+            for &size in sizes {
+                for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+                    for windows in [false, true] {
+                        let kernel = Bf16Kernel::new(size, (n, m, l))
+                            .map(|k| if windows { k.windowed() } else { k })
+                            .and_then(|k| k.fit(limits));
+                        if let Ok(kernel) = kernel {
+                            add(Variant::bf16(&kernel));
+                        }
+                    }
+                }
             }
         }
     }
@@ -140,7 +186,11 @@ mod tests {
         for l in [1, 8, 24, 32] {
             assert!(has(&format!("-DNM_L={l}")), "no variant with L = {l}");
         }
-        assert!(all.iter().any(|v| v.function == "nm_spmm_bf16_tc"));
+        let tc: Vec<&Variant> = all.iter().filter(|v| v.function == "nm_spmm_bf16_tc").collect();
+        for needle in ["-DMS=64", "-DMS=128", "-DMS=256", "-DNM_L=8", "-DNM_L=24", "-DNM_L=32", "-DKT=16", "-DSTAGES=2", "-DWINDOWS=0", "-DWINDOWS=1", "-DNS=256", "-DMIN_BLOCKS=2"] {
+            assert!(tc.iter().any(|v| v.options.iter().any(|o| o == needle)), "no tensor-core variant with {needle}");
+        }
+        assert!(all.iter().any(|v| v.function == "nm_bf16_transpose"));
         assert!(all.iter().any(|v| v.function == "nm_splitk_reduce"));
         assert_eq!(all.iter().filter(|v| v.function == "nv24_spmm_sp").count(), 4);
     }

@@ -385,10 +385,10 @@ pub fn tables(kernel: &F32Kernel, b: &NmParts<f32>) -> Tables {
     Tables { dtab, col_info }
 }
 
-/// One bf16 tensor-core kernel variant.
+/// One variant of the bf16 tensor-core kernel (`kernels/nm_spmm_bf16_tc.cu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Bf16Kernel {
-    /// Block rows and columns.
+    /// Block rows.
     pub ms: usize,
     /// Block columns.
     pub ns: usize,
@@ -396,8 +396,15 @@ pub struct Bf16Kernel {
     pub wm: usize,
     /// Warp columns.
     pub wn: usize,
-    /// Kept rows per step.
+    /// Kept rows per pipeline stage (one barrier per stage).
     pub kt: usize,
+    /// Shared buffers of the cp.async pipeline.
+    pub stages: usize,
+    /// Stage A as the windows' dense rows that some group of the block keeps (each copied
+    /// once) rather than as every group's own gathered rows; see the kernel's header.
+    pub windows: bool,
+    /// Blocks per SM the registers are bounded for (`__launch_bounds__`).
+    pub min_blocks: usize,
     /// Column groups one block can touch.
     pub gmax: usize,
     /// N, M, L.
@@ -405,28 +412,122 @@ pub struct Bf16Kernel {
 }
 
 impl Bf16Kernel {
-    /// The largest block whose static shared memory (gathered A per group + B) fits in 48 KiB.
-    pub fn new(nm: (usize, usize, usize)) -> Result<Bf16Kernel> {
+    /// The parameter set `size` for an `(N, M, L)` operand: 64×64 blocks of 4 warps (warp
+    /// tiles 32×32), 128×128 of 8 (64×32), 256×128 of 8 (128×32); 32 kept rows per stage.
+    /// Warp tiles are 32 columns wide so that at L = 32 (and any multiple) one gathered A
+    /// fragment serves all of a warp's n8 tiles. Fit to a device with [`Bf16Kernel::fit`].
+    pub fn new(size: TileSize, nm: (usize, usize, usize)) -> Result<Bf16Kernel> {
         let l = nm.2;
-        if !l.is_multiple_of(8) {
+        if l == 0 || !l.is_multiple_of(8) {
             return Err(CudaError::Unsupported(format!(
                 "the bf16 tensor-core kernel needs L to be a multiple of 8 (an m16n8 tile shares one group); L = {l}"
             )));
         }
-        let ns = 128;
-        let gmax = groups_per_block(ns, l);
-        for (ms, kt) in [(128, 32), (64, 32), (128, 16), (64, 16), (32, 32), (32, 16)] {
-            let kernel = Bf16Kernel { ms, ns, wm: if ms >= 64 { ms / 2 } else { 32 }, wn: 32, kt, gmax, nm };
-            if kernel.shared_bytes() <= 48 * 1024 {
-                return Ok(kernel);
-            }
-        }
-        Err(CudaError::Unsupported(format!("the bf16 tensor-core kernel has no tile for L = {l}")))
+        let (ms, ns, wm, wn, stages) = match size {
+            TileSize::Small => (64, 64, 32, 32, 4),
+            TileSize::Medium => (128, 128, 64, 32, 3),
+            TileSize::Large => (256, 128, 128, 32, 2),
+        };
+        Ok(Bf16Kernel { ms, ns, wm, wn, kt: 32, stages, windows: false, min_blocks: 1, gmax: groups_per_block(ns, l), nm })
     }
 
-    /// Static shared memory, bytes.
+    /// This variant staging A by windows, with whole windows per stage: the kept rows per
+    /// stage a multiple of 16 and of N, at least 16 and enough for 128 dense rows.
+    pub fn windowed(self) -> Bf16Kernel {
+        let (n, m, _) = self.nm;
+        let unit = 16 * n / gcd(16, n);
+        let kt = (128 * n / m).max(16).next_multiple_of(unit);
+        Bf16Kernel { windows: true, kt, ..self }
+    }
+
+    /// Dense k rows per stage (WINDOWS), or 0.
+    pub fn span(&self) -> usize {
+        if self.windows { self.kt / self.nm.0 * self.nm.1 } else { 0 }
+    }
+
+    /// This variant with fewer stages, then fewer kept rows per stage, until it fits
+    /// `limits`' shared memory; an error if even two stages of 16 rows do not (many groups
+    /// per block: a small L).
+    pub fn fit(mut self, limits: DeviceLimits) -> Result<Bf16Kernel> {
+        while self.shared_bytes() > limits.smem_optin {
+            if self.stages > 2 {
+                self.stages -= 1;
+            } else if self.kt > 16 && !self.windows {
+                self.kt /= 2;
+            } else {
+                return Err(CudaError::Unsupported(format!(
+                    "{self:?} needs {} bytes of shared memory per block; the device allows {}",
+                    self.shared_bytes(),
+                    limits.smem_optin
+                )));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The variant for an `m×n` product, from the tuning sweep on an H100 (BENCHMARKS.md,
+    /// 2026-11-26: 4096³, 1024×4096×4096, 256×4096×4096 at 4:8, 2:8, 1:8, L = 32). Where more
+    /// than a quarter of the rows are kept, A staged by windows in 128×256 blocks of 16 warps
+    /// (4:8 at 4096³: 0.466 ms against 0.662 for the best per-group variant): a block's 8
+    /// groups share most rows. At a quarter or less, per group: 128×128 blocks of two stages,
+    /// two blocks per SM (2:8 at 1024×4096×4096: 0.099 ms, windows 0.118; 1:8 at 4096³:
+    /// 0.207, windows 0.286), or 64×64 blocks where the grid gives fewer than two blocks per
+    /// SM (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a multiple of 32, the
+    /// windows go in 128×128 blocks of 8 warps. Fitted to the device; the smallest tile where
+    /// nothing else fits.
+    pub fn choose(m: usize, n: usize, nm: (usize, usize, usize), limits: DeviceLimits) -> Result<Bf16Kernel> {
+        let (medium, small) = (Self::new(TileSize::Medium, nm)?, Self::new(TileSize::Small, nm)?);
+        let preferred = if 4 * nm.0 > nm.1 && nm.2.is_multiple_of(32) {
+            Bf16Kernel { ns: 256, gmax: groups_per_block(256, nm.2), wm: 64, ..medium }.windowed()
+        } else if 4 * nm.0 > nm.1 {
+            // Warps whose n8 tiles lie in several groups need more registers than 16 warps have.
+            medium.windowed()
+        } else if medium.blocks(m, n) >= 2 * limits.sms {
+            Bf16Kernel { stages: 2, min_blocks: 2, ..medium }
+        } else {
+            small
+        };
+        preferred.fit(limits).or_else(|_| small.fit(limits))
+    }
+
+    /// The variants a tuning sweep times (`examples/tune.rs`; precompiled for a GPU session by
+    /// `examples/precompile.rs`): the three tiles, more stages or kept rows per stage, two
+    /// blocks per SM, 16 warps in the large tile, and a 128×256 tile. Not fitted to a device.
+    pub fn tuning_set(nm: (usize, usize, usize)) -> Result<Vec<Bf16Kernel>> {
+        let (small, medium, large) =
+            (Self::new(TileSize::Small, nm)?, Self::new(TileSize::Medium, nm)?, Self::new(TileSize::Large, nm)?);
+        Ok(vec![
+            small,
+            medium,
+            Bf16Kernel { stages: 4, ..medium },
+            Bf16Kernel { kt: 64, stages: 2, ..medium },
+            Bf16Kernel { stages: 2, min_blocks: 2, ..medium },
+            large,
+            Bf16Kernel { kt: 16, stages: 4, ..large },
+            Bf16Kernel { wm: 64, ..large },
+            Bf16Kernel { ns: 256, gmax: groups_per_block(256, nm.2), wm: 64, stages: 2, ..medium },
+            medium.windowed(),
+            Bf16Kernel { stages: 2, ..medium.windowed() },
+            large.windowed(),
+            Bf16Kernel { ns: 256, gmax: groups_per_block(256, nm.2), wm: 64, ..medium.windowed() },
+            Bf16Kernel { ns: 256, gmax: groups_per_block(256, nm.2), wm: 128, ..medium.windowed() },
+        ])
+    }
+
+    /// Blocks of the grid for an `m×n` product (one split-K slice).
+    pub fn blocks(&self, m: usize, n: usize) -> usize {
+        m.div_ceil(self.ms) * n.div_ceil(self.ns)
+    }
+
+    /// Dynamic shared memory, bytes: per stage, A's rows ((SPAN + 1)×(MS+8) by windows, with
+    /// a KT×GMAX table of rows; else every group slot's KT×(MS+8)) and B′'s KT×(NS+8), bf16.
     pub fn shared_bytes(&self) -> usize {
-        4 * self.kt * self.gmax + 2 * (self.gmax * self.ms + self.ns) * (self.kt + 8)
+        let a = if self.windows {
+            (self.span() + 1) * (self.ms + 8) + self.kt * self.gmax
+        } else {
+            self.gmax * self.kt * (self.ms + 8)
+        };
+        self.stages * 2 * (a + self.kt * (self.ns + 8))
     }
 
     /// Threads per block.
@@ -442,6 +543,9 @@ impl Bf16Kernel {
             ("WM", self.wm),
             ("WN", self.wn),
             ("KT", self.kt),
+            ("STAGES", self.stages),
+            ("WINDOWS", self.windows as usize),
+            ("MIN_BLOCKS", self.min_blocks),
             ("GMAX", self.gmax),
             ("NM_N", self.nm.0),
             ("NM_M", self.nm.1),
@@ -451,6 +555,36 @@ impl Bf16Kernel {
         .map(|(k, v)| format!("-D{k}={v}"))
         .collect()
     }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The `need` mask of a window-staged tensor-core `kernel` over an N:M operand with offsets
+/// `d` (W×`groups`) and `k` rows: per block column, one bit per k row, set where some group
+/// the block's columns touch keeps that row (a row past k never); and its words per block
+/// column. Empty (0 words) when the kernel stages A per group.
+pub fn need_mask(kernel: &Bf16Kernel, d: &[u16], w: usize, groups: usize, k: usize, n: usize) -> (Vec<u32>, usize) {
+    if !kernel.windows {
+        return (Vec::new(), 0);
+    }
+    let (keep, win, l) = kernel.nm;
+    let words = (w.div_ceil(kernel.kt) * kernel.span()).div_ceil(32).max(1);
+    let columns = n.div_ceil(kernel.ns);
+    let mut mask = vec![0u32; columns * words];
+    for (bx, col) in mask.chunks_exact_mut(words).enumerate() {
+        let g0 = bx * kernel.ns / l;
+        for r in 0..w {
+            for grp in (g0..g0 + kernel.gmax).filter(|&g| g < groups) {
+                let kk = (r / keep) * win + d[r * groups + grp] as usize;
+                if kk < k {
+                    col[kk / 32] |= 1 << (kk % 32);
+                }
+            }
+        }
+    }
+    (mask, words)
 }
 
 /// One variant of the 2:4 sparse tensor-core kernel (`kernels/nv24_spmm_sp.cu`).
@@ -676,12 +810,82 @@ mod tests {
     #[test]
     fn tensor_core_tiles_fit_and_refuse_short_vectors() {
         for l in [8, 16, 24, 32, 64, 128] {
-            let k = Bf16Kernel::new((2, 8, l)).unwrap();
-            assert!(k.shared_bytes() <= 48 * 1024, "{k:?}");
-            assert_eq!(k.ms % k.wm, 0);
+            for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+                // Medium and small fit at every L (fewer stages and rows where groups are many).
+                for size in [TileSize::Small, TileSize::Medium] {
+                    let k = Bf16Kernel::new(size, (2, 8, l)).unwrap().fit(limits).unwrap();
+                    assert!(k.shared_bytes() <= limits.smem_optin && k.stages >= 2 && k.kt >= 16, "{k:?}");
+                    assert_eq!((k.ms % k.wm, k.ns % k.wn, k.wn % 16, k.kt % 16), (0, 0, 0, 0));
+                }
+                // The large tile does wherever its 8 group slots or fewer fit; at L = 8 (16 slots) not.
+                let large = Bf16Kernel::new(TileSize::Large, (2, 8, l)).unwrap().fit(limits);
+                assert_eq!(large.is_ok(), l >= 16, "L = {l}: {large:?}");
+                // The choice: by windows in 128×256 blocks where more than a quarter of the rows
+                // are kept; else per group, two 128×128 blocks per SM where the grid has them.
+                let dense = Bf16Kernel::choose(4096, 4096, (4, 8, l), limits).unwrap();
+                let wide = if l % 32 == 0 { (256, 512) } else { (128, 256) };
+                assert_eq!((dense.ms, dense.ns, dense.windows, dense.threads()), (128, wide.0, true, wide.1), "L = {l}");
+                let big = Bf16Kernel::choose(4096, 4096, (2, 8, l), limits).unwrap();
+                assert_eq!((big.ms, big.ns, big.windows, big.min_blocks, big.stages), (128, 128, false, 2, 2));
+                let small = Bf16Kernel::choose(256, 4096, (1, 8, l), limits).unwrap();
+                assert_eq!((small.ms, small.windows), (64, false));
+                for nm in [(4, 8, l), (2, 8, l), (1, 8, l), (32, 32, l)] {
+                    for (m, n) in [(4096, 4096), (256, 4096), (1, 8)] {
+                        let k = Bf16Kernel::choose(m, n, nm, limits).unwrap();
+                        assert!(k.shared_bytes() <= limits.smem_optin, "{k:?}");
+                        assert!(k.threads() * 128 <= 65536 || k.min_blocks == 1, "{k:?}");
+                    }
+                }
+            }
         }
-        assert!(Bf16Kernel::new((2, 4, 4)).is_err());
-        assert!(Bf16Kernel::new((2, 4, 1)).is_err());
+        // One full stage of the 128×128 tile at L = 32: 4 slots × 32 rows × 136 + 32 × 136, bf16.
+        let k = Bf16Kernel::new(TileSize::Medium, (2, 8, 32)).unwrap();
+        assert_eq!(k.shared_bytes(), 3 * 2 * (4 * 32 * 136 + 32 * 136));
+        assert!(Bf16Kernel::new(TileSize::Medium, (2, 4, 4)).is_err());
+        assert!(Bf16Kernel::new(TileSize::Small, (2, 4, 1)).is_err());
+    }
+
+    #[test]
+    fn window_staging_covers_whole_windows_of_128_rows_and_needs_exactly_the_kept_rows() {
+        let kt = |n, m| Bf16Kernel::new(TileSize::Medium, (n, m, 32)).unwrap().windowed().kt;
+        let want = [((2, 8), 32), ((1, 8), 16), ((3, 8), 48), ((4, 8), 64), ((32, 32), 128), ((16, 32), 64), ((1, 2), 64)];
+        for ((n, m), rows) in want {
+            assert_eq!(kt(n, m), rows, "{n}:{m}");
+        }
+        let k = Bf16Kernel::new(TileSize::Medium, (3, 8, 32)).unwrap().windowed();
+        assert_eq!(k.span(), 128);
+        assert_eq!(k.shared_bytes(), 3 * 2 * (129 * 136 + 48 * 4 + 48 * 136));
+        for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+            for l in [8, 24, 32] {
+                for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
+                    let w = Bf16Kernel::new(size, (2, 8, l)).unwrap().windowed().fit(limits).unwrap();
+                    assert!(w.shared_bytes() <= limits.smem_optin && w.windows, "{w:?}");
+                }
+            }
+        }
+        // The mask against B itself: with every value nonzero, row kk of block column bx is
+        // needed exactly where B has a kept entry in that row and one of the block's columns.
+        let (kk_rows, n) = (203, 300);
+        let dense: Vec<f32> = (0..kk_rows * n).map(|i| 1.0 + (i % 5) as f32).collect();
+        let whole = Tensor::from_dense(&[kk_rows, n], &dense, &Format::dense(2)).unwrap();
+        for nm in [(2, 8), (1, 8), (3, 8)] {
+            let b = whole.prune(&Format::nm(nm.0, nm.1, 32).unwrap()).unwrap().0;
+            let pruned = b.to_dense().unwrap();
+            let parts = b.nm_parts().unwrap();
+            let kernel = Bf16Kernel::new(TileSize::Medium, (nm.0 as usize, nm.1 as usize, 32)).unwrap().windowed();
+            let (mask, words) = need_mask(&kernel, &parts.d, parts.rows(), parts.groups(), kk_rows, n);
+            assert_eq!(words, (parts.rows().div_ceil(kernel.kt) * kernel.span()).div_ceil(32));
+            for bx in 0..n.div_ceil(kernel.ns) {
+                for row in 0..words * 32 {
+                    let bit = mask[bx * words + row / 32] >> (row % 32) & 1 == 1;
+                    let columns = bx * kernel.ns..(bx * kernel.ns + kernel.ns).min(n);
+                    let kept = row < kk_rows && columns.clone().any(|j| pruned[row * n + j] != 0.0);
+                    assert_eq!(bit, kept, "{nm:?} block column {bx}, row {row}");
+                }
+            }
+        }
+        let per_group = Bf16Kernel::new(TileSize::Medium, (2, 8, 32)).unwrap();
+        assert_eq!(need_mask(&per_group, &[0; 4], 1, 4, 8, 128), (Vec::new(), 0));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nm_cuda::plan::{
-    Bf16Kernel, DeviceLimits, F32Plan, Nv24Kernel, Options, TileSize, Version, plan_f32, split_k, tables,
+    Bf16Kernel, DeviceLimits, F32Plan, Nv24Kernel, Options, TileSize, Version, need_mask, plan_f32, split_k, tables,
 };
 use nm_cuda::{Nv24Sp, to_bf16};
 use nm_format::NmParts;
@@ -40,6 +40,7 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
         "nm_spmm_bf16_tc.cu",
         "nv24_spmm_sp.cu",
         "splitk_reduce.cu",
+        "transpose_bf16.cu",
         "emulate/cuda_host.h",
         "emulate/harness.h",
         "emulate/harness.cpp",
@@ -175,24 +176,39 @@ fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
 
 #[test]
 fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
-    // L: one group per warp tile (32, 64), groups per n8 tile (8, 24: straddling blocks).
-    let cases: [Case; 5] = [
-        ((2, 4, 32), (70, 150, 96)),
-        ((1, 8, 8), (33, 130, 203)),
-        ((3, 8, 24), (65, 100, 128)),
-        ((16, 32, 64), (20, 140, 96)),
-        ((32, 32, 8), (17, 40, 50)),
+    // Every tile size; L: one group per warp tile (32, 64), groups per n8 tile (8, 24:
+    // straddling blocks); ragged m, n, k, m past a 256-row block, k odd (the transpose's
+    // unaligned rows), W not a multiple of the kept rows per stage.
+    // `None`: the kernel the library picks for a 4096×4096 output (4:8: by windows in 128×256
+    // blocks of 16 warps; 2:8: two 128×128 blocks per SM).
+    let cases: [(Case, Option<TileSize>); 9] = [
+        (((2, 4, 32), (70, 150, 96)), Some(TileSize::Medium)),
+        (((1, 8, 8), (33, 130, 203)), Some(TileSize::Small)),
+        (((3, 8, 24), (65, 100, 128)), Some(TileSize::Medium)),
+        (((16, 32, 64), (20, 140, 96)), Some(TileSize::Large)),
+        (((32, 32, 8), (17, 40, 50)), Some(TileSize::Small)),
+        (((2, 8, 32), (300, 96, 301)), Some(TileSize::Large)),
+        (((1, 8, 16), (9, 72, 520)), Some(TileSize::Medium)),
+        (((4, 8, 32), (150, 300, 200)), None),
+        (((2, 8, 32), (130, 260, 136)), None),
     ];
-    for (c, &(nm, (m, n, k))) in cases.iter().enumerate() {
+    let mut runs = 0;
+    for (c, &((nm, (m, n, k)), size)) in cases.iter().enumerate() {
         let b = random_nm(k, n, nm, c as u64 + 21);
         let parts = b.nm_parts().unwrap();
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 3 + c) % 7) as f32 - 3.0).collect();
         let want = cpu_reference(&a, m, &b);
-        let kernel = Bf16Kernel::new((nm.0 as usize, nm.1 as usize, nm.2)).unwrap();
-        let steps = parts.rows().div_ceil(kernel.kt);
-        let blocks = n.div_ceil(kernel.ns) * m.div_ceil(kernel.ms);
-        for asked in [1, 3] {
-            let (slices, per_slice) = split_k(Some(asked), blocks, steps, DeviceLimits::H100.sms);
+        let nm3 = (nm.0 as usize, nm.1 as usize, nm.2);
+        let tile = match size {
+            Some(size) => Bf16Kernel::new(size, nm3).unwrap(),
+            None => Bf16Kernel::choose(4096, 4096, nm3, DeviceLimits::H100).unwrap(),
+        };
+        // Both ways of staging A: split-K only with the first (it does not depend on staging).
+        for (kernel, asked) in [(tile, 1), (tile, 3), (tile.windowed(), 1)] {
+            let kernel = kernel.fit(DeviceLimits::H100).unwrap();
+            let steps = parts.rows().div_ceil(kernel.kt);
+            let (mask, need_words) = need_mask(&kernel, &parts.d, parts.rows(), parts.groups(), k, n);
+            let (slices, per_slice) = split_k(Some(asked), kernel.blocks(m, n), steps, DeviceLimits::H100.sms);
             let header = [
                 m,
                 n,
@@ -206,16 +222,21 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
                 n.div_ceil(kernel.ns),
                 m.div_ceil(kernel.ms),
                 kernel.threads(),
+                kernel.shared_bytes(),
+                need_words,
             ];
             let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
             bytes.extend(a.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
             bytes.extend(parts.b_prime.iter().flat_map(|&v| to_bf16(v).to_le_bytes()));
             bytes.extend(parts.d.iter().flat_map(|v| v.to_le_bytes()));
-            let tag = format!("tc{c}-s{slices}");
+            bytes.extend(mask.iter().flat_map(|v| v.to_le_bytes()));
+            let tag = format!("tc{c}-s{slices}-w{}", kernel.windows as u8);
             let got = run_harness("harness_tc.cpp", &nm_cuda::kernels::Variant::bf16(&kernel).options, &tag, bytes);
             assert!(got == want, "{tag} {nm:?} {m}×{n}×{k} {kernel:?}: results differ");
+            runs += 1;
         }
     }
+    println!("{runs} emulated tensor-core launches");
 }
 
 #[test]
