@@ -470,9 +470,9 @@ impl Bf16Kernel {
     /// than a quarter of the rows are kept, A staged by windows in 128×256 blocks of 16 warps
     /// (4:8 at 4096³: 0.466 ms against 0.662 for the best per-group variant): a block's 8
     /// groups share most rows. At a quarter or less, per group: 128×128 blocks of two stages,
-    /// two blocks per SM (2:8 at 1024×4096×4096: 0.099 ms, windows 0.118; 1:8 at 4096³:
-    /// 0.207, windows 0.286), or 64×64 blocks where the grid gives fewer than two blocks per
-    /// SM (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a multiple of 32, the
+    /// two blocks per SM (2:8 at 1024×4096×4096: 0.099 ms, windows 0.118, 64×64 blocks 0.120;
+    /// 1:8 at 4096³: 0.207, windows 0.286), or 64×64 blocks where the grid gives fewer
+    /// 128×128 blocks than SMs (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a multiple of 32, the
     /// windows go in 128×128 blocks of 8 warps. Fitted to the device; the smallest tile where
     /// nothing else fits.
     pub fn choose(m: usize, n: usize, nm: (usize, usize, usize), limits: DeviceLimits) -> Result<Bf16Kernel> {
@@ -482,7 +482,7 @@ impl Bf16Kernel {
         } else if 4 * nm.0 > nm.1 {
             // Warps whose n8 tiles lie in several groups need more registers than 16 warps have.
             medium.windowed()
-        } else if medium.blocks(m, n) >= 2 * limits.sms {
+        } else if medium.blocks(m, n) >= limits.sms {
             Bf16Kernel { stages: 2, min_blocks: 2, ..medium }
         } else {
             small
