@@ -2,11 +2,12 @@
 //!
 //! `C = A·B` with B in vector-wise `nm(N,M,L)`: f32 kernels on CUDA cores (the paper's V1
 //! hierarchical blocking, V2 sparsity-aware loading, V3 double-buffered pipeline, chosen by
-//! shape and sparsity, deterministic split-K), a bf16 tensor-core variant that gathers the
-//! kept columns of A per L-vector group and runs dense `mma.sync`, and, for A in the
-//! element-wise 2:4 `nv24` format, bf16 on the sparse tensor cores (`mma.sp`). Kernels are CUDA C compiled
-//! at run time by NVRTC for the device's architecture and cached as CUBINs; cuBLAS gives the
-//! dense baseline.
+//! shape and sparsity, deterministic split-K), a bf16 tensor-core variant that transposes A
+//! once, gathers each L-vector group's kept k rows of it with cp.async (per group, or by
+//! windows shared by a block's groups) and runs dense `mma.sync`, and, for A in the
+//! element-wise 2:4 `nv24` format, bf16 on the sparse tensor cores (`mma.sp`). Kernels are
+//! CUDA C compiled at run time by NVRTC for the device's architecture and cached as CUBINs;
+//! cuBLAS gives the dense baseline.
 //!
 //! Nothing is linked: the driver, NVRTC and cuBLAS are loaded when first used, so this crate
 //! builds and its tests run on machines without a GPU or a CUDA toolkit, where "no driver",
