@@ -11,7 +11,9 @@
 //! ```
 
 use nm_cuda::plan::{Bf16Kernel, F32Kernel, Nv24Kernel, plan_f32, plan_kernel};
-use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, TileSize, bf16_padded_rows, to_bf16, unavailable};
+use nm_cuda::{
+    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, TileSize, bf16_padded_rows, to_bf16, unavailable,
+};
 use nm_format::{Format, Tensor};
 
 fn main() {
@@ -21,7 +23,8 @@ fn main() {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--only" {
-            only = it.next().unwrap_or_else(|| fail("--only needs f32,nv24,bf16")).split(',').map(String::from).collect();
+            only =
+                it.next().unwrap_or_else(|| fail("--only needs f32,nv24,bf16")).split(',').map(String::from).collect();
         } else if a == "--reps" {
             reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number"));
         } else {
@@ -191,9 +194,9 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
             report((m, n, k), "bf16_tc", &pattern, &label, run, flops, &mut reference);
         }
         // The transpose of A alone, part of every time above.
-        let transpose = dev.prepare_kernel(gpu, m, chosen, None).and_then(|mut launch| {
-            time(gpu, reps, || dev.transpose(gpu, &mut launch, &a_dev))
-        });
+        let transpose = dev
+            .prepare_kernel(gpu, m, chosen, None)
+            .and_then(|mut launch| time(gpu, reps, || dev.transpose(gpu, &mut launch, &a_dev)));
         match transpose {
             Ok(ms) => println!("{m}x{n}x{k},bf16_transpose,{}:{},A only,{ms:.4},,", nm.0, nm.1),
             Err(e) => println!("{m}x{n}x{k},bf16_transpose,,,,,# {e}"),

@@ -187,7 +187,20 @@ mod tests {
             assert!(has(&format!("-DNM_L={l}")), "no variant with L = {l}");
         }
         let tc: Vec<&Variant> = all.iter().filter(|v| v.function == "nm_spmm_bf16_tc").collect();
-        for needle in ["-DMS=64", "-DMS=128", "-DMS=256", "-DNM_L=8", "-DNM_L=24", "-DNM_L=32", "-DKT=16", "-DSTAGES=2", "-DWINDOWS=0", "-DWINDOWS=1", "-DNS=256", "-DMIN_BLOCKS=2"] {
+        for needle in [
+            "-DMS=64",
+            "-DMS=128",
+            "-DMS=256",
+            "-DNM_L=8",
+            "-DNM_L=24",
+            "-DNM_L=32",
+            "-DKT=16",
+            "-DSTAGES=2",
+            "-DWINDOWS=0",
+            "-DWINDOWS=1",
+            "-DNS=256",
+            "-DMIN_BLOCKS=2",
+        ] {
             assert!(tc.iter().any(|v| v.options.iter().any(|o| o == needle)), "no tensor-core variant with {needle}");
         }
         assert!(all.iter().any(|v| v.function == "nm_bf16_transpose"));

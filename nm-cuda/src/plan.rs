@@ -428,7 +428,18 @@ impl Bf16Kernel {
             TileSize::Medium => (128, 128, 64, 32, 3),
             TileSize::Large => (256, 128, 128, 32, 2),
         };
-        Ok(Bf16Kernel { ms, ns, wm, wn, kt: 32, stages, windows: false, min_blocks: 1, gmax: groups_per_block(ns, l), nm })
+        Ok(Bf16Kernel {
+            ms,
+            ns,
+            wm,
+            wn,
+            kt: 32,
+            stages,
+            windows: false,
+            min_blocks: 1,
+            gmax: groups_per_block(ns, l),
+            nm,
+        })
     }
 
     /// This variant staging A by windows, with whole windows per stage: the kept rows per
@@ -824,7 +835,11 @@ mod tests {
                 // are kept; else per group, two 128×128 blocks per SM where the grid has them.
                 let dense = Bf16Kernel::choose(4096, 4096, (4, 8, l), limits).unwrap();
                 let wide = if l % 32 == 0 { (256, 512) } else { (128, 256) };
-                assert_eq!((dense.ms, dense.ns, dense.windows, dense.threads()), (128, wide.0, true, wide.1), "L = {l}");
+                assert_eq!(
+                    (dense.ms, dense.ns, dense.windows, dense.threads()),
+                    (128, wide.0, true, wide.1),
+                    "L = {l}"
+                );
                 let big = Bf16Kernel::choose(4096, 4096, (2, 8, l), limits).unwrap();
                 assert_eq!((big.ms, big.ns, big.windows, big.min_blocks, big.stages), (128, 128, false, 2, 2));
                 let small = Bf16Kernel::choose(256, 4096, (1, 8, l), limits).unwrap();
@@ -848,7 +863,8 @@ mod tests {
     #[test]
     fn window_staging_covers_whole_windows_of_128_rows_and_needs_exactly_the_kept_rows() {
         let kt = |n, m| Bf16Kernel::new(TileSize::Medium, (n, m, 32)).unwrap().windowed().kt;
-        let want = [((2, 8), 32), ((1, 8), 16), ((3, 8), 48), ((4, 8), 64), ((32, 32), 128), ((16, 32), 64), ((1, 2), 64)];
+        let want =
+            [((2, 8), 32), ((1, 8), 16), ((3, 8), 48), ((4, 8), 64), ((32, 32), 128), ((16, 32), 64), ((1, 2), 64)];
         for ((n, m), rows) in want {
             assert_eq!(kt(n, m), rows, "{n}:{m}");
         }

@@ -23,13 +23,15 @@ fn random_dense(m: usize, k: usize, seed: u64) -> Vec<f32> {
 }
 
 const PATTERNS: [(u32, u32); 6] = [(2, 4), (3, 8), (2, 8), (1, 8), (16, 32), (32, 32)];
-/// Ragged shapes (m, n, k) and one of the paper's (LLaMA-7B projection) shapes.
-const SHAPES: [(usize, usize, usize); 5] =
-    [(1, 37, 64), (100, 130, 200), (257, 129, 1003), (64, 256, 4096), (256, 4096, 4096)];
+/// (m, n, k).
+type Shape = (usize, usize, usize);
+
+/// Ragged shapes and one of the paper's (LLaMA-7B projection) shapes.
+const SHAPES: [Shape; 5] = [(1, 37, 64), (100, 130, 200), (257, 129, 1003), (64, 256, 4096), (256, 4096, 4096)];
 
 /// The patterns and shapes of the tensor-core test: three patterns on the ragged shapes only
 /// where `NMSPARSE_GPU_RAGGED_ONLY` is set (a compute-sanitizer run, 10–100× slower per launch).
-fn tc_cases() -> (&'static [(u32, u32)], &'static [(usize, usize, usize)]) {
+fn tc_cases() -> (&'static [(u32, u32)], &'static [Shape]) {
     if std::env::var_os("NMSPARSE_GPU_RAGGED_ONLY").is_some() {
         (&[(2, 4), (1, 8), (16, 32)], &SHAPES[..3])
     } else {
