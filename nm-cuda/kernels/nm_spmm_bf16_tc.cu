@@ -30,10 +30,8 @@
 
 #ifdef NMS_HOST_EMULATION
 #include "emulate/cuda_host.h"
+#include "cp_async.cuh"
 #endif
-
-typedef unsigned short u16;
-typedef unsigned int u32;
 
 #define THREADS ((MS / WM) * (NS / WN) * 32)
 #define WARP_COLS (NS / WN)
@@ -65,45 +63,10 @@ static_assert(THREADS % (MS / 8) == 0 && THREADS % (NS / 8) == 0, "a thread keep
 #define WARP_ONE_GROUP ((NM_L % WN == 0) && (NS % NM_L == 0 || NM_L % NS == 0))
 
 #ifdef NMS_HOST_EMULATION
-// The host emulation copies at once (see emulate/cuda_host.h).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    std::memcpy(dst, src, bytes);
-    std::memset(static_cast<char*>(dst) + bytes, 0, 16 - bytes);
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {}
-// A shared-memory address (see below).
-typedef const u16* sptr;
-__device__ __forceinline__ sptr shared_ptr(const u16* p) { return p; }
-__device__ __forceinline__ sptr sp_add(sptr p, int elems) { return p + elems; }
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], sptr row) { emulated_ldmatrix_x4(r, row, true); }
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     emulated_mma_bf16(d, a, b0, b1);
 }
 #else
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-// cp.async with zero fill: `bytes` of `src` land in `dst`, the rest of the 16 is zero.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-// Four 8×8 b16 matrices, transposed; lane l names row l % 8 of matrix l / 8.
-// A shared-memory address as ldmatrix takes it: 32 bits, where a generic pointer would hold
-// 64 (the 16-warp tiles live within 128 registers).
-typedef unsigned sptr;
-__device__ __forceinline__ sptr shared_ptr(const u16* p) { return smem_addr(p); }
-__device__ __forceinline__ sptr sp_add(sptr p, int elems) { return p + 2 * elems; }
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], sptr row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(row));
-}
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

@@ -23,6 +23,7 @@
 
 #ifdef NMS_HOST_EMULATION
 #include "emulate/cuda_host.h"
+#include "cp_async.cuh"
 #endif
 
 #define THREADS ((MS / MT) * (NS / NT))
@@ -44,31 +45,6 @@ static_assert(NS % 4 == 0 && MS % 4 == 0, "tiles are made of float4 chunks");
 #define WARP_ONE_GROUP (NM_L % NR == 0 && NS % NM_L == 0)
 // One group per float4 chunk of columns.
 #define CHUNK_ONE_GROUP (NM_L % 4 == 0)
-
-#if PIPELINE && defined(NMS_HOST_EMULATION)
-// The host emulation copies at once (see emulate/cuda_host.h).
-__device__ __forceinline__ void cp_async_zfill(void* dst, const void* src, int size, int bytes) {
-    std::memcpy(dst, src, bytes);
-    std::memset(static_cast<char*>(dst) + bytes, 0, size - bytes);
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) { cp_async_zfill(dst, src, 4, bytes); }
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) { cp_async_zfill(dst, src, 16, bytes); }
-__device__ __forceinline__ void cp_async_commit() {}
-__device__ __forceinline__ void cp_async_wait_all() {}
-#elif PIPELINE
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-// cp.async with zero fill: `bytes` of `src` land in `dst`, the rest of the `size` is zero.
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-#endif
 
 struct Problem {
     const float* a;
@@ -306,7 +282,7 @@ nm_spmm_f32(const float* __restrict__ a, const float* __restrict__ bp, const int
         float* as = odd ? as1 : as0;
         float* bs = odd ? bs1 : bs0;
         int* ds = odd ? ds1 : ds0;
-        cp_async_wait_all();
+        cp_async_wait<0>();
         __syncthreads();
         // The next step's copies run while this step computes: the other buffer was last
         // read before the barrier above.

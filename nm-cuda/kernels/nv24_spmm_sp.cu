@@ -24,10 +24,8 @@
 
 #ifdef NMS_HOST_EMULATION
 #include "emulate/cuda_host.h"
+#include "cp_async.cuh"
 #endif
-
-typedef unsigned short u16;
-typedef unsigned int u32;
 
 #define THREADS ((MS / WM) * (NS / WN) * 32)
 #define WARP_COLS (NS / WN)
@@ -49,42 +47,10 @@ static_assert(STAGES >= 2, "the pipeline needs two buffers at least");
 static_assert(KSTEP >= 1, "a stage holds one k32 slice at least");
 
 #ifdef NMS_HOST_EMULATION
-// The host emulation copies at once (see emulate/cuda_host.h).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    std::memcpy(dst, src, bytes);
-    std::memset(static_cast<char*>(dst) + bytes, 0, 16 - bytes);
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {}
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const u16* row) { emulated_ldmatrix_x4(r, row, false); }
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const u16* row) { emulated_ldmatrix_x4(r, row, true); }
 __device__ __forceinline__ void mma_sp(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 e) {
     emulated_mma_sp_bf16(d, a, b, e);
 }
 #else
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-// cp.async with zero fill: `bytes` of `src` land in `dst`, the rest of the 16 is zero.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-// Four 8×8 b16 matrices; lane l names row l % 8 of matrix l / 8.
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], const u16* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(row)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const u16* row) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(row)));
-}
 __device__ __forceinline__ void mma_sp(float (&d)[4], const u32 (&a)[4], const u32 (&b)[4], u32 e) {
 #if __CUDA_ARCH__ >= 900
 #define MMA_SP "mma.sp::ordered_metadata"
@@ -187,7 +153,7 @@ nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* 
             for (int i = 0; i < MI; ++i) {
                 // Lanes 0-15 name rows 0-15 at column 0, lanes 16-31 the same rows at column 8:
                 // the four 8×8 quarters land as a0 (g, 2t), a1 (g+8, 2t), a2 (g, 2t+8), a3 (g+8, 2t+8).
-                ldmatrix_x4(af[i], a_s + (wr + i * 16 + lane % 16) * ASTR + (lane / 16) * 8);
+                ldmatrix_x4(af[i], shared_ptr(a_s + (wr + i * 16 + lane % 16) * ASTR + (lane / 16) * 8));
                 meta[i] = e_s[((wr / 16) + i) * 16 + 2 * g + (lane & 1)];
             }
 #pragma unroll
@@ -195,7 +161,7 @@ nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* 
                 // Lane l names k row l of the slice at the tile's first column; transposed, each
                 // 8-row quarter gives the lane k = 2t, 2t+1 of column g: b0..b3 at k offsets 0, 8, 16, 24.
                 u32 bf[4];
-                ldmatrix_x4_trans(bf, b_s + lane * BSTR + wc + j * 8);
+                ldmatrix_x4_trans(bf, shared_ptr(b_s + lane * BSTR + wc + j * 8));
 #pragma unroll
                 for (int i = 0; i < MI; ++i) mma_sp(acc[i][j], af[i], bf, meta[i]);
             }

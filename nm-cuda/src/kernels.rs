@@ -2,12 +2,20 @@
 
 use crate::plan::{Bf16Kernel, DeviceLimits, F32Kernel, Nv24Kernel, Options, TileSize, Version, plan_f32};
 
+/// A kernel source with the copy and fragment helpers it shares with the others
+/// (`kernels/cp_async.cuh`) ahead of it: NVRTC is given one source and no include path.
+macro_rules! with_helpers {
+    ($file:literal) => {
+        concat!(include_str!("../kernels/cp_async.cuh"), "\n", include_str!($file))
+    };
+}
+
 /// f32 NM-SpMM (V1/V2/V3 by `-D` options).
-pub const F32_SOURCE: &str = include_str!("../kernels/nm_spmm_f32.cu");
+pub const F32_SOURCE: &str = with_helpers!("../kernels/nm_spmm_f32.cu");
 /// bf16 tensor-core NM-SpMM.
-pub const BF16_TC_SOURCE: &str = include_str!("../kernels/nm_spmm_bf16_tc.cu");
+pub const BF16_TC_SOURCE: &str = with_helpers!("../kernels/nm_spmm_bf16_tc.cu");
 /// 2:4 (nv24) SpMM on sparse tensor cores.
-pub const NV24_SP_SOURCE: &str = include_str!("../kernels/nv24_spmm_sp.cu");
+pub const NV24_SP_SOURCE: &str = with_helpers!("../kernels/nv24_spmm_sp.cu");
 /// A bf16 transpose (A for the tensor-core kernel).
 pub const TRANSPOSE_BF16_SOURCE: &str = include_str!("../kernels/transpose_bf16.cu");
 /// The split-K reduction.

@@ -41,6 +41,7 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
         "nv24_spmm_sp.cu",
         "splitk_reduce.cu",
         "transpose_bf16.cu",
+        "cp_async.cuh",
         "emulate/cuda_host.h",
         "emulate/harness.h",
         "emulate/harness.cpp",
