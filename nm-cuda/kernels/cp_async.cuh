@@ -7,6 +7,16 @@
 typedef unsigned short u16;
 typedef unsigned int u32;
 
+// `u16* name`: the block's dynamic shared memory (in the host emulation, the buffer the
+// harness gives each block).
+#ifdef NMS_HOST_EMULATION
+#define DYNAMIC_SHARED_U16(name) u16* name = reinterpret_cast<u16*>(emulated_shared)
+#else
+#define DYNAMIC_SHARED_U16(name)                            \
+    extern __shared__ __align__(16) u16 name##_storage[]; \
+    u16* name = name##_storage
+#endif
+
 #ifdef NMS_HOST_EMULATION
 __device__ __forceinline__ void cp_async_zfill(void* dst, const void* src, int size, int bytes) {
     std::memcpy(dst, src, bytes);

@@ -95,12 +95,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 nm_spmm_bf16_tc(const u16* __restrict__ at, const u16* __restrict__ bp, const u16* __restrict__ d,
                 const u32* __restrict__ need, float* __restrict__ out, int m, int n, int k, int lda, int w, int np,
                 int groups, int need_words, int steps, int steps_per_slice) {
-#ifdef NMS_HOST_EMULATION
-    u16* as = reinterpret_cast<u16*>(emulated_shared);
-#else
-    extern __shared__ __align__(16) u16 smem[];
-    u16* as = smem;
-#endif
+    DYNAMIC_SHARED_U16(as);
     u16* bs = as + STAGES * A_STAGE;
     // Per stage, the A row of each (kept row, group slot) (WINDOWS only).
     u16* rel = bs + STAGES * B_STAGE;

@@ -72,12 +72,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 nv24_spmm_sp(const u16* __restrict__ av, const u32* __restrict__ ae, const u16* __restrict__ b,
              float* __restrict__ out, int m, int n, int k, int kc, int ldb, int row_tiles, int k32_steps,
              int stages, int stages_per_slice) {
-#ifdef NMS_HOST_EMULATION
-    u16* as = reinterpret_cast<u16*>(emulated_shared);
-#else
-    extern __shared__ __align__(16) u16 smem[];
-    u16* as = smem;
-#endif
+    DYNAMIC_SHARED_U16(as);
     u16* bs = as + STAGES * A_STAGE;
     u32* es = reinterpret_cast<u32*>(bs + STAGES * B_STAGE);
 
