@@ -339,8 +339,9 @@ pub struct GpuNmBf16 {
     d_host: Vec<u16>,
 }
 
-/// One prepared launch of the tensor-core kernel for `m` rows of A, with its scratch: A
-/// transposed (k×lda bf16) and the split-K workspace.
+/// One prepared launch of the tensor-core kernel for `m` rows of A, with what it reuses from
+/// call to call: A's transposed copy (k×lda bf16), the split-K workspace and, staged by
+/// windows, the `need` mask.
 pub struct Bf16Launch {
     /// The parameter set.
     pub kernel: Bf16Kernel,

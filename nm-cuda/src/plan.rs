@@ -483,9 +483,9 @@ impl Bf16Kernel {
     /// groups share most rows. At a quarter or less, per group: 128×128 blocks of two stages,
     /// two blocks per SM (2:8 at 1024×4096×4096: 0.099 ms, windows 0.118, 64×64 blocks 0.120;
     /// 1:8 at 4096³: 0.207, windows 0.286), or 64×64 blocks where the grid gives fewer
-    /// 128×128 blocks than SMs (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a multiple of 32, the
-    /// windows go in 128×128 blocks of 8 warps. Fitted to the device; the smallest tile where
-    /// nothing else fits.
+    /// 128×128 blocks than SMs (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a
+    /// multiple of 32, the windows go in 128×128 blocks of 8 warps. Fitted to the device; the
+    /// smallest tile where nothing else fits.
     pub fn choose(m: usize, n: usize, nm: (usize, usize, usize), limits: DeviceLimits) -> Result<Bf16Kernel> {
         let (medium, small) = (Self::new(TileSize::Medium, nm)?, Self::new(TileSize::Small, nm)?);
         let preferred = if 4 * nm.0 > nm.1 && nm.2.is_multiple_of(32) {
