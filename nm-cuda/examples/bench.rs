@@ -115,39 +115,38 @@ fn main() {
             Some(Err(e)) => println!("{m}x{n}x{k},2:4 nv24,0.5,nv24_sp,,,,# {e}"),
         }
         drop(b16_dev);
+        // A in bf16 for the tensor-core kernel, once per shape.
+        let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
+        let a_tc = gpu.upload(&a_bits).unwrap_or_else(|e| fail(&e.to_string()));
         for &(keep, win) in &patterns {
             let b = pruned(k, n, (keep, win, l));
             let parts = b.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
             let useful = 2.0 * m as f64 * n as f64 * k as f64 * keep as f64 / win as f64;
             let sparsity = 1.0 - keep as f64 / win as f64;
             let label = format!("{m}x{n}x{k},{keep}:{win},{sparsity}");
-            let mut dev = if tc_only { None } else { Some(GpuNm::upload(&gpu, &parts)) };
-            let f32_runs = if tc_only { &[][..] } else { &F32_RUNS[..] };
-            for &(name, options) in f32_runs {
-                let dev = match dev.as_mut() {
-                    Some(Ok(dev)) => dev,
-                    Some(Err(e)) => fail(&e.to_string()),
-                    None => break,
-                };
-                let launch = match dev.prepare(&gpu, m, options) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        println!("{label},{name},,,,# {e}");
-                        continue;
-                    }
-                };
-                let mut work = gpu.zeros::<f32>(launch.workspace(n)).unwrap();
-                let ms = time(&gpu, reps, || dev.run(&gpu, &launch, &a_dev, &mut c, &mut work));
-                println!(
-                    "{label},{name} ({:?} {:?}{}{}),{ms:.4},{:.2},{:.1},{:.2}",
-                    launch.plan.kernel.version,
-                    launch.plan.size,
-                    if launch.plan.kernel.packed { " packed" } else { "" },
-                    if launch.plan.slices > 1 { format!(" split-k {}", launch.plan.slices) } else { String::new() },
-                    useful / ms / 1e9,
-                    100.0 * useful / ms * 1e3 / peak,
-                    sgemm / ms
-                );
+            if !tc_only {
+                let mut dev = GpuNm::upload(&gpu, &parts).unwrap_or_else(|e| fail(&e.to_string()));
+                for (name, options) in F32_RUNS {
+                    let launch = match dev.prepare(&gpu, m, options) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            println!("{label},{name},,,,# {e}");
+                            continue;
+                        }
+                    };
+                    let mut work = gpu.zeros::<f32>(launch.workspace(n)).unwrap();
+                    let ms = time(&gpu, reps, || dev.run(&gpu, &launch, &a_dev, &mut c, &mut work));
+                    println!(
+                        "{label},{name} ({:?} {:?}{}{}),{ms:.4},{:.2},{:.1},{:.2}",
+                        launch.plan.kernel.version,
+                        launch.plan.size,
+                        if launch.plan.kernel.packed { " packed" } else { "" },
+                        if launch.plan.slices > 1 { format!(" split-k {}", launch.plan.slices) } else { String::new() },
+                        useful / ms / 1e9,
+                        100.0 * useful / ms * 1e3 / peak,
+                        sgemm / ms
+                    );
+                }
             }
             // The tensor-core kernel as the plan chooses it.
             let tc = GpuNmBf16::upload(&gpu, &parts).and_then(|tc| {
@@ -156,8 +155,6 @@ fn main() {
             });
             match tc {
                 Ok((tc, mut launch)) => {
-                    let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
-                    let a_tc = gpu.upload(&a_bits).unwrap_or_else(|e| fail(&e.to_string()));
                     let ms = time(&gpu, reps, || tc.run(&gpu, &mut launch, &a_tc, &mut c));
                     let kernel = &launch.kernel;
                     let split = if launch.slices > 1 { format!(" split-k {}", launch.slices) } else { String::new() };
