@@ -171,7 +171,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
         let flops = 2.0 * (m * n * k) as f64 * nm.0 as f64 / nm.1 as f64;
         for kernel in variants {
             let label = format!(
-                "{}x{} warp {}x{} kt{} x{} stages {} blocks/SM ({} KiB){}",
+                "{}x{} warp {}x{} kt{} x{} stages {} blocks/SM ({} KiB){}{}",
                 kernel.ms,
                 kernel.ns,
                 kernel.wm,
@@ -180,6 +180,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
                 kernel.stages,
                 kernel.min_blocks,
                 kernel.shared_bytes() / 1024,
+                if kernel.windows { " by windows" } else { "" },
                 if kernel == chosen { " (default)" } else { "" }
             );
             let run = dev.prepare_kernel(gpu, m, kernel, None).and_then(|mut launch| {
