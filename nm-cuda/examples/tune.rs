@@ -168,6 +168,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
             }
         }
         let mut reference = None;
+        let pattern = format!("{}:{}", nm.0, nm.1);
         let flops = 2.0 * (m * n * k) as f64 * nm.0 as f64 / nm.1 as f64;
         for kernel in variants {
             let label = format!(
@@ -188,7 +189,6 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
                 let ms = time(gpu, reps, || dev.run(gpu, &mut launch, &a_dev, &mut c))?;
                 Ok((ms, gpu.download(&c)?))
             });
-            let pattern = format!("{}:{}", nm.0, nm.1);
             if let (Ok((ms, _)), Ok(dense)) = (&run, &dense) {
                 println!("# {pattern} {label}: {:.2}x cuBLAS bf16", dense / ms);
             }
@@ -199,7 +199,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
             .prepare_kernel(gpu, m, chosen, None)
             .and_then(|mut launch| time(gpu, reps, || dev.transpose(gpu, &mut launch, &a_dev)));
         match transpose {
-            Ok(ms) => println!("{m}x{n}x{k},bf16_transpose,{}:{},A only,{ms:.4},,", nm.0, nm.1),
+            Ok(ms) => println!("{m}x{n}x{k},bf16_transpose,{pattern},A only,{ms:.4},,"),
             Err(e) => println!("{m}x{n}x{k},bf16_transpose,,,,,# {e}"),
         }
     }
