@@ -33,6 +33,7 @@
 //! zero and never read past `A`'s last column; the last group stores only `C`'s columns).
 
 mod cache;
+mod kept_scratch;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -525,46 +526,60 @@ fn spmm_in_blocks<T: Real>(
     threads: usize,
     blocks: Blocking,
 ) {
-    // One transposed block per thread, reused: allocated per block, its pages were faulted
-    // in and zeroed every time (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s).
+    // One transposed block per thread, reused from block to block and from call to call
+    // (`kept_scratch`): allocated per block, its pages were faulted in and zeroed every time
+    // (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s); per call, 1:8 at 1024³ lost 2–4%.
     let packed = loading.packs();
+    let starts = block_starts(m, isa.tile_rows::<T>(), blocks.rows, threads);
     // With no column (no group) one pass still runs, and writes nothing.
     for first in (0..b.groups.max(1)).step_by(blocks.panel_groups) {
         let panel = first..(first + blocks.panel_groups).min(b.groups);
-        row_blocks(c, m, b.cols, blocks.rows, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
+        row_blocks(c, b.cols, &starts, threads, |scratch: &mut Scratch<T>, lo, hi, rows| {
             let part = Part { lo, hi, groups: panel.clone(), chunk_groups: blocks.chunk_groups };
             block_rows_of(isa, packed, a, part, b, rows, scratch)
         });
     }
 }
 
-/// Rows `0..m` of `c` (`m × n`) in blocks of `block_rows`, taken by `threads` threads as they
-/// finish the previous one: `body(scratch, lo, hi, rows lo..hi of c)`, with a scratch value
-/// per thread kept from block to block.
-fn row_blocks<T: Send, S: Default>(
+/// The first row of each block that `m` rows are cut into, then `m`: whole tiles of
+/// `tile_rows` rows spread evenly over as many blocks as take at most `max_rows` rows each,
+/// rounded up to a multiple of `threads` (at most one block per tile). Blocks of one size
+/// and a last short one left a thread behind: 1024 rows in tiles of 14 on two threads were 9
+/// blocks of 8 tiles and one of 2, 40 tiles for one thread and 34 for the other; now 37 each.
+fn block_starts(m: usize, tile_rows: usize, max_rows: usize, threads: usize) -> Vec<usize> {
+    let tiles = m.div_ceil(tile_rows);
+    let per_block = (max_rows / tile_rows).max(1);
+    let blocks = tiles.div_ceil(per_block).div_ceil(threads).saturating_mul(threads).min(tiles);
+    (0..=blocks).map(|b| (b * tiles).checked_div(blocks).map_or(0, |t| (t * tile_rows).min(m))).collect()
+}
+
+/// Rows `0..m` of `c` (`m × n`) in the blocks that start at `starts` (the last entry is `m`),
+/// taken by `threads` threads as they finish the previous one: `body(scratch, lo, hi, rows
+/// lo..hi of c)`, with a scratch value per thread kept from block to block.
+fn row_blocks<T: Send, S: kept_scratch::Scratch>(
     c: &mut [T],
-    m: usize,
     n: usize,
-    block_rows: usize,
+    starts: &[usize],
     threads: usize,
     body: impl Fn(&mut S, usize, usize, &mut [T]) + Sync,
 ) {
-    let blocks = m.div_ceil(block_rows);
+    let blocks = starts.len().saturating_sub(1);
     let next = AtomicUsize::new(0);
     let out = SharedOut(c.as_mut_ptr(), c.len());
     let work = || {
-        let mut scratch = S::default();
+        let mut scratch = kept_scratch::take::<S>();
         loop {
             let block = next.fetch_add(1, Ordering::Relaxed);
             if block >= blocks {
                 break;
             }
-            let (lo, hi) = (block * block_rows, ((block + 1) * block_rows).min(m));
+            let (lo, hi) = (starts[block], starts[block + 1]);
             // SAFETY: blocks are disjoint row ranges, each taken by one thread; `c` is borrowed
             // mutably for the whole call and outlives the scope.
             let rows = unsafe { out.rows(lo * n, hi * n) };
             body(&mut scratch, lo, hi, rows);
         }
+        kept_scratch::keep(scratch);
     };
     nm_format::workers::run_on(threads.min(blocks), work);
 }
@@ -602,6 +617,16 @@ const fn row_stride(rows: usize) -> usize {
 /// A register tile in intrinsics: `R` rows × group `g`'s `L` lanes from the tile's rows of A
 /// transposed (`a_t[kk·R + i]`, `k × R`), every element of `out` overwritten.
 type SimdTile<T, const L: usize, const R: usize> = unsafe fn(&[T], &NmMatrix<'_, T>, usize, &mut [[T; L]; R]);
+
+/// A block's tile in intrinsics and how it gets its rows of A.
+struct SimdTiles<T, const L: usize, const R: usize> {
+    tile: SimdTile<T, L, R>,
+    /// The tile reads a group's kept rows packed ([`Loading`]), not the whole transposed tile.
+    packed: bool,
+    /// A's tiles are transposed a cache line at a time in AVX-512 registers
+    /// ([`Simd::transpose_lines`]) where a row of the transposed tile is one line.
+    lines: bool,
+}
 
 /// The part of C one call computes: rows `lo..hi` (those its `c` holds) × the column groups
 /// `groups` (a panel of B, [`Blocking`]), which the tiles take in chunks of `chunk_groups`.
@@ -657,7 +682,7 @@ fn block_rows_of<T: Real>(
 /// A block function for one instruction set: its tile variant for the loading and prefetch
 /// that `b` calls for, or the portable tile where `L` is not a whole number of vectors.
 macro_rules! simd_block {
-    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident, $registers:literal) => {
+    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident, $registers:literal, $lines:literal) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $feature)]
         fn $name<T: Real, const L: usize>(
@@ -679,15 +704,15 @@ macro_rules! simd_block {
                 (false, true) => T::$tile::<L, { $rows }, true, false>,
                 (false, false) => T::$tile::<L, { $rows }, false, false>,
             };
-            let simd = L.is_multiple_of(T::$lanes).then_some((tile, packed));
+            let simd = L.is_multiple_of(T::$lanes).then_some(SimdTiles { tile, packed, lines: $lines });
             block::<T, L, true, { $rows }>(a, part, b, c, scratch, simd)
         }
     };
 }
 
-simd_block!(block_avx512_f32_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F32, LANES_512, 32);
-simd_block!(block_avx512_f64_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F64, LANES_512, 32);
-simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256, 16);
+simd_block!(block_avx512_f32_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F32, LANES_512, 32, true);
+simd_block!(block_avx512_f64_rows, "avx512f,avx2,fma", tile_avx512, ROWS_512_F64, LANES_512, 32, true);
+simd_block!(block_avx2, "avx2,fma", tile_avx2, ROWS_256, LANES_256, 16, false);
 
 fn block_baseline<T: Real, const L: usize>(
     a: &[T],
@@ -713,7 +738,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     b: &NmMatrix<'_, T>,
     c: &mut [T],
     scratch: &mut Scratch<T>,
-    simd: Option<(SimdTile<T, L, R>, bool)>,
+    simd: Option<SimdTiles<T, L, R>>,
 ) {
     let Part { lo, hi, groups, chunk_groups: chunk } = part;
     let Scratch { a_t, kept: kept_t } = scratch;
@@ -727,23 +752,35 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     let tiles = (hi - lo).div_ceil(R);
     let kp = b.padded_rows();
     let stride = row_stride(R);
-    if simd.is_some() {
-        // Rows past `k` are never written: zero since the buffer was first grown for this `B`
-        // (a block never needs more tiles than the first, full one).
+    if let Some(simd) = &simd {
         if a_t.len() < tiles * kp * stride {
             *a_t = LineAligned::zeros(tiles * kp * stride);
         }
+        // The buffer may come from an earlier product (`kept_scratch`): the padding rows of
+        // this B's last window are zeroed here, the rest is transposed over below.
+        for tile_t in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride) {
+            tile_t[k * stride..].fill(T::ZERO);
+        }
         for (t, tile_t) in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride).enumerate() {
-            for first in (0..stride).step_by(8) {
-                // Past the block's end (and in the unused slots of a tile of fewer rows than
-                // its stride), the last row again: computed, never stored.
-                let rows: [&[T]; 8] = std::array::from_fn(|i| {
-                    let row = (lo + t * R + (first + i).min(R - 1)).min(hi - 1);
-                    &a[row * k..(row + 1) * k]
-                });
-                // SAFETY: `simd` is set only for AVX-512 or AVX2 (both with AVX2), whose
-                // callers checked the CPU; strides are powers of two of at least 8.
-                unsafe { T::transpose8(&rows, &mut tile_t[..k * stride], stride, first) };
+            // Past the block's end (and in the unused slots of a tile of fewer rows than its
+            // stride), the last row again: computed, never stored.
+            let row = |i: usize| {
+                let row = (lo + t * R + i.min(R - 1)).min(hi - 1);
+                &a[row * k..(row + 1) * k]
+            };
+            let tile_t = &mut tile_t[..k * stride];
+            if simd.lines && stride * std::mem::size_of::<T>() == CACHE_LINE {
+                let rows: [&[T]; CACHE_LINE / 4] = std::array::from_fn(row);
+                // SAFETY: `lines` is set only for AVX-512, whose callers checked the CPU;
+                // the stride is one line's elements, as many as the rows given.
+                unsafe { T::transpose_lines(&rows[..stride], tile_t) };
+            } else {
+                for first in (0..stride).step_by(8) {
+                    let rows: [&[T]; 8] = std::array::from_fn(|i| row(first + i));
+                    // SAFETY: `simd` is set only for AVX-512 or AVX2 (both with AVX2), whose
+                    // callers checked the CPU; strides are powers of two of at least 8.
+                    unsafe { T::transpose8(&rows, tile_t, stride, first) };
+                }
             }
         }
     }
@@ -763,7 +800,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
             &a[i * k..(i + 1) * k]
         };
         match simd {
-            Some((simd, packed)) => {
+            Some(SimdTiles { tile, packed, .. }) => {
                 let t = (r - lo) / R;
                 let tile_t = &a_t[t * kp * stride..(t + 1) * kp * stride];
                 let source = if packed {
@@ -775,7 +812,7 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 // SAFETY: `simd` is set only by `block_avx512` / `block_avx2` for their own
                 // instruction set, whose callers checked the CPU; it reads the kept rows
                 // where `packed`, the whole transposed tile otherwise.
-                unsafe { simd(source, b, g, &mut acc) }
+                unsafe { tile(source, b, g, &mut acc) }
             }
             None => {
                 let a_rows: [&[T]; R] = std::array::from_fn(row);
@@ -816,6 +853,19 @@ struct Scratch<T> {
 impl<T: Real> Default for Scratch<T> {
     fn default() -> Self {
         Scratch { a_t: LineAligned::default(), kept: LineAligned::default() }
+    }
+}
+
+/// An `nv24` task's buffers: its tile of C and its rows' kept entries.
+impl<T: Real> kept_scratch::Scratch for (Vec<T>, Vec<(u32, T)>) {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&self.0[..]) + std::mem::size_of_val(&self.1[..])
+    }
+}
+
+impl<T: Real> kept_scratch::Scratch for Scratch<T> {
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&self.a_t[..]) + std::mem::size_of_val(&self.kept[..])
     }
 }
 
@@ -927,6 +977,16 @@ mod simd {
         /// # Safety
         /// The CPU supports AVX2.
         unsafe fn transpose8(rows: &[&[Self]; 8], out: &mut [Self], stride: usize, first: usize)
+        where
+            Self: Sized;
+
+        /// `out[kk·W + i] = rows[i][kk]` with `W` = `rows.len()` the elements of one cache line
+        /// (16 f32, 8 f64), for every column `kk` of the rows (all of one length,
+        /// `out.len() / W`): a whole line of `out` per column, built in AVX-512 registers.
+        ///
+        /// # Safety
+        /// The CPU supports AVX-512F.
+        unsafe fn transpose_lines(rows: &[&[Self]], out: &mut [Self])
         where
             Self: Sized;
 
@@ -1101,7 +1161,7 @@ mod simd {
         ($t:ty, $lanes512:expr, $lanes256:expr, $rows512:expr,
          [$v512:ty, $zero512:ident, $load512:ident, $set512:ident, $fma512:ident, $store512:ident],
          [$v256:ty, $zero256:ident, $load256:ident, $set256:ident, $fma256:ident, $store256:ident],
-         $transpose:ident) => {
+         $transpose:ident, $transpose_lines:ident) => {
             impl Simd for $t {
                 const LANES_512: usize = $lanes512;
                 const LANES_256: usize = $lanes256;
@@ -1131,6 +1191,17 @@ mod simd {
                 #[cfg(not(target_arch = "x86_64"))]
                 unsafe fn transpose8(_: &[&[$t]; 8], _: &mut [$t], _: usize, _: usize) {
                     unreachable!("AVX2 is only selected on x86-64")
+                }
+
+                #[cfg(target_arch = "x86_64")]
+                unsafe fn transpose_lines(rows: &[&[$t]], out: &mut [$t]) {
+                    // SAFETY: the caller checked that the CPU supports AVX-512F.
+                    unsafe { $transpose_lines(rows, out) }
+                }
+
+                #[cfg(not(target_arch = "x86_64"))]
+                unsafe fn transpose_lines(_: &[&[$t]], _: &mut [$t]) {
+                    unreachable!("AVX-512 is only selected on x86-64")
                 }
 
                 #[cfg(target_arch = "x86_64")]
@@ -1205,7 +1276,8 @@ mod simd {
         ROWS_512_F32,
         [__m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps],
         [__m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps],
-        transpose8_f32
+        transpose8_f32,
+        transpose_lines_f32
     );
     simd!(
         f64,
@@ -1214,7 +1286,8 @@ mod simd {
         ROWS_512_F64,
         [__m512d, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_storeu_pd],
         [__m256d, _mm256_setzero_pd, _mm256_loadu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_storeu_pd],
-        transpose8_f64
+        transpose8_f64,
+        transpose_lines_f64
     );
 
     /// The columns the 8×8 blocks leave over, one element at a time.
@@ -1273,6 +1346,87 @@ mod simd {
             }
         }
         transpose_tail(rows, out, stride, first, whole);
+    }
+
+    /// [`Simd::transpose_lines`] for f32: per 4 columns, the 16 rows' 4 values loaded as the
+    /// 128-bit lanes of 4 registers (lane `j` of register `q` from row `4j + q`), then one
+    /// 4×4 transpose within the lanes (8 shuffles) leaves column `c`'s 16 values in register
+    /// `c`, stored as one line. Against 8×8 blocks into half lines (24 shuffles per 64 values,
+    /// every line written twice) ...
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn transpose_lines_f32(rows: &[&[f32]], out: &mut [f32]) {
+        use std::arch::x86_64::*;
+        const W: usize = 16;
+        assert!(rows.len() == W && out.len().is_multiple_of(W), "16 rows, whole lines of `out`");
+        let k = out.len() / W;
+        assert!(rows.iter().all(|row| row.len() == k), "16 rows of {k}");
+        let whole = k / 4 * 4;
+        for kk in (0..whole).step_by(4) {
+            // SAFETY: `kk + 4 <= k`, the length of every row (asserted).
+            let quarter = |i: usize| unsafe { _mm_loadu_ps(rows[i].as_ptr().add(kk)) };
+            let r: [__m512; 4] = std::array::from_fn(|q| {
+                let v = _mm512_castps128_ps512(quarter(q));
+                let v = _mm512_insertf32x4::<1>(v, quarter(4 + q));
+                let v = _mm512_insertf32x4::<2>(v, quarter(8 + q));
+                _mm512_insertf32x4::<3>(v, quarter(12 + q))
+            });
+            let t = [
+                _mm512_unpacklo_ps(r[0], r[1]),
+                _mm512_unpackhi_ps(r[0], r[1]),
+                _mm512_unpacklo_ps(r[2], r[3]),
+                _mm512_unpackhi_ps(r[2], r[3]),
+            ];
+            let columns = [
+                _mm512_shuffle_ps::<0x44>(t[0], t[2]),
+                _mm512_shuffle_ps::<0xEE>(t[0], t[2]),
+                _mm512_shuffle_ps::<0x44>(t[1], t[3]),
+                _mm512_shuffle_ps::<0xEE>(t[1], t[3]),
+            ];
+            for (c, column) in columns.into_iter().enumerate() {
+                // SAFETY: column `kk + c < k`: its line is within `out` (`W·k` long).
+                unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((kk + c) * W), column) };
+            }
+        }
+        for kk in whole..k {
+            for (i, row) in rows.iter().enumerate() {
+                out[kk * W + i] = row[kk];
+            }
+        }
+    }
+
+    /// [`Simd::transpose_lines`] for f64: per 2 columns, the 8 rows' 2 values as the 128-bit
+    /// lanes of 2 registers (lane `j` of register `q` from row `2j + q`), one unpack each way.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn transpose_lines_f64(rows: &[&[f64]], out: &mut [f64]) {
+        use std::arch::x86_64::*;
+        const W: usize = 8;
+        assert!(rows.len() == W && out.len().is_multiple_of(W), "8 rows, whole lines of `out`");
+        let k = out.len() / W;
+        assert!(rows.iter().all(|row| row.len() == k), "8 rows of {k}");
+        let whole = k / 2 * 2;
+        for kk in (0..whole).step_by(2) {
+            // SAFETY: `kk + 2 <= k`, the length of every row (asserted).
+            // (As f32 lanes: inserting pairs of doubles, `vinsertf64x2`, needs AVX-512DQ.)
+            let quarter = |i: usize| _mm_castpd_ps(unsafe { _mm_loadu_pd(rows[i].as_ptr().add(kk)) });
+            let r: [__m512d; 2] = std::array::from_fn(|q| {
+                let v = _mm512_castps128_ps512(quarter(q));
+                let v = _mm512_insertf32x4::<1>(v, quarter(2 + q));
+                let v = _mm512_insertf32x4::<2>(v, quarter(4 + q));
+                _mm512_castps_pd(_mm512_insertf32x4::<3>(v, quarter(6 + q)))
+            });
+            let columns = [_mm512_unpacklo_pd(r[0], r[1]), _mm512_unpackhi_pd(r[0], r[1])];
+            for (c, column) in columns.into_iter().enumerate() {
+                // SAFETY: column `kk + c < k`: its line is within `out` (`W·k` long).
+                unsafe { _mm512_storeu_pd(out.as_mut_ptr().add((kk + c) * W), column) };
+            }
+        }
+        for kk in whole..k {
+            for (i, row) in rows.iter().enumerate() {
+                out[kk * W + i] = row[kk];
+            }
+        }
     }
 
     /// [`Simd::transpose8`] for f64: 4×4 blocks of doubles, rows 0–3 into a column's first
@@ -1360,40 +1514,46 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
         }
     }
     let packed = &*packed;
-    row_blocks(c, m, n, rows_per_task, threads, |(tile, entries): &mut (Vec<T>, Vec<(u32, T)>), lo, hi, rows| {
-        entries.clear();
-        kept_entries(values, meta, per_row, lo, hi, depth, entries);
-        let task_entries = &entries[..];
-        for start in (0..n).step_by(chunk) {
-            let width = chunk.min(n - start);
-            tile.clear();
-            tile.resize((hi - lo) * chunk, T::ZERO);
-            for first in (0..per_row).step_by(depth) {
-                let each = depth.min(per_row - first);
-                let chunk_entries = &task_entries[(hi - lo) * first..(hi - lo) * (first + each)];
-                #[cfg(target_arch = "x86_64")]
-                if matches!(isa, Isa::Avx512 | Isa::Avx2) && width == chunk {
-                    let panel = &packed[start * k..(start + chunk) * k];
-                    // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the chunk is
-                    // whole, so packed: its panel has `k` rows of `chunk`.
-                    unsafe { T::nv24_rows(isa == Isa::Avx512, chunk_entries, each, k, panel, tile) };
-                    continue;
-                }
-                for (kept, part) in chunk_entries.chunks_exact(each).zip(tile.chunks_exact_mut(chunk)) {
-                    let part = &mut part[..width];
-                    match isa {
-                        // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
-                        _ => nv24_columns::<T, false>(kept, k, b, n, start, part),
+    row_blocks(
+        c,
+        n,
+        &block_starts(m, 1, rows_per_task, threads),
+        threads,
+        |(tile, entries): &mut (Vec<T>, Vec<(u32, T)>), lo, hi, rows| {
+            entries.clear();
+            kept_entries(values, meta, per_row, lo, hi, depth, entries);
+            let task_entries = &entries[..];
+            for start in (0..n).step_by(chunk) {
+                let width = chunk.min(n - start);
+                tile.clear();
+                tile.resize((hi - lo) * chunk, T::ZERO);
+                for first in (0..per_row).step_by(depth) {
+                    let each = depth.min(per_row - first);
+                    let chunk_entries = &task_entries[(hi - lo) * first..(hi - lo) * (first + each)];
+                    #[cfg(target_arch = "x86_64")]
+                    if matches!(isa, Isa::Avx512 | Isa::Avx2) && width == chunk {
+                        let panel = &packed[start * k..(start + chunk) * k];
+                        // SAFETY: the CPU supports what `isa` names (`Isa::detect`); the chunk is
+                        // whole, so packed: its panel has `k` rows of `chunk`.
+                        unsafe { T::nv24_rows(isa == Isa::Avx512, chunk_entries, each, k, panel, tile) };
+                        continue;
+                    }
+                    for (kept, part) in chunk_entries.chunks_exact(each).zip(tile.chunks_exact_mut(chunk)) {
+                        let part = &mut part[..width];
+                        match isa {
+                            // SAFETY: the CPU supports AVX2 and FMA (`Isa::detect`).
+                            #[cfg(target_arch = "x86_64")]
+                            Isa::Avx512 | Isa::Avx2 => unsafe { nv24_columns_fma(kept, k, b, n, start, part) },
+                            _ => nv24_columns::<T, false>(kept, k, b, n, start, part),
+                        }
                     }
                 }
+                for (row, sums) in rows.chunks_exact_mut(n).zip(tile.chunks_exact(chunk)) {
+                    row[start..start + width].copy_from_slice(&sums[..width]);
+                }
             }
-            for (row, sums) in rows.chunks_exact_mut(n).zip(tile.chunks_exact(chunk)) {
-                row[start..start + width].copy_from_slice(&sums[..width]);
-            }
-        }
-    });
+        },
+    );
     Ok(())
 }
 /// Appends rows `lo..hi`'s kept entries `(column, value)` of an `nv24` matrix (`per_row` per
@@ -1592,6 +1752,29 @@ mod tests {
         assert_eq!(rows(&nm, 100, 16, 6), TILES_PER_BLOCK * 6);
         assert_eq!(rows(&nm, 0, 1, 6), TILES_PER_BLOCK * 6);
         assert_eq!(rows(&nm, 10_000, 1, 8), LARGE_B_TILES * 8);
+    }
+
+    #[test]
+    fn blocks_spread_whole_tiles_evenly_over_a_multiple_of_the_threads() {
+        // 1024 rows in 74 tiles of 14 (the last of 2 rows), at most 8 tiles a block: 10 blocks
+        // of 7 or 8 tiles, which two threads taking them in turn share 37 and 37.
+        let starts = block_starts(1024, 14, 8 * 14, 2);
+        let tiles: Vec<usize> = starts.windows(2).map(|w| (w[1] - w[0]).div_ceil(14)).collect();
+        assert_eq!(tiles, [7, 7, 8, 7, 8, 7, 7, 8, 7, 8]);
+        assert_eq!(tiles.iter().step_by(2).sum::<usize>(), 37);
+        assert_eq!(*starts.last().unwrap(), 1024);
+        // One thread: no rounding; 9 blocks of 8 or 9 tiles cannot be (74 > 9·8), so 10.
+        assert_eq!(block_starts(1024, 14, 8 * 14, 1).len(), 11);
+        for (m, tile, max, threads) in [(1000, 8, 64, 3), (5, 14, 112, 2), (3000, 6, 6, 16), (97, 1, 64, 2)] {
+            let starts = block_starts(m, tile, max, threads);
+            let blocks = starts.len() - 1;
+            assert_eq!((starts[0], starts[blocks]), (0, m));
+            assert!(starts.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= max.max(tile)), "{m} {tile}: {starts:?}");
+            assert!(starts[..blocks].iter().all(|s| s % tile == 0), "whole tiles: {starts:?}");
+            let tiles = m.div_ceil(tile);
+            assert!(blocks.is_multiple_of(threads) || blocks == tiles, "{m} {tile} {threads}: {blocks} blocks");
+        }
+        assert_eq!(block_starts(0, 14, 112, 2), [0]);
     }
 
     #[test]

@@ -205,3 +205,37 @@ fn empty_dimensions() {
         }
     }
 }
+
+/// A thread keeps its transposed block from one product to the next: what an earlier product
+/// left in it must not reach a later one. The first A is all NaN with k a whole number of
+/// windows; the next products' k is not, and with 4:8 their last window (2 rows of A) keeps
+/// two of B's zero padding rows, read from the transposed tile where the NaNs were (NaN × 0 is
+/// NaN, so stale values there would show). Blocks of several sizes, and the f64 kernel between
+/// f32 products.
+#[test]
+fn a_kept_transposed_block_leaves_nothing_behind() {
+    let mut rng = Pcg64::seed_from_u64(13);
+    let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2, Isa::Baseline].into_iter().filter(|i| i.supported()).collect();
+    for &isa in &isas {
+        for threads in [1, 2] {
+            let (m, k, n) = (40, 64, 64);
+            let (b, _) = nm_matrix::<f32>(k, n, 2, 8, 32, &mut rng);
+            let mut c = vec![0.0; m * n];
+            spmm_with(isa, Loading::WholeTile, &vec![f32::NAN; m * k], m, &NmMatrix::new(&b).unwrap(), &mut c, threads)
+                .unwrap();
+            assert!(c.iter().all(|x| x.is_nan()), "NaN in, NaN out");
+            for (m, k) in [(40, 58), (3, 58), (90, 58)] {
+                let (b, dense_b) = nm_matrix::<f32>(k, n, 4, 8, 32, &mut rng);
+                let a = integers::<f32>(m * k, &mut rng);
+                let mut c = vec![99.0; m * n];
+                spmm_with(isa, Loading::WholeTile, &a, m, &NmMatrix::new(&b).unwrap(), &mut c, threads).unwrap();
+                assert_eq!(c, reference(&a, &dense_b, m, k, n), "{m}x{k}x{n} {isa:?} {threads} threads");
+                let (b64, dense_b64) = nm_matrix::<f64>(k, n, 1, 4, 16, &mut rng);
+                let a64 = integers::<f64>(m * k, &mut rng);
+                let mut c64 = vec![99.0; m * n];
+                spmm_with(isa, Loading::WholeTile, &a64, m, &NmMatrix::new(&b64).unwrap(), &mut c64, threads).unwrap();
+                assert_eq!(c64, reference(&a64, &dense_b64, m, k, n), "f64 {m}x{k}x{n} {isa:?} {threads} threads");
+            }
+        }
+    }
+}
