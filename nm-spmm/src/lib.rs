@@ -1292,9 +1292,10 @@ mod simd {
         transpose_lines_f64
     );
 
-    /// The columns the 8×8 blocks leave over, one element at a time.
+    /// The columns the register blocks leave over, one element at a time: from column `from`
+    /// on, `out[kk·stride + first + i] = rows[i][kk]`.
     #[cfg(target_arch = "x86_64")]
-    fn transpose_tail<T: Copy>(rows: &[&[T]; 8], out: &mut [T], stride: usize, first: usize, from: usize) {
+    fn transpose_tail<T: Copy>(rows: &[&[T]], out: &mut [T], stride: usize, first: usize, from: usize) {
         for kk in from..out.len() / stride {
             for (i, row) in rows.iter().enumerate() {
                 out[kk * stride + first + i] = row[kk];
@@ -1391,11 +1392,7 @@ mod simd {
                 unsafe { _mm512_storeu_ps(out.as_mut_ptr().add((kk + c) * W), column) };
             }
         }
-        for kk in whole..k {
-            for (i, row) in rows.iter().enumerate() {
-                out[kk * W + i] = row[kk];
-            }
-        }
+        transpose_tail(rows, out, W, 0, whole);
     }
 
     /// [`Simd::transpose_lines`] for f64: per 2 columns, the 8 rows' 2 values as the 128-bit
@@ -1425,11 +1422,7 @@ mod simd {
                 unsafe { _mm512_storeu_pd(out.as_mut_ptr().add((kk + c) * W), column) };
             }
         }
-        for kk in whole..k {
-            for (i, row) in rows.iter().enumerate() {
-                out[kk * W + i] = row[kk];
-            }
-        }
+        transpose_tail(rows, out, W, 0, whole);
     }
 
     /// [`Simd::transpose8`] for f64: 4×4 blocks of doubles, rows 0–3 into a column's first
