@@ -328,6 +328,15 @@ const ROWS_256: usize = 6;
 /// Register tiles per row block a thread takes: a block's tiles reuse each group's vectors of
 /// `B` while they are in cache.
 const TILES_PER_BLOCK: usize = 8;
+/// Rows of A a block takes at most where B is small ([`blocking`]), in whole tiles: 8 tiles
+/// of 6 (AVX2) or 8 rows (AVX-512 f64), 4 of 14 (AVX-512 f32). On an AVX-512 Xeon, f32, each
+/// timed right after an OpenBLAS call in one process, 4 tiles against 8: 1024³ one thread
+/// 1:8 113.0 / 114.3 / 107.4 against 108.0 / 110.5 / 106.6 GFLOP/s, 2:8 135.4 / 135.2 / 130.5
+/// against 131.4 / 133.4 / 128.1, 4:8 level; 2048³ 3:8 140.4 against 135.1, 1:8 126.2 against
+/// 123.1; two threads 1024³ 1:8 215.1 / 218.3 against 201.7 / 208.0 (one round 201 against
+/// 210), 2048³ 1:8 230 against 225. In f64, 4 tiles of 8 rows were slower (1024³ 4:8 57.2
+/// against 59.2, 2:8 54.2 against 55.7): the rule is rows, not bytes of transposed A.
+const SMALL_B_BLOCK_ROWS: usize = 64;
 /// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
 /// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
 /// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32,
@@ -380,7 +389,7 @@ struct Blocking {
 /// on a CPU with `l2` bytes of L2 per core (`None`: unknown).
 ///
 /// A small B (under [`LARGE_B_BYTES`]) stays in the last-level cache: blocks of
-/// [`TILES_PER_BLOCK`] tiles run over all of it. A large B no longer does from block to block.
+/// [`TILES_PER_BLOCK`] tiles, at most [`SMALL_B_BLOCK_ROWS`] rows, run over all of it. A large B no longer does from block to block.
 /// Where the L2 holds [`L2_BLOCK_ROWS`] rows of A's transposed tiles, B is cut into panels of
 /// [`PANEL_BYTES`] that do stay in L3 while blocks of that many rows (at least one tile) each
 /// read the panel from L3 with their tiles of A in L2. Elsewhere (a Zen 3's 512 KiB of L2
@@ -390,7 +399,7 @@ struct Blocking {
 fn blocking<T: Real>(b: &NmMatrix<'_, T>, m: usize, threads: usize, tile_rows: usize, l2: Option<usize>) -> Blocking {
     let b_bytes = std::mem::size_of_val(&b.values[..]);
     let all = Blocking {
-        rows: TILES_PER_BLOCK * tile_rows,
+        rows: TILES_PER_BLOCK.min(SMALL_B_BLOCK_ROWS / tile_rows).max(1) * tile_rows,
         panel_groups: b.groups.max(1),
         chunk_groups: groups_per_chunk(b),
     };
@@ -1825,10 +1834,13 @@ mod tests {
         assert_eq!(blocks(&nm, 6, Some(512 << 10)), all);
         assert_eq!(blocks(&nm, 6, None), all);
         // A B under LARGE_B_BYTES (4 MiB: 160 groups of 25.6 KiB) stays whole, in blocks of
-        // 8 tiles, 10 groups per chunk.
+        // at most 64 rows (4 tiles of 14, 8 of 8, 8 of 6, one of 100), 10 groups per chunk.
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 8);
-        let small = Blocking { rows: TILES_PER_BLOCK * 14, panel_groups: 160, chunk_groups: 10 };
+        let small = Blocking { rows: 4 * 14, panel_groups: 160, chunk_groups: 10 };
         assert_eq!(blocks(&nm, 14, Some(2 << 20)), small);
+        assert_eq!(blocks(&nm, 8, Some(2 << 20)), Blocking { rows: 8 * 8, ..small });
+        assert_eq!(blocks(&nm, 6, None), Blocking { rows: 8 * 6, ..small });
+        assert_eq!(blocks(&nm, 100, None), Blocking { rows: 100, ..small });
         // Groups larger than a panel: one each.
         nm.values = LineAligned::zeros(4 * PANEL_BYTES);
         nm.groups = 3;
