@@ -389,7 +389,8 @@ struct Blocking {
 /// on a CPU with `l2` bytes of L2 per core (`None`: unknown).
 ///
 /// A small B (under [`LARGE_B_BYTES`]) stays in the last-level cache: blocks of
-/// [`TILES_PER_BLOCK`] tiles, at most [`SMALL_B_BLOCK_ROWS`] rows, run over all of it. A large B no longer does from block to block.
+/// [`TILES_PER_BLOCK`] tiles, at most [`SMALL_B_BLOCK_ROWS`] rows, run over all of it. A large
+/// B no longer does from block to block.
 /// Where the L2 holds [`L2_BLOCK_ROWS`] rows of A's transposed tiles, B is cut into panels of
 /// [`PANEL_BYTES`] that do stay in L3 while blocks of that many rows (at least one tile) each
 /// read the panel from L3 with their tiles of A in L2. Elsewhere (a Zen 3's 512 KiB of L2
