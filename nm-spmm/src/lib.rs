@@ -868,10 +868,11 @@ impl<T: Real> Default for Scratch<T> {
     }
 }
 
-/// An `nv24` task's buffers: its tile of C and its rows' kept entries.
+/// An `nv24` task's buffers: its tile of C and its rows' kept entries. Each task clears them,
+/// so what they hold is their capacity, not their length.
 impl<T: Real> kept_scratch::Scratch for (Vec<T>, Vec<(u32, T)>) {
     fn bytes(&self) -> usize {
-        std::mem::size_of_val(&self.0[..]) + std::mem::size_of_val(&self.1[..])
+        self.0.capacity() * std::mem::size_of::<T>() + self.1.capacity() * std::mem::size_of::<(u32, T)>()
     }
 }
 
