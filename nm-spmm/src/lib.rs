@@ -768,19 +768,17 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
         if a_t.len() < tiles * kp * stride {
             *a_t = LineAligned::zeros(tiles * kp * stride);
         }
-        // The buffer may come from an earlier product (`kept_scratch`): the padding rows of
-        // this B's last window are zeroed here, the rest is transposed over below.
-        for tile_t in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride) {
-            tile_t[k * stride..].fill(T::ZERO);
-        }
         for (t, tile_t) in a_t[..tiles * kp * stride].chunks_exact_mut(kp * stride).enumerate() {
+            // The buffer may come from an earlier product (`kept_scratch`): the padding rows
+            // of this B's last window are zeroed, the rest is transposed over.
+            let (tile_t, padding) = tile_t.split_at_mut(k * stride);
+            padding.fill(T::ZERO);
             // Past the block's end (and in the unused slots of a tile of fewer rows than its
             // stride), the last row again: computed, never stored.
             let row = |i: usize| {
                 let row = (lo + t * R + i.min(R - 1)).min(hi - 1);
                 &a[row * k..(row + 1) * k]
             };
-            let tile_t = &mut tile_t[..k * stride];
             if simd.lines && stride * std::mem::size_of::<T>() == CACHE_LINE {
                 let rows: [&[T]; CACHE_LINE / 4] = std::array::from_fn(row);
                 // SAFETY: `lines` is set only for AVX-512, whose callers checked the CPU;
