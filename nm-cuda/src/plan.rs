@@ -248,8 +248,9 @@ fn blocks(tile: &Tile, m: usize, n: usize) -> usize {
 
 /// The f32 kernel for `C (m×n) = A (m×k) · B` with B in `nm(N,M,L)`, by shape and sparsity:
 /// the largest parameter set that still gives every SM a block, V3 where cp.async exists
-/// (sm_80+), packing above [`PACK_ABOVE`] ([`PACK_ABOVE_LARGE`] in the large tile), split-K
-/// when the grid cannot fill the device.
+/// (sm_80+) except V1 for the large tile's whole (unpacked) A tiles at 75%, packing above
+/// [`PACK_ABOVE`] ([`PACK_ABOVE_LARGE`] in the large tile), split-K when the grid cannot fill
+/// the device.
 pub fn plan_f32(
     m: usize,
     n: usize,
@@ -265,19 +266,29 @@ pub fn plan_f32(
         return Err(CudaError::Unsupported(format!("{m}×{k} · {k}×{n}: dimensions beyond 2^31 are not supported")));
     }
     let has_cp_async = limits.cc.0 >= 8;
-    let version = options.version.unwrap_or(if has_cp_async { Version::V3 } else { Version::V2 });
-    if version == Version::V3 && !has_cp_async {
-        return Err(CudaError::Unsupported(format!(
-            "V3 needs cp.async (sm_80 or newer); this device is sm_{}{}",
-            limits.cc.0, limits.cc.1
-        )));
-    }
     let size = options.tile.unwrap_or_else(|| {
         [TileSize::Large, TileSize::Medium]
             .into_iter()
             .find(|s| blocks(&s.tile(), m, n) >= limits.sms)
             .unwrap_or(TileSize::Small)
     });
+    let sparsity = 1.0 - nm.0 as f64 / nm.1 as f64;
+    let version = options.version.unwrap_or(if !has_cp_async {
+        Version::V2
+    } else if size == TileSize::Large && sparsity > PACK_ABOVE && sparsity <= PACK_ABOVE_LARGE {
+        // The large tile's whole A tile at high sparsity: V1 beat V3 on an H100 at 2:8 on
+        // six of the seven shapes that choose this tile (by 0.2–9%; 256×11008×4096 lost 1.4%),
+        // while V3 won at 3:8 (1–6%) and 4:8 (24%); BENCHMARKS.md, twenty-fourth session.
+        Version::V1
+    } else {
+        Version::V3
+    });
+    if version == Version::V3 && !has_cp_async {
+        return Err(CudaError::Unsupported(format!(
+            "V3 needs cp.async (sm_80 or newer); this device is sm_{}{}",
+            limits.cc.0, limits.cc.1
+        )));
+    }
     plan_kernel(F32Kernel::new(version, size.tile(), nm, k), size, m, n, k, limits, options.slices)
 }
 
@@ -803,8 +814,16 @@ mod tests {
 
     #[test]
     fn plans_fill_the_device_or_split_k() {
-        let big = plan_f32(4096, 4096, 4096, (2, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
+        let big = plan_f32(4096, 4096, 4096, (4, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
         assert_eq!((big.size, big.slices, big.kernel.version), (TileSize::Large, 1, Version::V3));
+        // 75% in the large tile (whole A tiles): V1, measured faster there; packed 87.5%: V3.
+        for (nm, version) in [((2, 8, 32), Version::V1), ((1, 4, 32), Version::V1), ((1, 8, 32), Version::V3)] {
+            let plan = plan_f32(4096, 4096, 4096, nm, DeviceLimits::H100, Options::default()).unwrap();
+            assert_eq!((plan.size, plan.kernel.version), (TileSize::Large, version), "{nm:?}");
+        }
+        // The small tile packs 75% and stays on V3.
+        let small = plan_f32(256, 4096, 4096, (2, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
+        assert_eq!((small.size, small.kernel.version, small.kernel.packed), (TileSize::Small, Version::V3, true));
         let skinny = plan_f32(64, 256, 11008, (2, 8, 32), DeviceLimits::H100, Options::default()).unwrap();
         assert_eq!(skinny.size, TileSize::Small);
         assert!(skinny.slices > 1, "{skinny:?}");
