@@ -322,6 +322,16 @@ const ROWS_512_F64: usize = 8;
 const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
 const PREFETCH_AHEAD: usize = 8;
+/// Kept vectors ahead that the tile passes prefetch B's values for, one prefetch per line: a
+/// group's strip of B streams from L2 for every tile (from L3 where it fell out, as after any
+/// pause between calls), and B read from L1 was the one lever measured to lift f64 (BENCHMARKS.md,
+/// twenty-third session). Each timed right after an OpenBLAS call in one process on an AVX-512
+/// Xeon, against no prefetch: f32 256 × 4096 × 4096 one thread 113 → 127 GFLOP/s at 4:8, 108 →
+/// 124 at 1:8, two threads 198 → 232 and 198 → 228; f64 1024 × 4096 × 4096 1:8 52.8 → 54.6,
+/// 2:8 54.6 → 57.0; 1024³ level. 16 did as well in f32 and less in f64, 64 a little less in f32.
+/// The AVX2 tile, forced on the same CPU: f32 1024³ 1:8 71 → 78, 256 × 4096 × 4096 1:8 65 → 76
+/// (two prefetches per line there had lost 4% at 1024³); on a Zen 3 it is unmeasured.
+const B_PREFETCH_AHEAD: usize = 32;
 /// Rows per register tile of the AVX2 kernel: 6 rows × 2 vectors of accumulators, 2 of B and
 /// the broadcast of A fill 15 of the 16 registers (8 rows spilled).
 const ROWS_256: usize = 6;
@@ -941,7 +951,7 @@ fn generic_l<T: Real>(a: &[T], part: Part, b: &NmMatrix<'_, T>, c: &mut [T]) {
 /// kept vector, its `L` values are loaded once and each row's `A` element is broadcast into
 /// one FMA per accumulator.
 mod simd {
-    use super::{NmMatrix, PREFETCH_AHEAD, ROWS_512_F32, ROWS_512_F64};
+    use super::{B_PREFETCH_AHEAD, NmMatrix, PREFETCH_AHEAD, ROWS_512_F32, ROWS_512_F64};
 
     /// A value type with 512- and 256-bit vector operations.
     pub trait Simd: Copy {
@@ -1061,6 +1071,7 @@ mod simd {
                     lane / strip * kept * strip + lane % strip
                 });
                 let mut acc: [[$vec; COUNT]; R] = [[$zero(); COUNT]; R];
+                let b_ahead = B_PREFETCH_AHEAD * strip;
                 let mut at = 0;
                 let last = kept.saturating_sub(1);
                 for (q, &kk) in kept_rows.iter().enumerate() {
@@ -1068,6 +1079,13 @@ mod simd {
                         // Near the end, the last row again: no branch in the loop.
                         let ahead = kept_rows[(q + PREFETCH_AHEAD).min(last)] as usize;
                         _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead * stride).cast());
+                    }
+                    for j in 0..COUNT {
+                        // One prefetch per line (an AVX2 vector is half of one); past the
+                        // group's end the address is only a hint, never read.
+                        if (j * $lanes * std::mem::size_of::<$t>()).is_multiple_of(super::CACHE_LINE) {
+                            _mm_prefetch::<_MM_HINT_T0>(values.as_ptr().wrapping_add(start[j] + at + b_ahead).cast());
+                        }
                     }
                     // SAFETY: `kk < padded_rows` (or, packed, `q < kept`), so the tile's `R`
                     // values of that row are within `a_t` (see above).
