@@ -322,6 +322,13 @@ const ROWS_512_F64: usize = 8;
 const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
 const PREFETCH_AHEAD: usize = 8;
+/// The same in f64, where a kept vector takes fewer FMAs (8 rows × 2 vectors against 14 × 2),
+/// so 8 vectors ahead is less time ahead. With B prefetched too ([`B_PREFETCH_AHEAD`]), each
+/// timed right after an OpenBLAS call (AVX-512 Xeon, one thread), 16 against 8: 1024 × 4096 ×
+/// 4096 2:8 56.3 → 58.8 and 57.6 → 59.7 GFLOP/s, 1:8 54.0 → 55.2 and 55.1 → 56.2; 1024 × 11008 ×
+/// 4096 2:8 57.3 → 59.0, 1:8 53.8 → 55.0; 32 gained less, 4 lost 4–7%. In f32 16 was level or
+/// lost (1024³ 1:8 113.8 → 110.2); without B's prefetch (twenty-third session) it was level in f64.
+const PREFETCH_AHEAD_F64: usize = 16;
 /// Kept vectors ahead that the tile passes prefetch B's values for, one prefetch per line: a
 /// group's strip of B streams from L2 for every tile (from L3 where it fell out, as after any
 /// pause between calls), and B read from L1 was the one lever measured to lift f64 (BENCHMARKS.md,
@@ -951,7 +958,7 @@ fn generic_l<T: Real>(a: &[T], part: Part, b: &NmMatrix<'_, T>, c: &mut [T]) {
 /// kept vector, its `L` values are loaded once and each row's `A` element is broadcast into
 /// one FMA per accumulator.
 mod simd {
-    use super::{B_PREFETCH_AHEAD, NmMatrix, PREFETCH_AHEAD, ROWS_512_F32, ROWS_512_F64};
+    use super::{B_PREFETCH_AHEAD, NmMatrix, PREFETCH_AHEAD, PREFETCH_AHEAD_F64, ROWS_512_F32, ROWS_512_F64};
 
     /// A value type with 512- and 256-bit vector operations.
     pub trait Simd: Copy {
@@ -1072,12 +1079,13 @@ mod simd {
                 });
                 let mut acc: [[$vec; COUNT]; R] = [[$zero(); COUNT]; R];
                 let b_ahead = B_PREFETCH_AHEAD * strip;
+                let a_ahead = if std::mem::size_of::<$t>() == 8 { PREFETCH_AHEAD_F64 } else { PREFETCH_AHEAD };
                 let mut at = 0;
                 let last = kept.saturating_sub(1);
                 for (q, &kk) in kept_rows.iter().enumerate() {
                     if PREFETCH {
                         // Near the end, the last row again: no branch in the loop.
-                        let ahead = kept_rows[(q + PREFETCH_AHEAD).min(last)] as usize;
+                        let ahead = kept_rows[(q + a_ahead).min(last)] as usize;
                         _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead * stride).cast());
                     }
                     for j in 0..COUNT {
