@@ -4,7 +4,9 @@
 # dense GFLOP/s, and the speedup over dense in time.
 # The dense GEMM is numpy's OpenBLAS (the library threadpoolctl reports), called by the sweep
 # example itself: each repetition times the N:M kernel and then the dense GEMM of the same shape,
-# in one process, so the drift of a shared VM slows both alike (best of REPS each).
+# in one process, so the drift of a shared VM slows both alike (best of REPS each). The sweep
+# puts A, B, C and the dense operands on transparent huge pages, as numpy allocates its arrays:
+# on 4 KiB pages OpenBLAS's DGEMM ran 9–14% slower at 4096³, and the speedups were flattered.
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are unset for that command only (see
 # ../shared/peers/README.md): OpenBLAS picks its best kernel for this CPU (printed below).
 # OPENBLAS_THREAD_TIMEOUT=4 puts OpenBLAS's workers to sleep as soon as a call ends: by default
