@@ -322,15 +322,24 @@ impl Isa {
 /// accumulators), alternated per process on a Sapphire Rapids core: 4096³ 2:8 130 against
 /// 104–112 GFLOP/s, 1:8 119 against 108–112, 1024³ 4:8 140 against 128; 12 rows fell between.
 const ROWS_512_F32: usize = 14;
-/// Rows of `C` per register tile of the AVX-512 kernel in f64: 8 rows of 8 doubles are one
-/// cache line; 12 or 14 rows (two lines per row) were slower (4096³ 1:8: 30 against 50 GFLOP/s).
-const ROWS_512_F64: usize = 8;
+/// Rows of `C` per register tile of the AVX-512 kernel in f64: as in f32, 14 rows × 2 vectors of
+/// accumulators, 2 of B and the broadcast of A fill 31 registers, and each kept vector's values
+/// of B (two lines a pass, streamed from L2 or L3) serve 28 FMAs, not 16. A transposed row of A
+/// is then two lines (14 of 16 slots), both prefetched. Against 8 rows (one line a row), each
+/// binary's speedup over OpenBLAS's DGEMM timed in the same process (AVX-512 Xeon, one thread,
+/// operands on huge pages; two rounds): 4096³ 1:8 5.66/5.94× → 6.67/6.89×, 2:8 3.12/3.00× →
+/// 3.42/3.67×; 1024 × 11008 × 4096 1:8 5.58/5.84× → 6.38/6.54×, 2:8 2.90/2.94× → 3.41/3.58×;
+/// 2048³ 1:8 5.99/6.20× → 6.31/6.40×; 1024³ 1:8 6.47/6.25× → 6.16/6.38×. 12 rows fell between.
+/// (Before A's second line was prefetched, and B at all, 14 rows had lost: 30 against 50 GFLOP/s.)
+const ROWS_512_F64: usize = 14;
 /// Rows of `C` per tile of the portable kernel.
 const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
 const PREFETCH_AHEAD: usize = 8;
-/// The same in f64, where a kept vector takes fewer FMAs (8 rows × 2 vectors against 14 × 2),
-/// so 8 vectors ahead is less time ahead. With B prefetched too ([`B_PREFETCH_AHEAD`]), each
+/// The same in f64, measured when its tiles had 8 rows (a kept vector took 16 FMAs against
+/// f32's 28, so 8 vectors ahead was less time ahead). With 14 rows, 8 ahead against 16 was level
+/// to 10% slower (two rounds; 1024 × 11008 × 4096 2:8 the one shape a little faster), so 16
+/// stays. With B prefetched too ([`B_PREFETCH_AHEAD`]), each
 /// timed right after an OpenBLAS call (AVX-512 Xeon, one thread), 16 against 8: 1024 × 4096 ×
 /// 4096 2:8 56.3 → 58.8 and 57.6 → 59.7 GFLOP/s, 1:8 54.0 → 55.2 and 55.1 → 56.2; 1024 × 11008 ×
 /// 4096 2:8 57.3 → 59.0, 1:8 53.8 → 55.0; 32 gained less, 4 lost 4–7%. In f32 16 was level or
@@ -353,13 +362,14 @@ const ROWS_256: usize = 6;
 /// `B` while they are in cache.
 const TILES_PER_BLOCK: usize = 8;
 /// Rows of A a block takes at most where B is small ([`blocking`]), in whole tiles: 8 tiles
-/// of 6 (AVX2) or 8 rows (AVX-512 f64), 4 of 14 (AVX-512 f32). On an AVX-512 Xeon, f32, each
+/// of 6 (AVX2), 4 of 14 (AVX-512). On an AVX-512 Xeon, f32, each
 /// timed right after an OpenBLAS call in one process, 4 tiles against 8: 1024³ one thread
 /// 1:8 113.0 / 114.3 / 107.4 against 108.0 / 110.5 / 106.6 GFLOP/s, 2:8 135.4 / 135.2 / 130.5
 /// against 131.4 / 133.4 / 128.1, 4:8 level; 2048³ 3:8 140.4 against 135.1, 1:8 126.2 against
 /// 123.1; two threads 1024³ 1:8 215.1 / 218.3 against 201.7 / 208.0 (one round 201 against
-/// 210), 2048³ 1:8 230 against 225. In f64, 4 tiles of 8 rows were slower (1024³ 4:8 57.2
-/// against 59.2, 2:8 54.2 against 55.7): the rule is rows, not bytes of transposed A.
+/// 210), 2048³ 1:8 230 against 225. In f64, when its tiles had 8 rows, 4 tiles were slower than
+/// 8 (1024³ 4:8 57.2 against 59.2, 2:8 54.2 against 55.7): the rule is rows, not bytes of
+/// transposed A.
 const SMALL_B_BLOCK_ROWS: usize = 64;
 /// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
 /// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
@@ -1052,7 +1062,7 @@ mod simd {
     }
 
     /// The body of a tile function: `R` rows × group `g`, two vectors per row at a time
-    /// (AVX-512: 14 × 2 = 28 accumulators in f32, 8 × 2 in f64, which leaves registers for B;
+    /// (AVX-512: 14 × 2 = 28 accumulators in f32 and f64, which leaves registers for B;
     /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes,
     /// each a call: all four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
     /// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
@@ -1126,6 +1136,14 @@ mod simd {
                 let (mut q, mut at) = (0, 0);
                 for (&kk, &ahead) in kept_rows[..main].iter().zip(&kept_rows[a_ahead.min(kept)..]) {
                     _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead as usize * stride).cast());
+                    // An f64 row of 14 (stride 16) is two lines.
+                    if stride * std::mem::size_of::<$t>() > super::CACHE_LINE {
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            a_t.as_ptr()
+                                .wrapping_add(ahead as usize * stride + super::CACHE_LINE / std::mem::size_of::<$t>())
+                                .cast(),
+                        );
+                    }
                     step(q, kk, at);
                     (q, at) = (q + 1, at + strip);
                 }
