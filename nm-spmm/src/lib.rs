@@ -361,16 +361,22 @@ const ROWS_256: usize = 6;
 /// Register tiles per row block a thread takes: a block's tiles reuse each group's vectors of
 /// `B` while they are in cache.
 const TILES_PER_BLOCK: usize = 8;
-/// Rows of A a block takes at most where B is small ([`blocking`]), in whole tiles: 8 tiles
-/// of 6 (AVX2), 4 of 14 (AVX-512). On an AVX-512 Xeon, f32, each
-/// timed right after an OpenBLAS call in one process, 4 tiles against 8: 1024³ one thread
+/// Rows of A a block takes at most where B is small ([`blocking`]), in whole tiles: 7 tiles
+/// of 6 (AVX2), 3 of 14 (AVX-512). With f64 in tiles of 14 rows (as f32), 3 tiles against 4,
+/// speedup over OpenBLAS timed in the same process (AVX-512 Xeon, operands on huge pages): f64
+/// one thread 1:8 1024³ 5.84/6.44/6.40× → 5.99/6.59/6.54×, 2048³ 6.01/6.12/5.99× → 6.17/6.35/
+/// 6.07×, 2:8 and 4:8 level; f32 two threads 1024³ 1:8 6.06× → 6.50×, 2:8 3.41× → 3.73×, 2048³
+/// level; f32 one thread 1024³ 1:8 1–3% slower (6.47/6.67/6.63× → 6.33/6.60/6.52×), 2:8 and 4:8
+/// level or faster, 256 × 4096 × 4096 1:8 8.12× → 8.33×. (AVX2's 7 tiles against 8 are
+/// unmeasured.) Earlier (f32, each timed right after
+/// an OpenBLAS call in one process), 4 tiles against 8: 1024³ one thread
 /// 1:8 113.0 / 114.3 / 107.4 against 108.0 / 110.5 / 106.6 GFLOP/s, 2:8 135.4 / 135.2 / 130.5
 /// against 131.4 / 133.4 / 128.1, 4:8 level; 2048³ 3:8 140.4 against 135.1, 1:8 126.2 against
 /// 123.1; two threads 1024³ 1:8 215.1 / 218.3 against 201.7 / 208.0 (one round 201 against
 /// 210), 2048³ 1:8 230 against 225. In f64, when its tiles had 8 rows, 4 tiles were slower than
 /// 8 (1024³ 4:8 57.2 against 59.2, 2:8 54.2 against 55.7): the rule is rows, not bytes of
 /// transposed A.
-const SMALL_B_BLOCK_ROWS: usize = 64;
+const SMALL_B_BLOCK_ROWS: usize = 42;
 /// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
 /// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
 /// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32,
@@ -1810,7 +1816,8 @@ mod tests {
             assert_eq!(blocks.panel_groups, nm.groups);
             blocks.rows
         };
-        assert_eq!(rows(&nm, 10_000, 1, 6), TILES_PER_BLOCK * 6);
+        // A small B: at most SMALL_B_BLOCK_ROWS (42) rows, 7 tiles of 6.
+        assert_eq!(rows(&nm, 10_000, 1, 6), 7 * 6);
         // The rule reads only the size of the kept values.
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 4);
         assert_eq!(rows(&nm, 10_000, 1, 6), LARGE_B_TILES * 6);
@@ -1898,12 +1905,12 @@ mod tests {
         assert_eq!(blocks(&nm, 6, Some(512 << 10)), all);
         assert_eq!(blocks(&nm, 6, None), all);
         // A B under LARGE_B_BYTES (4 MiB: 160 groups of 25.6 KiB) stays whole, in blocks of
-        // at most 64 rows (4 tiles of 14, 8 of 8, 8 of 6, one of 100), 10 groups per chunk.
+        // at most 42 rows (3 tiles of 14, 5 of 8, 7 of 6, one of 100), 10 groups per chunk.
         nm.values = LineAligned::zeros(LARGE_B_BYTES / 8);
-        let small = Blocking { rows: 4 * 14, panel_groups: 160, chunk_groups: 10 };
+        let small = Blocking { rows: 3 * 14, panel_groups: 160, chunk_groups: 10 };
         assert_eq!(blocks(&nm, 14, Some(2 << 20)), small);
-        assert_eq!(blocks(&nm, 8, Some(2 << 20)), Blocking { rows: 8 * 8, ..small });
-        assert_eq!(blocks(&nm, 6, None), Blocking { rows: 8 * 6, ..small });
+        assert_eq!(blocks(&nm, 8, Some(2 << 20)), Blocking { rows: 5 * 8, ..small });
+        assert_eq!(blocks(&nm, 6, None), Blocking { rows: 7 * 6, ..small });
         assert_eq!(blocks(&nm, 100, None), Blocking { rows: 100, ..small });
         // Groups larger than a panel: one each.
         nm.values = LineAligned::zeros(4 * PANEL_BYTES);
