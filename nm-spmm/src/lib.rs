@@ -1414,12 +1414,12 @@ mod simd {
 
     /// `V` lines' worth of words (`16·V`, from `src`) stored at `dst` in `V + 1` aligned 64-byte
     /// stores, the first and last masked to the words within `dst`'s span (`V` aligned stores
-    /// where `dst` starts a line): the words rotated into place across registers. C's rows start
-    /// 16 bytes past a line (the allocator's header on a page), and plain stores of a tile's
-    /// sums then each split across two lines.
+    /// where `dst` starts a line): the words rotated into place across registers, so that no
+    /// store splits across two lines (see [`super::store_in_lines`]).
     ///
     /// # Safety
-    /// `src` holds `16·V` readable words and `dst` as many writable ones.
+    /// `src` holds `16·V` readable words and `dst` as many writable ones; `dst` is aligned to
+    /// its 4-byte words (as f32 and f64 elements are).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     #[inline]
