@@ -680,11 +680,10 @@ struct SimdTiles<T, const L: usize, const R: usize> {
     tile: SimdTile<T, L, R>,
     /// The tile reads a group's kept rows packed ([`Loading`]), not the whole transposed tile.
     packed: bool,
-    /// A's tiles are transposed a cache line at a time in AVX-512 registers
-    /// ([`Simd::transpose_lines`]) where a row of the transposed tile is one line.
-    lines: bool,
-    /// The tile's sums go to C in whole aligned lines ([`store_in_lines`], AVX-512).
-    line_stores: bool,
+    /// AVX-512: A's tiles are transposed a cache line at a time in registers
+    /// ([`Simd::transpose_lines`]) where a row of the transposed tile is one line, and each row
+    /// of a tile's sums goes to C in whole aligned lines ([`store_in_lines`]).
+    avx512: bool,
 }
 
 /// The part of C one call computes: rows `lo..hi` (those its `c` holds) × the column groups
@@ -741,7 +740,7 @@ fn block_rows_of<T: Real>(
 /// A block function for one instruction set: its tile variant for the loading and prefetch
 /// that `b` calls for, or the portable tile where `L` is not a whole number of vectors.
 macro_rules! simd_block {
-    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident, $registers:literal, $lines:literal) => {
+    ($name:ident, $feature:literal, $tile:ident, $rows:expr, $lanes:ident, $registers:literal, $avx512:literal) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = $feature)]
         fn $name<T: Real, const L: usize>(
@@ -763,8 +762,7 @@ macro_rules! simd_block {
                 (false, true) => T::$tile::<L, { $rows }, true, false>,
                 (false, false) => T::$tile::<L, { $rows }, false, false>,
             };
-            let simd =
-                L.is_multiple_of(T::$lanes).then_some(SimdTiles { tile, packed, lines: $lines, line_stores: $lines });
+            let simd = L.is_multiple_of(T::$lanes).then_some(SimdTiles { tile, packed, avx512: $avx512 });
             block::<T, L, true, { $rows }>(a, part, b, c, scratch, simd)
         }
     };
@@ -827,9 +825,9 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 let row = (lo + t * R + i.min(R - 1)).min(hi - 1);
                 &a[row * k..(row + 1) * k]
             };
-            if simd.lines && stride * std::mem::size_of::<T>() == CACHE_LINE {
+            if simd.avx512 && stride * std::mem::size_of::<T>() == CACHE_LINE {
                 let rows: [&[T]; CACHE_LINE / 4] = std::array::from_fn(row);
-                // SAFETY: `lines` is set only for AVX-512, whose callers checked the CPU;
+                // SAFETY: `avx512` is set only for AVX-512, whose callers checked the CPU;
                 // the stride is one line's elements, as many as the rows given.
                 unsafe { T::transpose_lines(&rows[..stride], tile_t) };
             } else {
@@ -877,13 +875,13 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 acc = tile::<T, L, FMA, R>(&a_rows, b, g);
             }
         }
-        let line_stores = simd.as_ref().is_some_and(|s| s.line_stores);
+        let avx512 = simd.as_ref().is_some_and(|s| s.avx512);
         for (i, sums) in acc.iter().enumerate().take(rows) {
             let at = (r + i - lo) * n + g * L;
             if width < L {
                 c[at..at + width].copy_from_slice(&sums[..width]);
-            } else if line_stores {
-                // SAFETY: `line_stores` is set only for AVX-512, whose callers checked the CPU.
+            } else if avx512 {
+                // SAFETY: `avx512` is set only for AVX-512, whose callers checked the CPU.
                 unsafe { store_in_lines(sums, &mut c[at..at + L]) };
             } else {
                 // A constant length (`L`), where a copy of `width` called memmove (4%).
