@@ -843,6 +843,8 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     // Every tile's sums, overwritten by each: zeroed once here, where each tile zeroing its
     // own was 8–16% of 1:8 at 1024³ (a 768-byte memset per tile, f32).
     let mut acc = [[T::ZERO; L]; R];
+    // AVX-512 stores each row of sums in whole lines ([`store_in_lines`]).
+    let avx512 = simd.as_ref().is_some_and(|s| s.avx512);
     let end = groups.end;
     let tiles_of_groups = groups
         .step_by(chunk)
@@ -875,7 +877,6 @@ fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 acc = tile::<T, L, FMA, R>(&a_rows, b, g);
             }
         }
-        let avx512 = simd.as_ref().is_some_and(|s| s.avx512);
         for (i, sums) in acc.iter().enumerate().take(rows) {
             let at = (r + i - lo) * n + g * L;
             if width < L {
