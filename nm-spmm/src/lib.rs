@@ -1112,6 +1112,17 @@ mod simd {
     /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes,
     /// each a call: all four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
     /// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
+    ///
+    /// The AVX-512 pass uses 31 of the 32 registers, and LLVM keeps them only while a kept
+    /// vector's work stays as it is. Small additions broke that (twenty-sixth session):
+    /// - one more prefetch per kept vector;
+    /// - a branch that loads the sums from `out` instead of zeroing them;
+    /// - two constants bound to a local that `step` read.
+    ///
+    /// Each made LLVM hoist the 14 broadcasts into registers, or stop inlining `step`. The pass
+    /// then moved accumulators to and from the stack every kept vector (about 40 such moves in
+    /// its loop), and f64 1:8 fell from 60 to 26 GFLOP/s. The test `tests/registers.rs` disassembles its own optimized build and
+    /// fails on any `zmm` register moved to or from the stack in a pass.
     macro_rules! tile_body {
         ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $vec:ty,
          $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
