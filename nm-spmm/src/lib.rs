@@ -1121,8 +1121,9 @@ mod simd {
     ///
     /// Each made LLVM hoist the 14 broadcasts into registers, or stop inlining `step`. The pass
     /// then moved accumulators to and from the stack every kept vector (about 40 such moves in
-    /// its loop), and f64 1:8 fell from 60 to 26 GFLOP/s. The test `tests/registers.rs` disassembles its own optimized build and
-    /// fails on any `zmm` register moved to or from the stack in a pass.
+    /// its loop), and f64 1:8 fell from 60 to 26 GFLOP/s. The test `tests/registers.rs`
+    /// disassembles its own optimized build and fails on any `zmm` register moved to or from
+    /// the stack in a pass.
     macro_rules! tile_body {
         ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $vec:ty,
          $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
