@@ -605,16 +605,15 @@ fn spmm_in_blocks<T: Real>(
 /// Blocks of one size and a last short one left a thread behind: 1024 rows in tiles of 14 on
 /// two threads were 9 blocks of 8 tiles and one of 2, 40 tiles for one thread and 34 for the
 /// other; now 37 each. Where the tiles do not divide evenly, the blocks with a tile more come
-/// first, and the last tile (short where `tile_rows` does not divide `m`, and as slow as a whole
-/// one) last: the threads take blocks as they finish, so the last blocks decide how long one
-/// waits for the other. With the shorter blocks first instead (the even spread rounded down),
-/// f64 256 × 12288 × 4096 1:8 on two threads (19 tiles in 10 blocks, 3 panels) left one thread
-/// idle for 7% of a panel (timed block by block). Alternated in one process (AVX-512 Xeon, speedup over
-/// OpenBLAS, shorter first → larger first): that shape 6.33–6.43× → 6.95–6.96× at 1:8 and
-/// 3.18–3.21× → 3.44–3.48× at 2:8, f64 1024 × 11008 × 4096 1:8 6.49–6.65× → 6.72–6.88×, f32
-/// 256 × 12288 × 4096 4:8 1.94× → 2.07×; f64 256 × 4096 × 4096 1:8 on two threads 2% slower
-/// (7.90× → 7.7×),
-/// the other shapes and one thread level.
+/// first, and the last tile (short where `tile_rows` does not divide `m`, and as slow as a
+/// whole one) last: the threads take blocks as they finish, so the last blocks decide how long
+/// one waits for the other. With the shorter blocks first instead (the even spread rounded
+/// down), f64 256 × 12288 × 4096 1:8 on two threads (19 tiles in 10 blocks, 3 panels) left one
+/// thread idle for 7% of a panel (timed block by block). Alternated in one process (AVX-512
+/// Xeon, speedup over OpenBLAS, shorter first → larger first): that shape 6.33–6.43× →
+/// 6.95–6.96× at 1:8 and 3.18–3.21× → 3.44–3.48× at 2:8, f64 1024 × 11008 × 4096 1:8
+/// 6.49–6.65× → 6.72–6.88×, f32 256 × 12288 × 4096 4:8 1.94× → 2.07×; f64 256 × 4096 × 4096
+/// 1:8 on two threads 2% slower (7.90× → 7.7×), the other shapes and one thread level.
 fn block_starts(m: usize, tile_rows: usize, max_rows: usize, threads: usize) -> Vec<usize> {
     let tiles = m.div_ceil(tile_rows);
     let per_block = (max_rows / tile_rows).max(1);
