@@ -92,8 +92,8 @@ pub enum SpmmError {
         /// The window length `M`.
         window: usize,
     },
-    /// B's rows (padded to whole windows) do not fit the kernel's 32-bit row numbers.
-    #[error("B has {rows} rows, more than the N:M kernel's 32-bit row numbers reach")]
+    /// B's rows (padded to whole windows) do not fit the kernel's 32-bit row offsets (2²⁸ rows).
+    #[error("B has {rows} rows, more than the N:M kernel's 32-bit row offsets reach")]
     TooLarge {
         /// B's rows.
         rows: usize,
@@ -144,6 +144,12 @@ pub struct NmMatrix<'a, T> {
     /// zero padding of the last window), in the same `(g, w, t)` order: one group's kept
     /// vectors are one flat loop, where window and offset cost a loop and a multiply each.
     kept_rows: Vec<u32>,
+    /// `kept_rows` times [`KEPT_AT_STRIDE`], the offsets of those rows in an AVX-512 tile's
+    /// transposed rows of A: the tile pass adds one to `a_t` in the address of its loads, where
+    /// a row number took a shift first, two µops of the ~55 per kept vector of a loop that
+    /// issues near 4 a cycle at FMA peak (f64 1:8, one thread, alternated builds: 2048³
+    /// 6.48–6.62× → 6.57–6.83× over OpenBLAS, 1024³ on two threads 6.35–6.39× → 6.72–6.73×).
+    kept_at: Vec<u32>,
     _tensor: std::marker::PhantomData<&'a Tensor<T>>,
 }
 
@@ -204,7 +210,7 @@ impl<'a, T: Real> NmMatrix<'a, T> {
         let (keep, windows, groups) = (n as usize, rows.div_ceil(m as usize), cols.div_ceil(l));
         let stored = b.values();
         let window = m as usize;
-        if u32::try_from(windows * window).is_err() {
+        if windows.checked_mul(window * KEPT_AT_STRIDE).is_none_or(|at| u32::try_from(at).is_err()) {
             return Err(SpmmError::TooLarge { rows });
         }
         let line = 64 / std::mem::size_of::<T>();
@@ -235,6 +241,7 @@ impl<'a, T: Real> NmMatrix<'a, T> {
                 }
             }
         }
+        let kept_at = kept_rows.iter().map(|&kk| kk * KEPT_AT_STRIDE as u32).collect();
         Ok(NmMatrix {
             n: keep,
             m: m as usize,
@@ -246,6 +253,7 @@ impl<'a, T: Real> NmMatrix<'a, T> {
             values,
             strip,
             kept_rows,
+            kept_at,
             _tensor: std::marker::PhantomData,
         })
     }
@@ -332,6 +340,23 @@ const ROWS_512_F32: usize = 14;
 /// 2048³ 1:8 5.99/6.20× → 6.31/6.40×; 1024³ 1:8 6.47/6.25× → 6.16/6.38×. 12 rows fell between.
 /// (Before A's second line was prefetched, and B at all, 14 rows had lost: 30 against 50 GFLOP/s.)
 const ROWS_512_F64: usize = 14;
+/// Elements from one row of an AVX-512 tile's transposed rows of A to the next
+/// ([`row_stride`] of 14), which [`NmMatrix`]'s `kept_at` are scaled by.
+const KEPT_AT_STRIDE: usize = row_stride(ROWS_512_F64);
+const _: () = assert!(row_stride(ROWS_512_F32) == KEPT_AT_STRIDE);
+
+/// Whether a tile of `rows` rows reading the transposed tile in place (not `packed`) indexes A
+/// by [`NmMatrix`]'s `kept_at`, not by `kept_rows`.
+const fn reads_kept_at(rows: usize, packed: bool) -> bool {
+    !packed && row_stride(rows) == KEPT_AT_STRIDE
+}
+
+/// Where the row named by `kk` starts in a transposed tile of `rows` rows: `kk` is a row
+/// number, or already its offset where [`reads_kept_at`].
+#[inline(always)]
+const fn row_at(kk: u32, rows: usize, packed: bool) -> usize {
+    if reads_kept_at(rows, packed) { kk as usize } else { kk as usize * row_stride(rows) }
+}
 /// Rows of `C` per tile of the portable kernel.
 const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
@@ -1139,7 +1164,8 @@ mod simd {
     macro_rules! tile_body {
         ($feature:literal, $a_t:ident, $b:ident, $g:ident, $out:ident, $t:ty, $lanes:expr, $vec:ty,
          $zero:ident, $load:ident, $set1:ident, $fmadd:ident, $store:ident) => {{
-            /// Lanes `lane0..lane0 + COUNT·LANES` of the tile's rows into `out`.
+            /// Lanes `lane0..lane0 + COUNT·LANES` of the tile's rows into `out`; `kept_rows`
+            /// are the kept vectors' rows, or their offsets where `reads_kept_at(R, PACKED)`.
             #[target_feature(enable = $feature)]
             #[inline(never)]
             fn pass<const L: usize, const R: usize, const PREFETCH: bool, const PACKED: bool, const COUNT: usize>(
@@ -1153,9 +1179,10 @@ mod simd {
                 use std::arch::x86_64::*;
                 let stride = super::row_stride(R);
                 // What makes the unchecked reads below in bounds: the caller's `kept_rows`
-                // are below `padded_rows` (checked by `NmMatrix::new`), and `a_t` holds that
-                // many rows, or where `PACKED` one row per kept vector (asserted by the
-                // caller); the group's values are whole strips of whole vectors (asserted here).
+                // are rows below `padded_rows` (checked by `NmMatrix::new`) or those rows'
+                // offsets, and `a_t` holds that many rows, or where `PACKED` one row per kept
+                // vector (asserted by the caller); the group's values are whole strips of whole
+                // vectors (asserted here).
                 let kept = kept_rows.len();
                 assert!(
                     values.len() == kept * L
@@ -1181,9 +1208,11 @@ mod simd {
                             _mm_prefetch::<_MM_HINT_T0>(values.as_ptr().wrapping_add(start[j] + at + b_ahead).cast());
                         }
                     }
-                    // SAFETY: `kk < padded_rows` (or, packed, `q < kept`), so the tile's `R`
-                    // values of that row are within `a_t` (see above).
-                    let column = unsafe { a_t.as_ptr().add(if PACKED { q } else { kk as usize } * stride) };
+                    let row = if PACKED { q * stride } else { super::row_at(kk, R, PACKED) };
+                    // SAFETY: `kk` is a row below `padded_rows` or its offset (or, packed,
+                    // `q < kept`), so the tile's `R` values from `row` are within `a_t`
+                    // (see above).
+                    let column = unsafe { a_t.as_ptr().add(row) };
                     let bv: [$vec; COUNT] = std::array::from_fn(|j| {
                         // SAFETY: `start[j] + at` is (the lane's strip)·kept·strip + q·strip +
                         // lane % strip with `q < kept` and `lane % strip + LANES <= strip`:
@@ -1205,12 +1234,14 @@ mod simd {
                 let main = if PREFETCH { kept.saturating_sub(a_ahead) } else { 0 };
                 let (mut q, mut at) = (0, 0);
                 for (&kk, &ahead) in kept_rows[..main].iter().zip(&kept_rows[a_ahead.min(kept)..]) {
-                    _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(ahead as usize * stride).cast());
+                    _mm_prefetch::<_MM_HINT_T0>(a_t.as_ptr().wrapping_add(super::row_at(ahead, R, PACKED)).cast());
                     // An f64 row of 14 (stride 16) is two lines.
                     if stride * std::mem::size_of::<$t>() > super::CACHE_LINE {
                         _mm_prefetch::<_MM_HINT_T0>(
                             a_t.as_ptr()
-                                .wrapping_add(ahead as usize * stride + super::CACHE_LINE / std::mem::size_of::<$t>())
+                                .wrapping_add(
+                                    super::row_at(ahead, R, PACKED) + super::CACHE_LINE / std::mem::size_of::<$t>(),
+                                )
                                 .cast(),
                         );
                     }
@@ -1230,7 +1261,8 @@ mod simd {
             }
 
             let kept = $b.group($g);
-            let kept_rows = &$b.kept_rows[kept.clone()];
+            let kept_rows =
+                if super::reads_kept_at(R, PACKED) { &$b.kept_at[kept.clone()] } else { &$b.kept_rows[kept.clone()] };
             let values = &$b.values[kept.start * L..kept.end * L];
             let rows = if PACKED { kept_rows.len() } else { $b.padded_rows() };
             assert_eq!($a_t.len(), rows * super::row_stride(R), "a transposed tile of padded rows, or its kept rows");

@@ -88,6 +88,29 @@ fn wrong_inputs_are_errors() {
     assert!(matches!(NmMatrix::new(&csr), Err(SpmmError::NotNm(f)) if f.contains("compressed") || f.contains("csr")));
 }
 
+/// The kernels address A's transposed rows by 32-bit offsets (a row times 16): B may have up to
+/// 2²⁸ rows, padded to whole windows. `nm(1,65536,1)` reaches that with 4096 kept values.
+#[test]
+fn rows_past_the_32_bit_offsets_are_an_error() {
+    let b = |k: usize| {
+        let windows = k.div_ceil(65536);
+        let parts = nm_format::NmParts::<f32> {
+            n: 1,
+            m: 65536,
+            l: 1,
+            shape: [k, 1],
+            b_prime: vec![1.0; windows],
+            d: (0..windows).map(|w| (w % 7) as u16).collect(),
+        };
+        Tensor::from_nm_parts(&parts).unwrap()
+    };
+    let largest = (1 << 28) - 65536;
+    assert_eq!(NmMatrix::new(&b(largest)).unwrap().rows, largest);
+    let e = NmMatrix::new(&b(largest + 1)).unwrap_err();
+    assert_eq!(e, SpmmError::TooLarge { rows: largest + 1 });
+    assert!(e.to_string().contains("32-bit row offsets"), "{e}");
+}
+
 #[test]
 fn the_flop_count_is_the_useful_one() {
     let mut rng = Pcg64::seed_from_u64(2);
