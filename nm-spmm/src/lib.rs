@@ -213,8 +213,7 @@ impl<'a, T: Real> NmMatrix<'a, T> {
         if windows.checked_mul(window * KEPT_AT_STRIDE).is_none_or(|at| u32::try_from(at).is_err()) {
             return Err(SpmmError::TooLarge { rows });
         }
-        let line = 64 / std::mem::size_of::<T>();
-        let strip = if l.is_multiple_of(line) { line } else { l };
+        let strip = strip_lanes(l, std::mem::size_of::<T>());
         let mut values = LineAligned::zeros(stored.len());
         let mut kept_rows = Vec::with_capacity(meta.len());
         let mut at = 0;
@@ -699,6 +698,14 @@ impl<T> SharedOut<T> {
     }
 }
 
+/// Lanes per strip of B's packed values for vectors of `l` elements of `size` bytes
+/// ([`NmMatrix`]'s `strip`): a compile-time constant in the tile passes, so that a kept
+/// vector's values and those prefetched ahead are addressed by constant displacements.
+const fn strip_lanes(l: usize, size: usize) -> usize {
+    let line = CACHE_LINE / size;
+    if l.is_multiple_of(line) { line } else { l }
+}
+
 /// Elements from one row of a transposed tile of `rows` rows to the next: a power of two, so
 /// that one row's values never straddle two cache lines (6 rows of f32 in 24 bytes did, and
 /// 1:8 ran at 54 against 4:8's 86 GFLOP/s) — given a buffer that starts on a line
@@ -1172,12 +1179,12 @@ mod simd {
                 a_t: &[$t],
                 kept_rows: &[u32],
                 values: &[$t],
-                strip: usize,
                 lane0: usize,
                 out: &mut [[$t; L]; R],
             ) {
                 use std::arch::x86_64::*;
                 let stride = super::row_stride(R);
+                let strip = super::strip_lanes(L, std::mem::size_of::<$t>());
                 // What makes the unchecked reads below in bounds: the caller's `kept_rows`
                 // are rows below `padded_rows` (checked by `NmMatrix::new`) or those rows'
                 // offsets, and `a_t` holds that many rows, or where `PACKED` one row per kept
@@ -1266,13 +1273,14 @@ mod simd {
             let values = &$b.values[kept.start * L..kept.end * L];
             let rows = if PACKED { kept_rows.len() } else { $b.padded_rows() };
             assert_eq!($a_t.len(), rows * super::row_stride(R), "a transposed tile of padded rows, or its kept rows");
+            assert_eq!($b.strip, super::strip_lanes(L, std::mem::size_of::<$t>()), "B's strips for L = {L}");
             let vectors = L / $lanes;
             for first_vector in (0..vectors).step_by(2) {
                 let lane0 = first_vector * $lanes;
                 if vectors - first_vector >= 2 {
-                    pass::<L, R, PREFETCH, PACKED, 2>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, R, PREFETCH, PACKED, 2>($a_t, kept_rows, values, lane0, $out);
                 } else {
-                    pass::<L, R, PREFETCH, PACKED, 1>($a_t, kept_rows, values, $b.strip, lane0, $out);
+                    pass::<L, R, PREFETCH, PACKED, 1>($a_t, kept_rows, values, lane0, $out);
                 }
             }
         }};
