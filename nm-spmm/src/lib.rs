@@ -356,6 +356,7 @@ const fn reads_kept_at(rows: usize, packed: bool) -> bool {
 const fn row_at(kk: u32, rows: usize, packed: bool) -> usize {
     if reads_kept_at(rows, packed) { kk as usize } else { kk as usize * row_stride(rows) }
 }
+
 /// Rows of `C` per tile of the portable kernel.
 const ROWS_PORTABLE: usize = 8;
 /// Kept vectors ahead that the kernels prefetch A's rows for (see [`NmMatrix::prefetch`]).
