@@ -135,11 +135,6 @@ pub struct NmMatrix<'a, T> {
     /// strip `s`, kept vector `q` of the group (in `(w, t)` order), lane `j` of the strip at
     /// `g·K·L + s·K·strip + q·strip + j` with `K = windows·N`.
     values: LineAligned<T>,
-    /// Lanes per strip: one cache line's worth where `L` is a multiple of it, else `L`. A
-    /// pass of the kernels over some of `L`'s lanes then streams one contiguous strip, where
-    /// whole vectors made it read a line and skip the rest (f64 with L = 32 on AVX2: four
-    /// passes each reading 64 of every 256 bytes).
-    strip: usize,
     /// Each kept vector's row of B (`w·M + offset`, below `windows·M`; rows past `k` are the
     /// zero padding of the last window), in the same `(g, w, t)` order: one group's kept
     /// vectors are one flat loop, where window and offset cost a loop and a multiply each.
@@ -250,7 +245,6 @@ impl<'a, T: Real> NmMatrix<'a, T> {
             windows,
             groups,
             values,
-            strip,
             kept_rows,
             kept_at,
             _tensor: std::marker::PhantomData,
@@ -262,11 +256,16 @@ impl<'a, T: Real> NmMatrix<'a, T> {
         g * self.windows * self.n..(g + 1) * self.windows * self.n
     }
 
+    /// Lanes per strip ([`strip_lanes`]).
+    fn strip(&self) -> usize {
+        strip_lanes(self.l, std::mem::size_of::<T>())
+    }
+
     /// Group `g`'s strips: for each, its first lane and its values (`strip` per kept vector).
     fn strips(&self, g: usize) -> impl Iterator<Item = (usize, &[T])> {
         let kept = self.group(g);
         let values = &self.values[kept.start * self.l..kept.end * self.l];
-        values.chunks_exact(kept.len() * self.strip).enumerate().map(|(s, strip)| (s * self.strip, strip))
+        values.chunks_exact(kept.len() * self.strip()).enumerate().map(|(s, strip)| (s * self.strip(), strip))
     }
 
     /// Whether the kernels prefetch the rows of A's transposed tile they will read: where
@@ -699,9 +698,12 @@ impl<T> SharedOut<T> {
     }
 }
 
-/// Lanes per strip of B's packed values for vectors of `l` elements of `size` bytes
-/// ([`NmMatrix`]'s `strip`): a compile-time constant in the tile passes, so that a kept
-/// vector's values and those prefetched ahead are addressed by constant displacements.
+/// Lanes per strip of B's packed values for vectors of `l` elements of `size` bytes: one
+/// cache line's worth where `l` is a multiple of it, else `l`. A pass of the kernels over some
+/// of `L`'s lanes then streams one contiguous strip, where whole vectors made it read a line
+/// and skip the rest (f64 with L = 32 on AVX2: four passes each reading 64 of every 256
+/// bytes). A compile-time constant in the tile passes, so that a kept vector's values and
+/// those prefetched ahead are addressed by constant displacements.
 const fn strip_lanes(l: usize, size: usize) -> usize {
     let line = CACHE_LINE / size;
     if l.is_multiple_of(line) { line } else { l }
@@ -1020,7 +1022,7 @@ fn tile<T: Real, const L: usize, const FMA: bool, const R: usize>(
     let mut acc = [[T::ZERO; L]; R];
     let kept_rows = &b.kept_rows[b.group(g)];
     for (lane0, strip) in b.strips(g) {
-        for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip)) {
+        for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip())) {
             let kk = kk as usize;
             if kk >= b.rows {
                 continue; // a padding row of the last window: zero in B, no column of A
@@ -1047,7 +1049,7 @@ fn generic_l<T: Real>(a: &[T], part: Part, b: &NmMatrix<'_, T>, c: &mut [T]) {
             acc.fill(T::ZERO);
             let kept_rows = &b.kept_rows[b.group(g)];
             for (lane0, strip) in b.strips(g) {
-                for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip)) {
+                for (&kk, v) in kept_rows.iter().zip(strip.chunks_exact(b.strip())) {
                     let kk = kk as usize;
                     if kk >= k {
                         continue;
@@ -1274,7 +1276,7 @@ mod simd {
             let values = &$b.values[kept.start * L..kept.end * L];
             let rows = if PACKED { kept_rows.len() } else { $b.padded_rows() };
             assert_eq!($a_t.len(), rows * super::row_stride(R), "a transposed tile of padded rows, or its kept rows");
-            assert_eq!($b.strip, super::strip_lanes(L, std::mem::size_of::<$t>()), "B's strips for L = {L}");
+            assert_eq!($b.l, L, "a tile compiled for B's L");
             let vectors = L / $lanes;
             for first_vector in (0..vectors).step_by(2) {
                 let lane0 = first_vector * $lanes;
