@@ -6,7 +6,7 @@
 
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::io::read_tensor;
-use nmsparse::format::{Format, Tensor};
+use nmsparse::format::{CoordinateList, Format, Tensor};
 mod common;
 
 use common::{Dense, operand, reference, to_f32};
@@ -699,5 +699,72 @@ fn an_operand_read_in_two_orders_is_read_through_a_view() {
         let kernel = program(expr, decls).compile::<f64>(Backend::Interp).unwrap_or_else(|e| panic!("{expr}: {e}"));
         assert_eq!(kernel.views().len(), 1, "{expr}: expected a view (else this case tests nothing new)");
         check(expr, "", decls, 80 + seed as u64);
+    }
+}
+
+/// Gustavson's SpGEMM into rows wider than a row workspace keeps no list for (2,048): each row
+/// lists its coordinates or only marks them, as the row before it was short or long, and is
+/// sorted or read back from its marks, as it turns out short or long. The rows below take every
+/// pair of the two choices — a short row after a long one read back from its marks, a long
+/// listed one read back too, empty rows in either state — and, with five products per
+/// coordinate, the branch on a first touch as well as the branchless marks.
+#[test]
+fn wide_rows_switch_between_listing_their_coordinates_and_marks_only() {
+    let (n, k) = (5000, 7);
+    let mut c = CoordinateList::<f64>::new(vec![k, n]);
+    let long: Vec<usize> = (0..n).step_by(7).collect(); // 715 coordinates
+    let short = [3, 64, 127, 2048, 4999];
+    let medium: Vec<usize> = (50..n).step_by(151).collect(); // 33
+    for (row, cols) in
+        [(0, &long[..]), (1, &short[..]), (2, &medium[..])].into_iter().chain((3..7).map(|r| (r, &long[..])))
+    {
+        for &j in cols {
+            c.push(&[row, j], ((row + j) % 5 + 1) as f64);
+        }
+    }
+    // Which rows of C each row of B picks: short, long, short, medium, none, long, long, none,
+    // all, medium, short, five times the long pattern, short and medium, the long pattern again.
+    let picks: [&[usize]; 14] = [
+        &[1],
+        &[0],
+        &[1],
+        &[1, 2],
+        &[],
+        &[0, 1],
+        &[0],
+        &[],
+        &[0, 1, 2],
+        &[2],
+        &[1],
+        &[0, 3, 4, 5, 6],
+        &[1, 2],
+        &[0, 3, 4, 5, 6],
+    ];
+    let m = picks.len();
+    let mut b = CoordinateList::<f64>::new(vec![m, k]);
+    for (i, rows) in picks.iter().enumerate() {
+        for &r in *rows {
+            b.push(&[i, r], ((i + r) % 3 + 1) as f64);
+        }
+    }
+    let expr = "A(i,j) = B(i,k) * C(k,j)";
+    for result in ["csr", "dcsr"] {
+        let decls: [Decl<'_>; 3] =
+            [("A", &[m, n], result, 1.0), ("B", &[m, k], "csr", 1.0), ("C", &[k, n], "csr", 1.0)];
+        let operands = vec![
+            ("B".to_string(), operand(&b, &Format::csr()).unwrap()),
+            ("C".to_string(), operand(&c, &Format::csr()).unwrap()),
+        ];
+        let d = Dense {
+            shapes: vec![vec![m, n], vec![m, k], vec![k, n]],
+            arrays: vec![None, Some(operands[0].1.to_dense().unwrap()), Some(operands[1].1.to_dense().unwrap())],
+        };
+        let expected = reference(expr, &d);
+        let row_lengths: Vec<usize> =
+            (0..m).map(|i| expected[i * n..(i + 1) * n].iter().filter(|v| **v != 0.0).count()).collect();
+        assert_eq!(row_lengths[..5], [5, 715, 5, 38, 0], "the rows are as intended");
+        run_all::<f64>(expr, "", &decls, &operands, &expected);
+        let as_f32: Vec<(String, Tensor<f32>)> = operands.iter().map(|(n, t)| (n.clone(), to_f32(t))).collect();
+        run_all::<f32>(expr, "", &decls, &as_f32, &expected);
     }
 }

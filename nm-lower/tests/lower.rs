@@ -759,8 +759,8 @@ fn results_written_out_of_order_go_through_a_row_workspace() {
         (dcsr(), Format::csr(), dcsr()),
     ] {
         for seed in [50, 60] {
-            // Density 0.3 over 300 columns: rows with many coordinates take the scan of the
-            // marks; the sparser second operand below takes the sorted list.
+            // 300 columns: a narrow row, its coordinates only marked and read back from the
+            // marks; the wider and sparser second operand below takes the sorted list.
             let (a, d) = run_sparse(
                 "A(i,j) = B(i,k) * C(k,j)",
                 "reorder(k, j)",

@@ -55,15 +55,15 @@ fn spmv() -> nm_lower::ir::Function {
     )
 }
 
-/// Gustavson SpGEMM, CSR × CSR → CSR.
-fn spgemm() -> nm_lower::ir::Function {
+/// Gustavson SpGEMM, CSR × CSR → CSR, with `n` columns.
+fn spgemm(n: usize) -> nm_lower::ir::Function {
     lowered(
         "C(i,j) = A(i,k) * B(k,j)",
         "reorder(k, j)",
         Declarations::new()
-            .tensor("C", TensorType::sparse(&[1000, 900], Format::csr()))
+            .tensor("C", TensorType::sparse(&[1000, n], Format::csr()))
             .tensor("A", TensorType::sparse(&[1000, 800], Format::csr()))
-            .tensor("B", TensorType::sparse(&[800, 900], Format::csr())),
+            .tensor("B", TensorType::sparse(&[800, n], Format::csr())),
     )
 }
 
@@ -76,9 +76,12 @@ fn spmv_csr() {
 
 #[test]
 fn spgemm_csr_gustavson() {
-    let f = spgemm();
+    // Rows of 900: no list of coordinates, the marks read back.
+    let f = spgemm(900);
     check("spgemm_csr.loops", &f.to_string());
     check("spgemm_csr.c", &emit(&f));
+    // Rows of 9,000: listed or only marked, as the row before was short or long.
+    check("spgemm_csr_wide.loops", &spgemm(9000).to_string());
 }
 
 /// SpMM and SDDMM read a dense row per stored entry: the rows `DISTANCE` entries ahead are
@@ -105,7 +108,7 @@ fn spmm_and_sddmm_prefetch_rows_ahead() {
     );
     let text = sddmm.to_string();
     assert!(text.contains("prefetch Y_vals[") && !text.contains("prefetch X_vals["), "{text}");
-    for f in [spmv(), spgemm()] {
+    for f in [spmv(), spgemm(900)] {
         assert!(!f.to_string().contains("prefetch"), "{f}");
     }
 }

@@ -256,14 +256,42 @@ impl Assembly {
 
     /// The write of one value at the last (compressed) level.
     pub(super) fn append(&self, v: VarId, value: Expr) -> Vec<Stmt> {
+        let mut out = vec![self.grow(self.kinds.len() - 1)];
+        out.extend(self.push(v, value));
+        out
+    }
+
+    /// Room for `extra` more values at the last level, made before a run of [`Self::push`]es:
+    /// one test for a row a workspace hands over, not one per value.
+    pub(super) fn reserve(&self, extra: Expr) -> Stmt {
+        let l = self.kinds.len() - 1;
+        let (n, cap) = (self.count[l].expect("compressed"), self.cap[l].expect("compressed"));
+        let need = bin(BinOp::Add, var(n), extra);
+        Stmt::If {
+            cond: bin(BinOp::Lt, var(cap), need.clone()),
+            then: vec![
+                Stmt::Assign(cap, bin(BinOp::Max, bin(BinOp::Mul, var(cap), int(2)), need)),
+                Stmt::Resize { array: self.crd[l].expect("compressed"), len: var(cap) },
+                Stmt::Resize { array: self.vals.expect("prologue ran"), len: var(cap) },
+            ],
+            otherwise: vec![],
+        }
+    }
+
+    /// The write of one value at the last level where [`Self::reserve`] made room for it.
+    pub(super) fn push(&self, v: VarId, value: Expr) -> Vec<Stmt> {
         let l = self.kinds.len() - 1;
         let n = self.count[l].expect("compressed");
         vec![
-            self.grow(l),
             Stmt::Store { array: self.crd[l].expect("compressed"), index: var(n), value: var(v), accumulate: false },
             Stmt::Store { array: self.vals.expect("prologue ran"), index: var(n), value, accumulate: false },
             Stmt::Assign(n, bin(BinOp::Add, var(n), int(1))),
         ]
+    }
+
+    /// How many values the last level holds so far.
+    pub(super) fn last_count(&self) -> VarId {
+        self.count[self.kinds.len() - 1].expect("compressed")
     }
 
     /// The lengths of what the kernel appended: each compressed level's `crd`, and the values

@@ -601,6 +601,7 @@ pub fn lower_options(
                         count: f.var(&name("n"), ScalarType::Index),
                         products: f.var(&name("products"), ScalarType::Index),
                         branchless: f.var(&name("branchless"), ScalarType::Index),
+                        listing: f.var(&name("listing"), ScalarType::Index),
                         active: false,
                     });
                     params.extend([result; 4]);
@@ -734,12 +735,15 @@ pub fn lower_options(
     };
     if let Some(w) = &lw.workspace {
         body.push(Stmt::Resize { array: w.values, len: int(w.size as i64) });
-        // One slot more: a branchless touch writes `list[count]` before it knows it is new.
-        body.push(Stmt::Resize { array: w.list, len: int(w.size as i64 + 1) });
         body.push(Stmt::Resize { array: w.mark, len: int(w.size as i64 / 64 + 1) });
         body.push(Stmt::Decl(w.branchless, int(0)));
-        // Rows are sorted only when they list fewer than size / SORT_BELOW coordinates.
-        body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
+        if !w.narrow() {
+            body.push(Stmt::Decl(w.listing, int(1)));
+            // One slot more: a branchless touch writes `list[count]` before it knows it is new.
+            body.push(Stmt::Resize { array: w.list, len: int(w.size as i64 + 1) });
+            // Rows are sorted only when they list fewer than size / SORT_BELOW coordinates.
+            body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
+        }
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);
     lw.note_sequential_loops(&loops);

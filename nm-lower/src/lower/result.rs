@@ -283,19 +283,34 @@ impl Lowerer<'_> {
             // convolution at 90% sparsity: 1.5), and a mispredicted branch each time; with many
             // (SpGEMM: 17 on bcsstk16) the branch is predictable and an unconditional store would
             // make consecutive touches of one word wait on each other. The previous row decides.
-            let branchless = vec![
-                list.clone(),
-                Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), one_if(fresh.clone()))),
-                set.clone(),
-            ];
-            let branchy = vec![Stmt::If {
-                cond: fresh,
-                then: vec![set, list, Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1)))],
-                otherwise: vec![],
-            }];
+            let branchless = bin(BinOp::Ne, var(w.branchless), int(0));
+            let listed = Stmt::If {
+                cond: branchless.clone(),
+                then: vec![
+                    list.clone(),
+                    Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), one_if(fresh.clone()))),
+                    set.clone(),
+                ],
+                otherwise: vec![Stmt::If {
+                    cond: fresh.clone(),
+                    then: vec![set.clone(), list, Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1)))],
+                    otherwise: vec![],
+                }],
+            };
+            // A row that keeps no list needs only the mark.
+            let marked = Stmt::If {
+                cond: branchless,
+                then: vec![set.clone()],
+                otherwise: vec![Stmt::If { cond: fresh, then: vec![set], otherwise: vec![] }],
+            };
+            let touch = if w.narrow() {
+                marked
+            } else {
+                Stmt::If { cond: bin(BinOp::Ne, var(w.listing), int(0)), then: vec![listed], otherwise: vec![marked] }
+            };
             return Ok(vec![
                 Stmt::Assign(w.products, bin(BinOp::Add, var(w.products), int(1))),
-                Stmt::If { cond: bin(BinOp::Ne, var(w.branchless), int(0)), then: branchless, otherwise: branchy },
+                touch,
                 Stmt::Store { array: w.values, index: j, value, accumulate: op == AssignOp::Accumulate },
             ]);
         }

@@ -6,13 +6,15 @@ use super::*;
 /// A dense workspace for the last level of a sparse result the loops write out of order —
 /// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
 /// `values` by coordinate; `mark` flags the coordinates touched (a bit each) and `list` records
-/// them in arrival order. After the loops below the result's other levels, the row is appended in
-/// coordinate order and the workspace cleared: the listed coordinates sorted when they are few,
-/// read back from `mark` when they are many (a scan costs a step per word of 64 marks and one
-/// per coordinate, a radix sort two or three passes over the coordinates: the scan wins once
-/// the coordinates outnumber about half the words — `SORT_BELOW`; at `n / 16`, as with one
-/// mark per coordinate, bcsstk16's A·A — 213 of 4,884 per row — took 36–52 ms, now 26–35).
-/// Cost: O(size) memory once, O(touched) per row.
+/// them in arrival order, where the row keeps a list (`listing`; never in rows of at most
+/// [`NARROW`]). After the loops below the result's other levels, the row is appended in
+/// coordinate order, each coordinate's slot cleared as it goes: the listed coordinates sorted
+/// when they are few, the marks read back when they are many or were not listed (a scan costs a
+/// step per word of 64 marks and one per coordinate, a radix sort two or three passes over the
+/// coordinates: the scan wins once the coordinates outnumber about half the words —
+/// `SORT_BELOW`; at `n / 16`, as with one mark per coordinate, bcsstk16's A·A — 213 of 4,884
+/// per row — took 36–52 ms, now 26–35). Cost: O(size) memory once, O(touched) per listed row,
+/// O(size / 64 + touched) per row that is not.
 #[derive(Clone, Debug)]
 pub(super) struct RowWorkspace {
     /// The result's last index variable.
@@ -26,13 +28,18 @@ pub(super) struct RowWorkspace {
     pub(super) list: ArrayId,
     /// The sort's scratch.
     pub(super) sorted: ArrayId,
-    /// Coordinates listed in the current row.
+    /// Coordinates listed in the current row (counted as they are appended where it keeps no
+    /// list).
     pub(super) count: VarId,
     /// Products added into the current row.
     pub(super) products: VarId,
     /// Whether the row marks its coordinates without a branch: set after a row that added
     /// fewer than `BRANCHLESS_BELOW` products per coordinate (see `resolved_assignment`).
     pub(super) branchless: VarId,
+    /// Whether a wider row than [`NARROW`] lists its coordinates: set after a row that would
+    /// have been sorted (`SORT_BELOW`); other rows only mark theirs and are read back from
+    /// the marks.
+    pub(super) listing: VarId,
     /// Whether the region is being lowered.
     pub(super) active: bool,
 }
@@ -40,6 +47,14 @@ pub(super) struct RowWorkspace {
 /// A row workspace's coordinates are sorted when they are fewer than `size / SORT_BELOW`, else
 /// read back from the marks.
 pub(super) const SORT_BELOW: i64 = 128;
+
+/// Rows at most this wide keep no list: their marks are read back (at most 32 words and a
+/// step per coordinate), which costs less than listing every first touch. A 2-D convolution
+/// into DCSR (997 wide) went 0.42 → 0.29 ms at 99% sparsity, 3.2 → 1.6 ms at 90%, and every
+/// A·A measured up to 2,003 wide (olm1000, cage8, watt_2, bcsstk13...) 4–40% faster. Wider
+/// rows choose at run time (`listing`): marking only, as here, cost Pd's A·A (8,081 wide, a few
+/// coordinates a row) 6.5× where every row did.
+pub(super) const NARROW: usize = 2048;
 
 /// A row workspace marks coordinates without a branch after a row that added fewer products
 /// than this many per coordinate.
@@ -53,6 +68,13 @@ pub(super) fn one_if(cond: Expr) -> Expr {
 /// The word of a row workspace's marks (one bit per coordinate) that holds coordinate `j`.
 pub(super) fn word(j: Expr) -> Expr {
     bin(BinOp::Shr, j, int(6))
+}
+
+impl RowWorkspace {
+    /// Whether the row keeps no list of its coordinates (see [`NARROW`]).
+    pub(super) fn narrow(&self) -> bool {
+        self.size <= NARROW
+    }
 }
 
 impl Lowerer<'_> {
@@ -75,67 +97,75 @@ impl Lowerer<'_> {
         out.extend(inner?);
         let a = self.assembly.as_ref().expect("a sparse result");
         let name = self.cin.vars[w.var].name.clone();
-        // Appends coordinate `j` and clears its slot.
-        let drain = |j: VarId| {
-            let mut s = a.append(j, load(w.values, var(j)));
-            s.push(Stmt::Store { array: w.values, index: var(j), value: float(0.0), accumulate: false });
-            // Every listed coordinate is drained: its whole word of marks can go.
-            s.push(Stmt::Store { array: w.mark, index: word(var(j)), value: int(0), accumulate: false });
-            s
-        };
-        let (sorted_j, q) = (self.f.var(&name, ScalarType::Index), self.f.var(&format!("{name}_q"), ScalarType::Index));
-        // Many coordinates: the list is rewritten in order from the marks, a word of 64 at a
-        // time, one step per set bit (a branch per flag, mispredicted on every touched
-        // coordinate, cost a 2-D convolution into DCSR at 99% sparsity 70% of its time).
+        let j = self.f.var(&name, ScalarType::Index);
+        // Appends coordinate `j` (room made for the whole row first) and clears its slot.
+        let mut drain = a.push(j, load(w.values, var(j)));
+        drain.push(Stmt::Store { array: w.values, index: var(j), value: float(0.0), accumulate: false });
+        // The marks read back a word of 64 at a time, one step per set bit, each coordinate
+        // appended as it is found (a list rewritten in order and then read cost a 2-D
+        // convolution into DCSR at 99% sparsity a fifth of its time).
         let (w_q, bits, base) = (
             self.f.var(&format!("{name}_word"), ScalarType::Index),
             self.f.var(&format!("{name}_bits"), ScalarType::Index),
             self.f.var(&format!("{name}_base"), ScalarType::Index),
         );
-        let scan = vec![
-            Stmt::Assign(w.count, int(0)),
-            Stmt::For {
-                var: w_q,
-                start: int(0),
-                end: int(w.size as i64 / 64 + 1),
-                body: vec![
-                    Stmt::Decl(bits, load(w.mark, var(w_q))),
-                    Stmt::Decl(base, bin(BinOp::Mul, var(w_q), int(64))),
-                    Stmt::While {
-                        cond: bin(BinOp::Ne, var(bits), int(0)),
-                        // The lowest bit cleared is the only step carried from bit to bit
-                        // (one cycle; shifting the word past it took four).
-                        body: vec![
-                            Stmt::Store {
-                                array: w.list,
-                                index: var(w.count),
-                                value: bin(
-                                    BinOp::Add,
-                                    var(base),
-                                    Expr::Unary(UnOp::TrailingZeros, Box::new(var(bits))),
-                                ),
-                                accumulate: false,
-                            },
-                            Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1))),
-                            Stmt::Assign(bits, Expr::Unary(UnOp::ClearLowestBit, Box::new(var(bits)))),
-                        ],
-                    },
-                ],
-                parallel: false,
-            },
-        ];
-        out.push(Stmt::If {
-            cond: bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64)),
-            then: vec![Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted }],
-            otherwise: scan,
-        });
-        let mut listed = vec![Stmt::Decl(sorted_j, load(w.list, var(q)))];
-        listed.extend(drain(sorted_j));
+        let mut found =
+            vec![Stmt::Decl(j, bin(BinOp::Add, var(base), Expr::Unary(UnOp::TrailingZeros, Box::new(var(bits)))))];
+        found.extend(drain.clone());
+        // The lowest bit cleared is the only step carried from bit to bit (one cycle;
+        // shifting the word past it took four).
+        found.push(Stmt::Assign(bits, Expr::Unary(UnOp::ClearLowestBit, Box::new(var(bits)))));
+        let scan = Stmt::For {
+            var: w_q,
+            start: int(0),
+            end: int(w.size as i64 / 64 + 1),
+            body: vec![
+                Stmt::Decl(bits, load(w.mark, var(w_q))),
+                Stmt::Store { array: w.mark, index: var(w_q), value: int(0), accumulate: false },
+                Stmt::Decl(base, bin(BinOp::Mul, var(w_q), int(64))),
+                Stmt::While { cond: bin(BinOp::Ne, var(bits), int(0)), body: found },
+            ],
+            parallel: false,
+        };
+        // A row that kept no list: room for all its coordinates, the marks read back, and
+        // the coordinates counted as they were appended.
+        let unlisted = {
+            let n = a.last_count();
+            let first = self.f.var(&format!("{name}_first"), ScalarType::Index);
+            vec![
+                a.reserve(int(w.size as i64)),
+                Stmt::Decl(first, var(n)),
+                scan.clone(),
+                Stmt::Assign(w.count, bin(BinOp::Sub, var(n), var(first))),
+            ]
+        };
+        let few = bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64));
+        if w.narrow() {
+            out.extend(unlisted);
+        } else {
+            let q = self.f.var(&format!("{name}_q"), ScalarType::Index);
+            let mut listed = vec![Stmt::Decl(j, load(w.list, var(q)))];
+            listed.extend(drain);
+            // Every listed coordinate is drained: its whole word of marks can go.
+            listed.push(Stmt::Store { array: w.mark, index: word(var(j)), value: int(0), accumulate: false });
+            let sorted = vec![
+                a.reserve(var(w.count)),
+                Stmt::If {
+                    cond: few.clone(),
+                    then: vec![
+                        Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted },
+                        Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
+                    ],
+                    otherwise: vec![scan],
+                },
+            ];
+            out.push(Stmt::If { cond: bin(BinOp::Ne, var(w.listing), int(0)), then: sorted, otherwise: unlisted });
+            out.push(Stmt::Assign(w.listing, one_if(few)));
+        }
         out.push(Stmt::Assign(
             w.branchless,
             one_if(bin(BinOp::Lt, var(w.products), bin(BinOp::Mul, var(w.count), int(BRANCHLESS_BELOW)))),
         ));
-        out.push(Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false });
         Ok(out)
     }
 }

@@ -6,29 +6,6 @@
 
 typedef struct nms_array { void *data; int64_t len; void *owner; int (*grow)(struct nms_array *, int64_t); } nms_array;
 
-static void nms_sort_int64_t(int64_t *restrict a, int64_t n, int64_t *restrict tmp) {
-  if (n <= 32) {
-    for (int64_t i = 1; i < n; i++) {
-      int64_t x = a[i];
-      int64_t j = i - 1;
-      while (j >= 0 && a[j] > x) { a[j + 1] = a[j]; j--; }
-      a[j + 1] = x;
-    }
-    return;
-  }
-  int64_t max = a[0];
-  for (int64_t i = 1; i < n; i++) max = a[i] > max ? a[i] : max;
-  int64_t *src = a, *dst = tmp;
-  for (int shift = 0; shift < (int)(8 * sizeof(int64_t)) && (max >> shift) > 0; shift += 8) {
-    int64_t count[257] = {0};
-    for (int64_t i = 0; i < n; i++) count[((src[i] >> shift) & 255) + 1]++;
-    for (int d = 0; d < 256; d++) count[d + 1] += count[d];
-    for (int64_t i = 0; i < n; i++) dst[count[(src[i] >> shift) & 255]++] = src[i];
-    int64_t *t = src; src = dst; dst = t;
-  }
-  if (src != a) memcpy(a, src, (size_t)n * sizeof(int64_t));
-}
-
 int kernel(nms_array *restrict args) {
   double *restrict C_wvals = (double *)args[0].data;
   uint64_t *restrict C_wmark = (uint64_t *)args[1].data;
@@ -75,13 +52,6 @@ int kernel(nms_array *restrict args) {
     }
   }
   {
-    int64_t n_ = INT64_C(901);
-    if (n_ > args[2].len) {
-      if (args[2].grow(&args[2], n_)) return 1;
-      C_wlist = (int64_t *)args[2].data;
-    }
-  }
-  {
     int64_t n_ = INT64_C(15);
     if (n_ > args[1].len) {
       if (args[1].grow(&args[1], n_)) return 1;
@@ -89,13 +59,6 @@ int kernel(nms_array *restrict args) {
     }
   }
   int64_t C_wbranchless = INT64_C(0);
-  {
-    int64_t n_ = INT64_C(8);
-    if (n_ > args[3].len) {
-      if (args[3].grow(&args[3], n_)) return 1;
-      C_wsorted = (int64_t *)args[3].data;
-    }
-  }
   for (int64_t i = ((int64_t)row_bounds[INT64_C(0)]), i_end = ((int64_t)row_bounds[INT64_C(1)]); i < i_end; i++) {
     int64_t A0_p0 = ((INT64_C(0) * INT64_C(1000)) + i);
     if (INT64_C(1)) {
@@ -109,59 +72,48 @@ int kernel(nms_array *restrict args) {
           int64_t j = ((int64_t)B1_crd[B1_p0]);
           C_wproducts = (C_wproducts + INT64_C(1));
           if ((C_wbranchless != INT64_C(0))) {
-            C_wlist[C_wn] = j;
-            C_wn = (C_wn + ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0)) ? INT64_C(1) : INT64_C(0)));
             C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
           } else {
             if ((((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) & (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63)))))))))) == INT64_C(0))) {
               C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = ((int64_t)((uint64_t)(((int64_t)C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))])) | (uint64_t)(((int64_t)((uint64_t)(INT64_C(1)) << (uint64_t)(((int64_t)((uint64_t)(j) & (uint64_t)(INT64_C(63))))))))));
-              C_wlist[C_wn] = j;
-              C_wn = (C_wn + INT64_C(1));
             }
           }
           C_wvals[j] += (A_vals[A1_p0] * B_vals[B1_p0]);
         }
       }
-      if (((C_wn * INT64_C(128)) < INT64_C(900))) {
-        nms_sort_int64_t(C_wlist + INT64_C(0), (C_wn - INT64_C(0)), C_wsorted);
-      } else {
-        C_wn = INT64_C(0);
-        for (int64_t j_word = INT64_C(0); j_word < INT64_C(15); j_word++) {
-          int64_t j_bits = ((int64_t)C_wmark[j_word]);
-          int64_t j_base = (j_word * INT64_C(64));
-          while ((j_bits != INT64_C(0))) {
-            C_wlist[C_wn] = (j_base + ((int64_t)__builtin_ctzll((uint64_t)(j_bits))));
-            C_wn = (C_wn + INT64_C(1));
-            j_bits = ((int64_t)((uint64_t)(j_bits) & ((uint64_t)(j_bits) - 1)));
+      if ((C1_cap < (C1_n + INT64_C(900)))) {
+        C1_cap = (((C1_cap * INT64_C(2))) > ((C1_n + INT64_C(900))) ? ((C1_cap * INT64_C(2))) : ((C1_n + INT64_C(900))));
+        {
+          int64_t n_ = C1_cap;
+          if (n_ > args[5].len) {
+            if (args[5].grow(&args[5], n_)) return 1;
+            C1_crd = (int64_t *)args[5].data;
+          }
+        }
+        {
+          int64_t n_ = C1_cap;
+          if (n_ > args[6].len) {
+            if (args[6].grow(&args[6], n_)) return 1;
+            C_vals = (double *)args[6].data;
           }
         }
       }
+      int64_t j_first = C1_n;
+      for (int64_t j_word = INT64_C(0); j_word < INT64_C(15); j_word++) {
+        int64_t j_bits = ((int64_t)C_wmark[j_word]);
+        C_wmark[j_word] = INT64_C(0);
+        int64_t j_base = (j_word * INT64_C(64));
+        while ((j_bits != INT64_C(0))) {
+          int64_t j = (j_base + ((int64_t)__builtin_ctzll((uint64_t)(j_bits))));
+          C1_crd[C1_n] = j;
+          C_vals[C1_n] = C_wvals[j];
+          C1_n = (C1_n + INT64_C(1));
+          C_wvals[j] = 0.0;
+          j_bits = ((int64_t)((uint64_t)(j_bits) & ((uint64_t)(j_bits) - 1)));
+        }
+      }
+      C_wn = (C1_n - j_first);
       C_wbranchless = ((C_wproducts < (C_wn * INT64_C(4))) ? INT64_C(1) : INT64_C(0));
-      for (int64_t j_q = INT64_C(0), j_q_end = C_wn; j_q < j_q_end; j_q++) {
-        int64_t j = ((int64_t)C_wlist[j_q]);
-        if ((C1_cap <= C1_n)) {
-          C1_cap = (C1_cap * INT64_C(2));
-          {
-            int64_t n_ = C1_cap;
-            if (n_ > args[5].len) {
-              if (args[5].grow(&args[5], n_)) return 1;
-              C1_crd = (int64_t *)args[5].data;
-            }
-          }
-          {
-            int64_t n_ = C1_cap;
-            if (n_ > args[6].len) {
-              if (args[6].grow(&args[6], n_)) return 1;
-              C_vals = (double *)args[6].data;
-            }
-          }
-        }
-        C1_crd[C1_n] = j;
-        C_vals[C1_n] = C_wvals[j];
-        C1_n = (C1_n + INT64_C(1));
-        C_wvals[j] = 0.0;
-        C_wmark[((int64_t)((uint64_t)(j) >> (uint64_t)(INT64_C(6))))] = INT64_C(0);
-      }
       C1_pos[(r0 + INT64_C(1))] = C1_n;
     }
   }
