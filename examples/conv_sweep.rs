@@ -4,9 +4,10 @@
 //! -time=REPS`: generated C, the fastest compute time, arrays reused between runs as taco
 //! times them): with the input in a sparse format (compressed levels iterated by non-empty
 //! subsections) under three loop orders — the default, output-stationary (result variables
-//! outermost) and filter outermost — and with every tensor dense (plain nested loops, which
-//! the C compiler vectorizes). 1 thread. Prints a Markdown table and writes an SVG plot of
-//! time against sparsity.
+//! outermost) and filter outermost — and, in the default order, into a sparse result too
+//! (assembled and computed by one fused kernel, `-c`); and with every tensor dense (plain
+//! nested loops, which the C compiler vectorizes). 1 thread. Prints a Markdown table and writes
+//! an SVG plot of time against sparsity.
 //!
 //!     cargo run --release --example conv_sweep [-- OUT.svg]     (REPS=N, default 10)
 
@@ -23,16 +24,29 @@ struct Problem {
     format: &'static str,
     /// Loop orders to time the sparse input under ("" is the default).
     schedules: [&'static str; 3],
+    /// The sparse result's format, timed under the default order.
+    result: &'static str,
 }
 
-/// `nmsparse EXPR -d=... -g=I:DENSITY [-f=I:FORMAT] [-s=SCHEDULE] -time=REPS`: the fastest
-/// compute time (ms) and the result's checksum.
-fn time(p: &Problem, format: Option<&str>, schedule: &str, density: f64, reps: usize) -> (f64, String) {
+/// `nmsparse EXPR -d=... -g=I:DENSITY [-f=I:FORMAT] [-f=O:RESULT -c] [-s=SCHEDULE] -time=REPS`:
+/// the fastest compute time (ms) and the result's checksum.
+fn time(
+    p: &Problem,
+    format: Option<&str>,
+    result: Option<&str>,
+    schedule: &str,
+    density: f64,
+    reps: usize,
+) -> (f64, String) {
     let mut o = RunOptions::new(p.expr);
     o.dims = p.dims.iter().map(|d| d.to_string()).collect();
     o.generate = vec![format!("I:{density}"), "F:d".to_string()];
     if let Some(f) = format {
         o.formats = vec![format!("I:{f}")];
+    }
+    if let Some(f) = result {
+        o.formats.push(format!("O:{f}"));
+        o.fused = true;
     }
     if !schedule.is_empty() {
         o.schedule = Some(schedule.to_string());
@@ -58,6 +72,7 @@ fn main() {
             dims: &["i:999997", "r:3"],
             format: "s",
             schedules: ["", "reorder(i,r)", "reorder(r,i)"],
+            result: "s",
         },
         Problem {
             name: "2-D",
@@ -65,6 +80,7 @@ fn main() {
             dims: &["i:997", "j:997", "r:3", "q:3"],
             format: "csr",
             schedules: ["", "reorder(i,j,r,q)", "reorder(r,q,i,j)"],
+            result: "dcsr",
         },
         Problem {
             name: "3-D",
@@ -72,46 +88,51 @@ fn main() {
             dims: &["i:97", "j:97", "k:97", "r:3", "q:3", "p:3"],
             format: "csf",
             schedules: ["", "reorder(i,j,k,r,q,p)", "reorder(r,q,p,i,j,k)"],
+            result: "csf",
         },
     ];
     let sparsities = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999];
     let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     println!(
-        "| problem | sparsity | dense (ms) | sparse, default (ms) | sparse, output-stationary (ms) | sparse, filter outermost (ms) | dense / sparse default | checksums agree |"
+        "| problem | sparsity | dense (ms) | sparse, default (ms) | sparse, output-stationary (ms) | sparse, filter outermost (ms) | sparse into a sparse result (ms) | dense / sparse default | dense / sparse result | checksums agree |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for p in &problems {
         let mut dense_curve = Vec::new();
-        let mut sparse_curves = [Vec::new(), Vec::new(), Vec::new()];
+        let mut sparse_curves = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         for &s in &sparsities {
             let density = 1.0 - s;
-            let (dense_ms, dense_sum) = time(p, None, "", density, reps);
-            let mut sparse_ms = [0.0; 3];
+            let (dense_ms, dense_sum) = time(p, None, None, "", density, reps);
+            let mut sparse_ms = [0.0; 4];
             let mut agree = true;
-            for (k, schedule) in p.schedules.iter().enumerate() {
-                let (ms, sum) = time(p, Some(p.format), schedule, density, reps);
+            let runs = p.schedules.iter().map(|&schedule| (schedule, None)).chain([("", Some(p.result))]);
+            for (k, (schedule, result)) in runs.enumerate() {
+                let (ms, sum) = time(p, Some(p.format), result, schedule, density, reps);
                 sparse_ms[k] = ms;
                 agree &= sum == dense_sum;
                 sparse_curves[k].push((s, ms));
             }
             dense_curve.push((s, dense_ms));
             println!(
-                "| {} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {} |",
+                "| {} | {:.1}% | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {} |",
                 p.name,
                 s * 100.0,
                 dense_ms,
                 sparse_ms[0],
                 sparse_ms[1],
                 sparse_ms[2],
+                sparse_ms[3],
                 dense_ms / sparse_ms[0],
+                dense_ms / sparse_ms[3],
                 if agree { "yes" } else { "NO" }
             );
         }
         curves.push((format!("{} dense", p.name), dense_curve));
-        let [a, b, c] = sparse_curves;
+        let [a, b, c, d] = sparse_curves;
         curves.push((format!("{} sparse ({}), default order", p.name, p.format), a));
         curves.push((format!("{} sparse, output-stationary", p.name), b));
         curves.push((format!("{} sparse, filter outermost", p.name), c));
+        curves.push((format!("{} sparse into {}, default order", p.name, p.result), d));
     }
     std::fs::write(&svg_path, plot(&curves)).expect("writes the plot");
     eprintln!("plot: {svg_path}");
@@ -126,10 +147,10 @@ fn plot(curves: &[(String, Vec<(f64, f64)>)]) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="11">"#,
         3.0 * w,
-        h + 72.0
+        h + 84.0
     );
-    let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c"];
-    for (panel, group) in curves.chunks(4).enumerate() {
+    let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
+    for (panel, group) in curves.chunks(colors.len()).enumerate() {
         let x0 = panel as f64 * w;
         let times: Vec<f64> = group.iter().flat_map(|(_, c)| c.iter().map(|p| p.1)).collect();
         let lo = times.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-3).log10().floor();
