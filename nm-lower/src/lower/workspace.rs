@@ -98,12 +98,15 @@ impl Lowerer<'_> {
         let a = self.assembly.as_ref().expect("a sparse result");
         let name = self.cin.vars[w.var].name.clone();
         let j = self.f.var(&name, ScalarType::Index);
-        // Appends coordinate `j` (room made for the whole row first) and clears its slot.
+        // Appends coordinate `j` (room made before) and clears its slot.
         let mut drain = a.push(j, load(w.values, var(j)));
         drain.push(Stmt::Store { array: w.values, index: var(j), value: float(0.0), accumulate: false });
         // The marks read back a word of 64 at a time, one step per set bit, each coordinate
         // appended as it is found (a list rewritten in order and then read cost a 2-D
-        // convolution into DCSR at 99% sparsity a fifth of its time).
+        // convolution into DCSR at 99% sparsity a fifth of its time). Room is made for a
+        // narrow row at once, for a wider one a word at a time (its count is not known before,
+        // and room for a whole row could ask the memory check for gigabytes a wide result
+        // never fills; the test per word cost the narrow convolution 1–2%).
         let (w_q, bits, base) = (
             self.f.var(&format!("{name}_word"), ScalarType::Index),
             self.f.var(&format!("{name}_bits"), ScalarType::Index),
@@ -119,28 +122,28 @@ impl Lowerer<'_> {
             var: w_q,
             start: int(0),
             end: int(w.size as i64 / 64 + 1),
-            body: vec![
-                Stmt::Decl(bits, load(w.mark, var(w_q))),
-                Stmt::Store { array: w.mark, index: var(w_q), value: int(0), accumulate: false },
-                Stmt::Decl(base, bin(BinOp::Mul, var(w_q), int(64))),
-                Stmt::While { cond: bin(BinOp::Ne, var(bits), int(0)), body: found },
-            ],
+            body: [
+                if w.narrow() { vec![] } else { vec![a.reserve(int(64))] },
+                vec![
+                    Stmt::Decl(bits, load(w.mark, var(w_q))),
+                    Stmt::Store { array: w.mark, index: var(w_q), value: int(0), accumulate: false },
+                    Stmt::Decl(base, bin(BinOp::Mul, var(w_q), int(64))),
+                    Stmt::While { cond: bin(BinOp::Ne, var(bits), int(0)), body: found },
+                ],
+            ]
+            .concat(),
             parallel: false,
         };
-        // A row that kept no list: room for all its coordinates, the marks read back, and
-        // the coordinates counted as they were appended.
+        // A row that kept no list: the marks read back, the coordinates counted as they were
+        // appended.
         let unlisted = {
             let n = a.last_count();
             let first = self.f.var(&format!("{name}_first"), ScalarType::Index);
-            vec![
-                a.reserve(int(w.size as i64)),
-                Stmt::Decl(first, var(n)),
-                scan.clone(),
-                Stmt::Assign(w.count, bin(BinOp::Sub, var(n), var(first))),
-            ]
+            vec![Stmt::Decl(first, var(n)), scan.clone(), Stmt::Assign(w.count, bin(BinOp::Sub, var(n), var(first)))]
         };
         let few = bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64));
         if w.narrow() {
+            out.push(a.reserve(int(w.size as i64)));
             out.extend(unlisted);
         } else {
             let q = self.f.var(&format!("{name}_q"), ScalarType::Index);
@@ -148,17 +151,15 @@ impl Lowerer<'_> {
             listed.extend(drain);
             // Every listed coordinate is drained: its whole word of marks can go.
             listed.push(Stmt::Store { array: w.mark, index: word(var(j)), value: int(0), accumulate: false });
-            let sorted = vec![
-                a.reserve(var(w.count)),
-                Stmt::If {
-                    cond: few.clone(),
-                    then: vec![
-                        Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted },
-                        Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
-                    ],
-                    otherwise: vec![scan],
-                },
-            ];
+            let sorted = vec![Stmt::If {
+                cond: few.clone(),
+                then: vec![
+                    a.reserve(var(w.count)),
+                    Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted },
+                    Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
+                ],
+                otherwise: vec![scan],
+            }];
             out.push(Stmt::If { cond: bin(BinOp::Ne, var(w.listing), int(0)), then: sorted, otherwise: unlisted });
             out.push(Stmt::Assign(w.listing, one_if(few)));
         }
