@@ -596,15 +596,20 @@ pub fn lower_options(
                         outer,
                         values: f.array(&name("vals"), value, Role::Scratch, true),
                         mark: f.array(&name("mark"), ElemType::U64, Role::Scratch, true),
-                        list: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
-                        sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
+                        list: (size > NARROW).then(|| RowList {
+                            coords: f.array(&name("list"), ElemType::I64, Role::Scratch, true),
+                            sorted: f.array(&name("sorted"), ElemType::I64, Role::Scratch, true),
+                            listing: f.var(&name("listing"), ScalarType::Index),
+                        }),
                         count: f.var(&name("n"), ScalarType::Index),
                         products: f.var(&name("products"), ScalarType::Index),
                         branchless: f.var(&name("branchless"), ScalarType::Index),
-                        listing: f.var(&name("listing"), ScalarType::Index),
                         active: false,
                     });
-                    params.extend([result; 4]);
+                    params.extend([result; 2]);
+                    if size > NARROW {
+                        params.extend([result; 2]);
+                    }
                 }
                 let mut assembly = Assembly::declare(&mut f, &mut params, result, &result_name, format, shape)?;
                 assembly.vars = order;
@@ -737,12 +742,12 @@ pub fn lower_options(
         body.push(Stmt::Resize { array: w.values, len: int(w.size as i64) });
         body.push(Stmt::Resize { array: w.mark, len: int(w.size as i64 / 64 + 1) });
         body.push(Stmt::Decl(w.branchless, int(0)));
-        if !w.narrow() {
-            body.push(Stmt::Decl(w.listing, int(1)));
+        if let Some(l) = w.list {
+            body.push(Stmt::Decl(l.listing, int(1)));
             // One slot more: a branchless touch writes `list[count]` before it knows it is new.
-            body.push(Stmt::Resize { array: w.list, len: int(w.size as i64 + 1) });
+            body.push(Stmt::Resize { array: l.coords, len: int(w.size as i64 + 1) });
             // Rows are sorted only when they list fewer than size / SORT_BELOW coordinates.
-            body.push(Stmt::Resize { array: w.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
+            body.push(Stmt::Resize { array: l.sorted, len: int(w.size as i64 / SORT_BELOW + 1) });
         }
     }
     body.extend(lw.nest(&loops, &lhs, op, rhs)?);

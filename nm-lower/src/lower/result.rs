@@ -278,35 +278,41 @@ impl Lowerer<'_> {
                 value: bin(BinOp::BitOr, load(w.mark, word(j.clone())), bit),
                 accumulate: false,
             };
-            let list = Stmt::Store { array: w.list, index: var(w.count), value: j.clone(), accumulate: false };
             // A first touch is a coin toss when a row adds few products per coordinate (a
             // convolution at 90% sparsity: 1.5), and a mispredicted branch each time; with many
             // (SpGEMM: 17 on bcsstk16) the branch is predictable and an unconditional store would
             // make consecutive touches of one word wait on each other. The previous row decides.
             let branchless = bin(BinOp::Ne, var(w.branchless), int(0));
-            let listed = Stmt::If {
-                cond: branchless.clone(),
-                then: vec![
-                    list.clone(),
-                    Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), one_if(fresh.clone()))),
-                    set.clone(),
-                ],
-                otherwise: vec![Stmt::If {
-                    cond: fresh.clone(),
-                    then: vec![set.clone(), list, Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1)))],
-                    otherwise: vec![],
-                }],
-            };
             // A row that keeps no list needs only the mark.
             let marked = Stmt::If {
-                cond: branchless,
+                cond: branchless.clone(),
                 then: vec![set.clone()],
-                otherwise: vec![Stmt::If { cond: fresh, then: vec![set], otherwise: vec![] }],
+                otherwise: vec![Stmt::If { cond: fresh.clone(), then: vec![set.clone()], otherwise: vec![] }],
             };
-            let touch = if w.narrow() {
-                marked
-            } else {
-                Stmt::If { cond: bin(BinOp::Ne, var(w.listing), int(0)), then: vec![listed], otherwise: vec![marked] }
+            let touch = match w.list {
+                None => marked,
+                Some(l) => {
+                    let list =
+                        Stmt::Store { array: l.coords, index: var(w.count), value: j.clone(), accumulate: false };
+                    let listed = Stmt::If {
+                        cond: branchless,
+                        then: vec![
+                            list.clone(),
+                            Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), one_if(fresh.clone()))),
+                            set.clone(),
+                        ],
+                        otherwise: vec![Stmt::If {
+                            cond: fresh,
+                            then: vec![set, list, Stmt::Assign(w.count, bin(BinOp::Add, var(w.count), int(1)))],
+                            otherwise: vec![],
+                        }],
+                    };
+                    Stmt::If {
+                        cond: bin(BinOp::Ne, var(l.listing), int(0)),
+                        then: vec![listed],
+                        otherwise: vec![marked],
+                    }
+                }
             };
             return Ok(vec![
                 Stmt::Assign(w.products, bin(BinOp::Add, var(w.products), int(1))),

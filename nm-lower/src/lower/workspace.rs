@@ -5,9 +5,8 @@ use super::*;
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
 /// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
-/// `values` by coordinate; `mark` flags the coordinates touched (a bit each) and `list` records
-/// them in arrival order, where the row keeps a list (`listing`; never in rows of at most
-/// [`NARROW`]). After the loops below the result's other levels, the row is appended in
+/// `values` by coordinate; `mark` flags the coordinates touched (a bit each) and, in rows wider
+/// than [`NARROW`], a [`RowList`] records them in arrival order where the row keeps a list. After the loops below the result's other levels, the row is appended in
 /// coordinate order, each coordinate's slot cleared as it goes: the listed coordinates sorted
 /// when they are few, the marks read back when they are many or were not listed (a scan costs a
 /// step per word of 64 marks and one per coordinate, a radix sort two or three passes over the
@@ -25,9 +24,8 @@ pub(super) struct RowWorkspace {
     pub(super) outer: usize,
     pub(super) values: ArrayId,
     pub(super) mark: ArrayId,
-    pub(super) list: ArrayId,
-    /// The sort's scratch.
-    pub(super) sorted: ArrayId,
+    /// The coordinate list, for rows wider than [`NARROW`].
+    pub(super) list: Option<RowList>,
     /// Coordinates listed in the current row (counted as they are appended where it keeps no
     /// list).
     pub(super) count: VarId,
@@ -36,12 +34,20 @@ pub(super) struct RowWorkspace {
     /// Whether the row marks its coordinates without a branch: set after a row that added
     /// fewer than `BRANCHLESS_BELOW` products per coordinate (see `resolved_assignment`).
     pub(super) branchless: VarId,
-    /// Whether a wider row than [`NARROW`] lists its coordinates: set after a row that would
-    /// have been sorted (`SORT_BELOW`); other rows only mark theirs and are read back from
-    /// the marks.
-    pub(super) listing: VarId,
     /// Whether the region is being lowered.
     pub(super) active: bool,
+}
+
+/// What a row workspace wider than [`NARROW`] keeps besides its marks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RowList {
+    /// The row's coordinates in arrival order.
+    pub(super) coords: ArrayId,
+    /// The sort's scratch.
+    pub(super) sorted: ArrayId,
+    /// Whether the current row lists its coordinates: set after a row that would have been
+    /// sorted (`SORT_BELOW`); other rows only mark theirs and are read back from the marks.
+    pub(super) listing: VarId,
 }
 
 /// A row workspace's coordinates are sorted when they are fewer than `size / SORT_BELOW`, else
@@ -68,13 +74,6 @@ pub(super) fn one_if(cond: Expr) -> Expr {
 /// The word of a row workspace's marks (one bit per coordinate) that holds coordinate `j`.
 pub(super) fn word(j: Expr) -> Expr {
     bin(BinOp::Shr, j, int(6))
-}
-
-impl RowWorkspace {
-    /// Whether the row keeps no list of its coordinates (see [`NARROW`]).
-    pub(super) fn narrow(&self) -> bool {
-        self.size <= NARROW
-    }
 }
 
 impl Lowerer<'_> {
@@ -123,7 +122,7 @@ impl Lowerer<'_> {
             start: int(0),
             end: int(w.size as i64 / 64 + 1),
             body: [
-                if w.narrow() { vec![] } else { vec![a.reserve(int(64))] },
+                if w.list.is_none() { vec![] } else { vec![a.reserve(int(64))] },
                 vec![
                     Stmt::Decl(bits, load(w.mark, var(w_q))),
                     Stmt::Store { array: w.mark, index: var(w_q), value: int(0), accumulate: false },
@@ -142,12 +141,9 @@ impl Lowerer<'_> {
             vec![Stmt::Decl(first, var(n)), scan.clone(), Stmt::Assign(w.count, bin(BinOp::Sub, var(n), var(first)))]
         };
         let few = bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64));
-        if w.narrow() {
-            out.push(a.reserve(int(w.size as i64)));
-            out.extend(unlisted);
-        } else {
+        if let Some(l) = w.list {
             let q = self.f.var(&format!("{name}_q"), ScalarType::Index);
-            let mut listed = vec![Stmt::Decl(j, load(w.list, var(q)))];
+            let mut listed = vec![Stmt::Decl(j, load(l.coords, var(q)))];
             listed.extend(drain);
             // Every listed coordinate is drained: its whole word of marks can go.
             listed.push(Stmt::Store { array: w.mark, index: word(var(j)), value: int(0), accumulate: false });
@@ -155,13 +151,16 @@ impl Lowerer<'_> {
                 cond: few.clone(),
                 then: vec![
                     a.reserve(var(w.count)),
-                    Stmt::Sort { array: w.list, start: int(0), end: var(w.count), scratch: w.sorted },
+                    Stmt::Sort { array: l.coords, start: int(0), end: var(w.count), scratch: l.sorted },
                     Stmt::For { var: q, start: int(0), end: var(w.count), body: listed, parallel: false },
                 ],
                 otherwise: vec![scan],
             }];
-            out.push(Stmt::If { cond: bin(BinOp::Ne, var(w.listing), int(0)), then: sorted, otherwise: unlisted });
-            out.push(Stmt::Assign(w.listing, one_if(few)));
+            out.push(Stmt::If { cond: bin(BinOp::Ne, var(l.listing), int(0)), then: sorted, otherwise: unlisted });
+            out.push(Stmt::Assign(l.listing, one_if(few)));
+        } else {
+            out.push(a.reserve(int(w.size as i64)));
+            out.extend(unlisted);
         }
         out.push(Stmt::Assign(
             w.branchless,

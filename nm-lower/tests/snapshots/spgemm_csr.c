@@ -9,39 +9,37 @@ typedef struct nms_array { void *data; int64_t len; void *owner; int (*grow)(str
 int kernel(nms_array *restrict args) {
   double *restrict C_wvals = (double *)args[0].data;
   uint64_t *restrict C_wmark = (uint64_t *)args[1].data;
-  int64_t *restrict C_wlist = (int64_t *)args[2].data;
-  int64_t *restrict C_wsorted = (int64_t *)args[3].data;
-  int64_t *restrict C1_pos = (int64_t *)args[4].data;
-  int64_t *restrict C1_crd = (int64_t *)args[5].data;
-  double *restrict C_vals = (double *)args[6].data;
-  const uint32_t *restrict A1_pos = (const uint32_t *)args[7].data;
-  const uint32_t *restrict A1_crd = (const uint32_t *)args[8].data;
-  const double *restrict A_vals = (const double *)args[9].data;
-  const uint32_t *restrict B1_pos = (const uint32_t *)args[10].data;
-  const uint32_t *restrict B1_crd = (const uint32_t *)args[11].data;
-  const double *restrict B_vals = (const double *)args[12].data;
-  const int64_t *restrict row_bounds = (const int64_t *)args[13].data;
+  int64_t *restrict C1_pos = (int64_t *)args[2].data;
+  int64_t *restrict C1_crd = (int64_t *)args[3].data;
+  double *restrict C_vals = (double *)args[4].data;
+  const uint32_t *restrict A1_pos = (const uint32_t *)args[5].data;
+  const uint32_t *restrict A1_crd = (const uint32_t *)args[6].data;
+  const double *restrict A_vals = (const double *)args[7].data;
+  const uint32_t *restrict B1_pos = (const uint32_t *)args[8].data;
+  const uint32_t *restrict B1_crd = (const uint32_t *)args[9].data;
+  const double *restrict B_vals = (const double *)args[10].data;
+  const int64_t *restrict row_bounds = (const int64_t *)args[11].data;
   int64_t C1_n = INT64_C(0);
   int64_t C1_cap = INT64_C(16);
   {
     int64_t n_ = C1_cap;
-    if (n_ > args[5].len) {
-      if (args[5].grow(&args[5], n_)) return 1;
-      C1_crd = (int64_t *)args[5].data;
+    if (n_ > args[3].len) {
+      if (args[3].grow(&args[3], n_)) return 1;
+      C1_crd = (int64_t *)args[3].data;
     }
   }
   {
     int64_t n_ = C1_cap;
-    if (n_ > args[6].len) {
-      if (args[6].grow(&args[6], n_)) return 1;
-      C_vals = (double *)args[6].data;
+    if (n_ > args[4].len) {
+      if (args[4].grow(&args[4], n_)) return 1;
+      C_vals = (double *)args[4].data;
     }
   }
   {
     int64_t n_ = INT64_C(1001);
-    if (n_ > args[4].len) {
-      if (args[4].grow(&args[4], n_)) return 1;
-      C1_pos = (int64_t *)args[4].data;
+    if (n_ > args[2].len) {
+      if (args[2].grow(&args[2], n_)) return 1;
+      C1_pos = (int64_t *)args[2].data;
     }
   }
   {
@@ -85,16 +83,16 @@ int kernel(nms_array *restrict args) {
         C1_cap = (((C1_cap * INT64_C(2))) > ((C1_n + INT64_C(900))) ? ((C1_cap * INT64_C(2))) : ((C1_n + INT64_C(900))));
         {
           int64_t n_ = C1_cap;
-          if (n_ > args[5].len) {
-            if (args[5].grow(&args[5], n_)) return 1;
-            C1_crd = (int64_t *)args[5].data;
+          if (n_ > args[3].len) {
+            if (args[3].grow(&args[3], n_)) return 1;
+            C1_crd = (int64_t *)args[3].data;
           }
         }
         {
           int64_t n_ = C1_cap;
-          if (n_ > args[6].len) {
-            if (args[6].grow(&args[6], n_)) return 1;
-            C_vals = (double *)args[6].data;
+          if (n_ > args[4].len) {
+            if (args[4].grow(&args[4], n_)) return 1;
+            C_vals = (double *)args[4].data;
           }
         }
       }
@@ -117,7 +115,7 @@ int kernel(nms_array *restrict args) {
       C1_pos[(r0 + INT64_C(1))] = C1_n;
     }
   }
-  args[5].len = C1_n;
-  args[6].len = C1_n;
+  args[3].len = C1_n;
+  args[4].len = C1_n;
   return 0;
 }
