@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use nm_ir::concrete::{concretize, parse_concrete};
-use nm_ir::notation::parse;
+use nm_format::Format;
+use nm_ir::concrete::{concretize, concretize_for, parse_concrete};
+use nm_ir::notation::{Declarations, TensorType, parse};
 use proptest::prelude::*;
 
 mod common;
@@ -52,6 +53,51 @@ fn the_default_loop_order_follows_taco() {
     // A temporary's name avoids the statement's own names.
     let cin = concretize(&parse("t0(i) = b(i) - A(i,j) * x(j)").unwrap());
     assert_eq!(cin.to_string(), "forall(i, where(t0(i) = b(i) - t1, forall(j, t1 += A(i,j) * x(j))))");
+}
+
+/// A convolution's default order puts a compound subscript's reduction variables before its
+/// result variable, except where that would write a sparse result's levels above the last out
+/// of order, or its last level through a row workspace wider than `WIDEST_ROW_WORKSPACE`, or
+/// where a negative coefficient would then resolve the compressed level.
+#[test]
+fn a_convolution_into_a_sparse_result_keeps_the_result_levels_in_order() {
+    let order = |expr: &str, tensors: &[(&str, Vec<usize>, Option<Format>)]| -> String {
+        let stmt = parse(expr).unwrap();
+        let mut decls = Declarations::new();
+        for (name, shape, format) in tensors {
+            decls = decls.tensor(
+                name,
+                match format {
+                    Some(f) => TensorType::sparse(shape, f.clone()),
+                    None => TensorType::dense(shape),
+                },
+            );
+        }
+        let cin = concretize_for(&stmt, &stmt.check(&decls).unwrap());
+        cin.loop_order().iter().map(|&v| cin.vars[v].name.clone()).collect::<Vec<_>>().join(",")
+    };
+    let conv2 = "O(i,j) = I(i+r, j+q) * F(r,q)";
+    let image =
+        |o: Option<Format>, i: Format| [("O", vec![97, 97], o), ("I", vec![99, 99], Some(i)), ("F", vec![3, 3], None)];
+    assert_eq!(order(conv2, &image(None, Format::csf(2))), "r,i,q,j");
+    assert_eq!(order(conv2, &image(Some(Format::csf(2)), Format::csf(2))), "i,r,q,j");
+    assert_eq!(order(conv2, &image(Some(Format::csr()), Format::csr())), "i,r,q,j");
+    let conv3 = "O(i,j,k) = I(i+r, j+q, k+p) * F(r,q,p)";
+    let volume = |o: Option<Format>| {
+        [("O", vec![7, 7, 7], o), ("I", vec![9, 9, 9], Some(Format::csf(3))), ("F", vec![3, 3, 3], None)]
+    };
+    assert_eq!(order(conv3, &volume(None)), "r,i,q,j,p,k");
+    assert_eq!(order(conv3, &volume(Some(Format::csf(3)))), "i,j,r,q,p,k");
+    let conv1 = "O(i) = I(i+r) * F(r)";
+    let s = || Some(Format::parse("s", 1).unwrap());
+    let vector = |n: usize, o: Option<Format>| [("O", vec![n], o), ("I", vec![n + 2], s()), ("F", vec![3], None)];
+    assert_eq!(order(conv1, &vector(16_384, s())), "r,i");
+    assert_eq!(order(conv1, &vector(16_385, s())), "i,r");
+    assert_eq!(order(conv1, &vector(16_385, None)), "r,i");
+    // A true convolution: `r` would resolve `I`'s levels with a negative coefficient.
+    let flipped = "O(i,j) = I(i+2-r, j+2-q) * F(r,q)";
+    assert_eq!(order(flipped, &image(Some(Format::csf(2)), Format::csf(2))), "r,i,q,j");
+    assert_eq!(order("O(i) = I(i+2-r) * F(r)", &vector(16_385, s())), "r,i");
 }
 
 #[test]
