@@ -6,8 +6,9 @@ use super::*;
 /// A dense workspace for the last level of a sparse result the loops write out of order —
 /// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
 /// `values` by coordinate; `mark` flags the coordinates touched (a bit each) and, in rows wider
-/// than [`NARROW`], a [`RowList`] records them in arrival order where the row keeps a list. After the loops below the result's other levels, the row is appended in
-/// coordinate order, each coordinate's slot cleared as it goes: the listed coordinates sorted
+/// than [`NARROW`], a [`RowList`] records them in arrival order where the row keeps a list.
+/// After the loops below the result's other levels, the row is appended in coordinate order,
+/// each coordinate's slot cleared as it goes: the listed coordinates sorted
 /// when they are few, the marks read back when they are many or were not listed (a scan costs a
 /// step per word of 64 marks and one per coordinate, a radix sort two or three passes over the
 /// coordinates: the scan wins once the coordinates outnumber about half the words —
