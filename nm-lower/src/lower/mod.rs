@@ -590,7 +590,7 @@ pub fn lower_options(
                 if !appends {
                     let size = types.sizes[order[outer].index()];
                     let name = |suffix: &str| format!("{result_name}_w{suffix}");
-                    workspace = Some(RowWorkspace {
+                    let w = RowWorkspace {
                         var: order[outer],
                         size,
                         outer,
@@ -605,11 +605,9 @@ pub fn lower_options(
                         products: f.var(&name("products"), ScalarType::Index),
                         branchless: f.var(&name("branchless"), ScalarType::Index),
                         active: false,
-                    });
-                    params.extend([result; 2]);
-                    if size > NARROW {
-                        params.extend([result; 2]);
-                    }
+                    };
+                    params.extend(vec![result; if w.list.is_some() { 4 } else { 2 }]);
+                    workspace = Some(w);
                 }
                 let mut assembly = Assembly::declare(&mut f, &mut params, result, &result_name, format, shape)?;
                 assembly.vars = order;

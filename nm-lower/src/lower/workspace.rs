@@ -141,8 +141,8 @@ impl Lowerer<'_> {
             let first = self.f.var(&format!("{name}_first"), ScalarType::Index);
             vec![Stmt::Decl(first, var(n)), scan.clone(), Stmt::Assign(w.count, bin(BinOp::Sub, var(n), var(first)))]
         };
-        let few = bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64));
         if let Some(l) = w.list {
+            let few = bin(BinOp::Lt, bin(BinOp::Mul, var(w.count), int(SORT_BELOW)), int(w.size as i64));
             let q = self.f.var(&format!("{name}_q"), ScalarType::Index);
             let mut listed = vec![Stmt::Decl(j, load(l.coords, var(q)))];
             listed.extend(drain);
