@@ -391,3 +391,42 @@ fn true_convolutions_with_the_filter_flipped() {
         assert!(ran * 2 >= schedules.len(), "{}: {ran} orders ran, {refused} refused", case.expr);
     }
 }
+
+/// A window loop and the loop that resolves it (`q, j`) run as one pass over a row's entries
+/// (`nm-lower/src/lower/entries.rs`): into a dense result always, into a sparse result's
+/// workspace over rows of a few entries (more run the windows: 40-wide rows at half density
+/// take both in one kernel), a dilated filter (`2*q`), and a filter too wide to write out
+/// offset by offset (a loop over it).
+#[test]
+fn a_window_and_its_resolving_loop_as_one_pass_over_entries() {
+    let schedules = ["", "reorder(i,r,q,j)", "reorder(r,i,q,j)"];
+    for (format, out, density) in
+        [("csr", "dense", 0.5), ("csr", "dcsr", 0.5), ("dcsr", "csr", 0.05), ("dcsr", "dcsr", 0.5), ("csr", "coo", 0.3)]
+    {
+        let case = Case {
+            expr: "O(i,j) = I(i+r, j+q) * F(r,q)",
+            decls: &[("O", &[9, 38], out, 1.0), ("I", &[11, 40], format, density), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 21,
+        };
+        case.check(&schedules);
+    }
+    for out in ["dense", "dcsr"] {
+        let case = Case {
+            expr: "O(i,j) = I(i+r, j+2*q) * F(r,q)",
+            decls: &[("O", &[9, 36], out, 1.0), ("I", &[11, 40], "csr", 0.3), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 22,
+        };
+        case.check(&schedules);
+    }
+    for (out, density) in [("d", 0.6), ("s", 0.6), ("s", 0.1)] {
+        let case = Case {
+            expr: "O(i) = I(i+r) * F(r)",
+            decls: &[("O", &[50], out, 1.0), ("I", &[61], "s", density), ("F", &[12], "dense", 1.0)],
+            sizes: &[],
+            seed: 23,
+        };
+        case.check(&["", "reorder(r,i)"]);
+    }
+}

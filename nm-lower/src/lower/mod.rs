@@ -33,6 +33,7 @@ use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, Index
 
 mod assembly;
 mod boundary;
+mod entries;
 mod nest;
 mod result;
 mod subsection;
@@ -40,6 +41,7 @@ mod workspace;
 
 use assembly::*;
 pub use boundary::{IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor};
+use entries::*;
 use subsection::*;
 use workspace::*;
 

@@ -21,14 +21,14 @@ struct Iterators {
 
 /// The levels a loop reaches (see [`Lowerer::reached_levels`]): `(access, level)` pairs.
 #[derive(Default)]
-struct Reached {
+pub(super) struct Reached {
     /// Iterated: compressed levels, each with how (the same index in `subsections`).
-    sparse: Vec<(usize, usize)>,
+    pub(super) sparse: Vec<(usize, usize)>,
     /// Located.
-    dense: Vec<(usize, usize)>,
-    subsections: Vec<Subsection>,
+    pub(super) dense: Vec<(usize, usize)>,
+    pub(super) subsections: Vec<Subsection>,
     /// Read by a `where` producer along this loop.
-    guided: Vec<(usize, usize)>,
+    pub(super) guided: Vec<(usize, usize)>,
 }
 
 impl Lowerer<'_> {
@@ -231,6 +231,25 @@ impl Lowerer<'_> {
         let Iterators { setup, cursors, ranges, segment_ends, subranges } =
             self.open_iterators(v, &name, &sparse, &subsections, alone, ranged, split_inner)?;
         out.extend(setup);
+        let mut entry_pass = None;
+        if let ([(its, e)], [sub @ Subsection::Window { .. }], [(p, end, _, crd)]) =
+            (points.as_slice(), subsections.as_slice(), cursors.as_slice())
+            && its == &[0]
+            && split_inner.is_none()
+            && guided.is_empty()
+        {
+            let w =
+                WindowLoop { v, loop_var, level: sparse[0], subsection: sub, cursor: (*p, *end), crd, dense: &dense };
+            match self.window_by_entries(&w, rest, lhs, op, *e, (&reads, &consumer_reads))? {
+                Some(pass) if pass.when.is_none() => {
+                    out.extend(pass.search);
+                    out.push(pass.pass);
+                    self.bound[v.index()] = None;
+                    return Ok(out);
+                }
+                pass => entry_pass = pass,
+            }
+        }
         let at = |n: usize| bin(BinOp::Eq, var(cursors[n].2), var(loop_var));
         let all = |conds: Vec<Expr>| conds.into_iter().reduce(|a, b| bin(BinOp::And, a, b)).unwrap_or(Expr::Int(1));
         // One loop body: read coordinates, locate dense levels, cases, advance.
@@ -429,10 +448,18 @@ impl Lowerer<'_> {
                 None => out.push(Stmt::For { var: loop_var, start, end, body, parallel }),
             }
         } else {
+            let mut loops = Vec::new();
             for (its, _) in points.clone() {
                 let cond = all(its.iter().map(|&n| bin(BinOp::Lt, var(cursors[n].0), var(cursors[n].1))).collect());
                 let body = body_for(self, &its, false)?;
-                out.push(Stmt::While { cond, body });
+                loops.push(Stmt::While { cond, body });
+            }
+            match entry_pass {
+                Some(EntryPass { search, pass, when: Some(cond) }) => {
+                    out.extend(search);
+                    out.push(Stmt::If { cond, then: vec![pass], otherwise: loops });
+                }
+                _ => out.extend(loops),
             }
         }
         self.bound[v.index()] = None;
@@ -1075,7 +1102,7 @@ impl Lowerer<'_> {
     /// levels it iterates (each with its [`Subsection`]), dense levels it locates, and levels
     /// a `where` producer reads along it (followed by a guide). `consumer_reads` are the
     /// accesses of the assignment itself; `split` says the loop walks one block of a split.
-    fn reached_levels(
+    pub(super) fn reached_levels(
         &mut self,
         v: IndexVarId,
         reads: &[usize],
