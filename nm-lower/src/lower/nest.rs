@@ -241,9 +241,8 @@ impl Lowerer<'_> {
             let w =
                 WindowLoop { v, loop_var, level: sparse[0], subsection: sub, cursor: (*p, *end), crd, dense: &dense };
             match self.window_by_entries(&w, rest, lhs, op, *e, (&reads, &consumer_reads))? {
-                Some(pass) if pass.when.is_none() => {
-                    out.extend(pass.search);
-                    out.push(pass.pass);
+                Some(EntryPass { pass, when: None }) => {
+                    out.extend(pass);
                     self.bound[v.index()] = None;
                     return Ok(out);
                 }
@@ -455,9 +454,8 @@ impl Lowerer<'_> {
                 loops.push(Stmt::While { cond, body });
             }
             match entry_pass {
-                Some(EntryPass { search, pass, when: Some(cond) }) => {
-                    out.extend(search);
-                    out.push(Stmt::If { cond, then: vec![pass], otherwise: loops });
+                Some(EntryPass { pass, when: Some(cond) }) => {
+                    out.push(Stmt::If { cond, then: pass, otherwise: loops });
                 }
                 _ => out.extend(loops),
             }
