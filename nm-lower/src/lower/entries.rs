@@ -5,7 +5,8 @@
 //! walk over the entries `c` of the row, with `q` inside and `j = c - q`: no searches past the
 //! first, and the filter's weights stay in registers. Every `O(j)` still receives its terms in
 //! the order of `q` (entries come in the order of `c = j + q`), so the result is the same to
-//! the bit. A 999² image at 80% sparsity spent 60% of its time in the windowed loop.
+//! the bit. A 99³ volume at 99% sparsity into a dense result: 0.88 → 0.40 ms, where a row
+//! holds one entry and the searches were most of the work (BENCHMARKS.md, thirtieth session).
 
 use super::*;
 
@@ -14,9 +15,9 @@ const UNROLLED: i64 = 8;
 
 /// The most entries left in a row that a pass into a sparse result's workspace takes on: it marks `j = c - q` for
 /// one entry `c` one after another, in one word of marks, each store waiting for the last,
-/// where the windows mark entries far apart. A 999² image into DCSR, fastest of 100 runs
-/// against the windows: 0.93 against 0.77 ms at 95% sparsity, 4.4 against 3.6 ms at 80%, but
-/// 0.034–0.046 against 0.068 ms at 99.9%, where a row holds one or two entries.
+/// where the windows mark entries far apart. A 999² image into DCSR, the pass on every row
+/// against the windows: 0.93 against 0.77 ms at 95% sparsity, 4.45 against 3.60 ms at 80%;
+/// with this limit, 0.033 against 0.042 ms at 99.9%, where a row holds one or two entries.
 pub(super) const FEW_ENTRIES: i64 = 8;
 
 /// A window loop and its resolving loop as one pass over the entries.
