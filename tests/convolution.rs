@@ -393,10 +393,11 @@ fn true_convolutions_with_the_filter_flipped() {
 }
 
 /// A window loop and the loop that resolves it (`q, j`) run as one pass over a row's entries
-/// (`nm-lower/src/lower/entries.rs`): into a dense result always, into a sparse result's
-/// workspace over rows of a few entries (more run the windows: 40-wide rows at a quarter
-/// density take both in one kernel), a dilated filter (`2*q`), and a filter too wide to write out
-/// offset by offset (a loop over it).
+/// (`nm-lower/src/lower/entries.rs`): into a dense result; into a narrow row workspace, each
+/// entry's outputs marked at once (rows of 148, so the marks of one entry may straddle two
+/// words); a dilated filter (`2*q`), marked one by one and taken only over rows of a few entries
+/// (40-wide rows at 30% take both it and the windows in one kernel); and a filter too wide to
+/// write out offset by offset (a loop over it).
 #[test]
 fn a_window_and_its_resolving_loop_as_one_pass_over_entries() {
     let schedules = ["", "reorder(i,r,q,j)", "reorder(r,i,q,j)"];
@@ -412,6 +413,15 @@ fn a_window_and_its_resolving_loop_as_one_pass_over_entries() {
             decls: &[("O", &[9, 38], out, 1.0), ("I", &[11, 40], format, density), ("F", &[3, 3], "dense", 1.0)],
             sizes: &[],
             seed: 21,
+        };
+        case.check(&schedules);
+    }
+    for (format, out) in [("csr", "dcsr"), ("dcsr", "csr"), ("csr", "dense")] {
+        let case = Case {
+            expr: "O(i,j) = I(i+r, j+q) * F(r,q)",
+            decls: &[("O", &[9, 148], out, 1.0), ("I", &[11, 150], format, 0.2), ("F", &[3, 3], "dense", 1.0)],
+            sizes: &[],
+            seed: 24,
         };
         case.check(&schedules);
     }

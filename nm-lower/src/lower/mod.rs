@@ -607,6 +607,7 @@ pub fn lower_options(
                         products: f.var(&name("products"), ScalarType::Index),
                         branchless: f.var(&name("branchless"), ScalarType::Index),
                         active: false,
+                        marked: false,
                     };
                     params.extend(vec![result; if w.list.is_some() { 4 } else { 2 }]);
                     workspace = Some(w);

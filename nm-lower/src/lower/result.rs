@@ -270,6 +270,10 @@ impl Lowerer<'_> {
         if let Some(w) = self.workspace.as_ref().filter(|w| w.active) {
             let j = var(self.bound[w.var.index()].expect("the workspace variable's loop"));
             let value = self.expr(rhs)?;
+            let add = Stmt::Store { array: w.values, index: j.clone(), value, accumulate: op == AssignOp::Accumulate };
+            if w.marked {
+                return Ok(vec![add]);
+            }
             let bit = bin(BinOp::Shl, int(1), bin(BinOp::BitAnd, j.clone(), int(63)));
             let fresh = bin(BinOp::Eq, bin(BinOp::BitAnd, load(w.mark, word(j.clone())), bit.clone()), int(0));
             let set = Stmt::Store {
@@ -314,11 +318,7 @@ impl Lowerer<'_> {
                     }
                 }
             };
-            return Ok(vec![
-                Stmt::Assign(w.products, bin(BinOp::Add, var(w.products), int(1))),
-                touch,
-                Stmt::Store { array: w.values, index: j, value, accumulate: op == AssignOp::Accumulate },
-            ]);
+            return Ok(vec![Stmt::Assign(w.products, bin(BinOp::Add, var(w.products), int(1))), touch, add]);
         }
         if let Some(acc) = self.accumulator {
             let value = self.expr(rhs)?;

@@ -37,6 +37,9 @@ pub(super) struct RowWorkspace {
     pub(super) branchless: VarId,
     /// Whether the region is being lowered.
     pub(super) active: bool,
+    /// Whether the loops around the assignment marked its coordinates and counted its
+    /// products already (a pass over entries marks each entry's outputs at once).
+    pub(super) marked: bool,
 }
 
 /// What a row workspace wider than [`NARROW`] keeps besides its marks.
