@@ -144,7 +144,7 @@ impl Lowerer<'_> {
         // marked at once: a word or two, one store each, not one per offset waiting for the
         // last. Every row then takes the pass, against the windows (BENCHMARKS.md, thirtieth
         // session): 99³ into CSF 1.9× faster at 80% sparsity, 1.2× at 95–99.9%; 999² into DCSR
-        // 1.2× faster at 99%, 1.4× at 99.9%, 6% slower at 95% and 11% at 80%.
+        // 1.2× faster at 99% and 99.9%, 6% slower at 95% and 11% at 80%.
         let marks = match self.workspace.as_ref().filter(|ws| ws.active) {
             Some(ws) if ws.var == j && ws.list.is_none() && cq == 1 && cj == 1 && inner.is_empty() => {
                 Some((ws.mark, ws.products))
