@@ -396,8 +396,8 @@ fn true_convolutions_with_the_filter_flipped() {
 /// (`nm-lower/src/lower/entries.rs`): into a dense result; into a narrow row workspace, each
 /// entry's outputs marked at once (rows of 148, so the marks of one entry may straddle two
 /// words); a dilated filter (`2*q`), marked one by one and taken only over rows of a few entries
-/// (40-wide rows at 30% take both it and the windows in one kernel); and a filter too wide to
-/// write out offset by offset (a loop over it).
+/// (40-wide rows at 30% take both it and the windows in one kernel); and filters too wide to
+/// write out offset by offset (a loop over them), one wider than a word of marks.
 #[test]
 fn a_window_and_its_resolving_loop_as_one_pass_over_entries() {
     let schedules = ["", "reorder(i,r,q,j)", "reorder(r,i,q,j)"];
@@ -434,13 +434,46 @@ fn a_window_and_its_resolving_loop_as_one_pass_over_entries() {
         };
         case.check(&schedules);
     }
-    for (out, density) in [("d", 0.6), ("s", 0.6), ("s", 0.1)] {
+    for (out, density, filter) in [("d", 0.6, 12), ("s", 0.6, 12), ("s", 0.1, 12), ("s", 0.3, 70)] {
         let case = Case {
             expr: "O(i) = I(i+r) * F(r)",
-            decls: &[("O", &[50], out, 1.0), ("I", &[61], "s", density), ("F", &[12], "dense", 1.0)],
+            decls: &[("O", &[150], out, 1.0), ("I", &[149 + filter], "s", density), ("F", &[filter], "dense", 1.0)],
             sizes: &[],
             seed: 23,
         };
         case.check(&["", "reorder(r,i)"]);
+    }
+}
+
+/// One entry whose outputs span three words of a row workspace's marks (`c = 130` with a
+/// 70-wide filter: outputs 61..=130): a pass that marks an entry's outputs at once must not
+/// take it, or the middle word's 64 outputs are lost.
+#[test]
+fn an_entry_whose_outputs_span_three_words_of_marks() {
+    use nmsparse::format::{CoordinateList, Duplicates};
+    let mut list = CoordinateList::new(vec![219]);
+    list.push(&[130], 2.0);
+    let i = Tensor::from_coordinates(&list, &Format::parse("s", 1).unwrap(), Duplicates::Reject).unwrap();
+    let f = Tensor::from_dense(&[70], &(1..=70).map(f64::from).collect::<Vec<_>>(), &Format::dense(1)).unwrap();
+    // O(j) = 2 · F(130 - j) for j in 61..=130.
+    let expected: Vec<f64> =
+        (0..150).map(|j| if (61..=130).contains(&j) { 2.0 * f64::from(131 - j as u32) } else { 0.0 }).collect();
+    for backend in [Backend::Interp, Backend::Jit] {
+        for schedule in ["", "reorder(r,i)"] {
+            let mut p = Program::new("O(i) = I(i+r) * F(r)").unwrap();
+            p = p
+                .tensor("O", &[150], "s")
+                .unwrap()
+                .tensor("I", &[219], "s")
+                .unwrap()
+                .tensor("F", &[70], "dense")
+                .unwrap();
+            if !schedule.is_empty() {
+                p = p.schedule(schedule);
+            }
+            let kernel = p.compile::<f64>(backend).unwrap();
+            let out = kernel.run(&[("I", &i), ("F", &f)]).unwrap();
+            assert_eq!(out.to_dense().unwrap(), expected, "[{schedule}] {backend:?}");
+        }
     }
 }

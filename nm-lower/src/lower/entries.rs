@@ -15,7 +15,7 @@ const UNROLLED: i64 = 8;
 
 /// The most entries left in a row that a pass into a sparse result's workspace takes on where
 /// it cannot mark an entry's outputs at once (a list of coordinates, coefficients other than 1,
-/// loops inside): it then marks `j = c - q` one after another, in one word of marks, each store
+/// loops inside, a filter wider than 64): it then marks `j = c - q` one after another, in one word of marks, each store
 /// waiting for the last, where the windows mark entries far apart. A 999² image into DCSR, the
 /// pass marking so on every row against the windows: 0.93 against 0.77 ms at 95% sparsity, 4.45
 /// against 3.60 ms at 80%.
@@ -146,7 +146,8 @@ impl Lowerer<'_> {
         // session): 99³ into CSF 1.9× faster at 80% sparsity, 1.2× at 95–99.9%; 999² into DCSR
         // 1.2× faster at 99% and 99.9%, 6% slower at 95% and 11% at 80%.
         let marks = match self.workspace.as_ref().filter(|ws| ws.active) {
-            Some(ws) if ws.var == j && ws.list.is_none() && cq == 1 && cj == 1 && inner.is_empty() => {
+            // (At most 64 outputs, so at most two words: `mark_range`.)
+            Some(ws) if ws.var == j && ws.list.is_none() && cq == 1 && cj == 1 && inner.is_empty() && filter <= 64 => {
                 Some((ws.mark, ws.products))
             }
             _ => None,
@@ -157,19 +158,7 @@ impl Lowerer<'_> {
             entry.push(Stmt::Decl(from, bin(BinOp::Sub, var(c), bin(BinOp::Sub, var(hi), int(1)))));
             entry.push(Stmt::Decl(to, bin(BinOp::Sub, var(c), var(lo))));
             entry.push(Stmt::Assign(products, bin(BinOp::Add, var(products), bin(BinOp::Sub, var(hi), var(lo)))));
-            let low = bin(BinOp::Shl, int(-1), bin(BinOp::BitAnd, var(from), int(63)));
-            let high = bin(BinOp::Shr, int(-1), bin(BinOp::Sub, int(63), bin(BinOp::BitAnd, var(to), int(63))));
-            let or = |at: VarId, bits: Expr| Stmt::Store {
-                array: mark,
-                index: word(var(at)),
-                value: bin(BinOp::BitOr, load(mark, word(var(at))), bits),
-                accumulate: false,
-            };
-            entry.push(Stmt::If {
-                cond: bin(BinOp::Eq, word(var(from)), word(var(to))),
-                then: vec![or(from, bin(BinOp::BitAnd, low.clone(), high.clone()))],
-                otherwise: vec![or(from, low), or(to, high)],
-            });
+            entry.push(mark_range(mark, from, to));
         }
         let saved = (self.positions.clone(), self.bound.clone());
         self.locate(&mut resolved, w.dense);

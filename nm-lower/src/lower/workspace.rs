@@ -80,6 +80,24 @@ pub(super) fn word(j: Expr) -> Expr {
     bin(BinOp::Shr, j, int(6))
 }
 
+/// Sets the marks of coordinates `from..=to` (`from <= to`, at most 64 apart): one store to
+/// each of the one or two words they fall in.
+pub(super) fn mark_range(mark: ArrayId, from: VarId, to: VarId) -> Stmt {
+    let low = bin(BinOp::Shl, int(-1), bin(BinOp::BitAnd, var(from), int(63)));
+    let high = bin(BinOp::Shr, int(-1), bin(BinOp::Sub, int(63), bin(BinOp::BitAnd, var(to), int(63))));
+    let or = |at: VarId, bits: Expr| Stmt::Store {
+        array: mark,
+        index: word(var(at)),
+        value: bin(BinOp::BitOr, load(mark, word(var(at))), bits),
+        accumulate: false,
+    };
+    Stmt::If {
+        cond: bin(BinOp::Eq, word(var(from)), word(var(to))),
+        then: vec![or(from, bin(BinOp::BitAnd, low.clone(), high.clone()))],
+        otherwise: vec![or(from, low), or(to, high)],
+    }
+}
+
 impl Lowerer<'_> {
     /// The loops below the result's outer levels, accumulating into the row workspace, then
     /// the row appended in coordinate order and the workspace cleared.
