@@ -276,12 +276,7 @@ impl Lowerer<'_> {
             }
             let bit = bin(BinOp::Shl, int(1), bin(BinOp::BitAnd, j.clone(), int(63)));
             let fresh = bin(BinOp::Eq, bin(BinOp::BitAnd, load(w.mark, word(j.clone())), bit.clone()), int(0));
-            let set = Stmt::Store {
-                array: w.mark,
-                index: word(j.clone()),
-                value: bin(BinOp::BitOr, load(w.mark, word(j.clone())), bit),
-                accumulate: false,
-            };
+            let set = set_marks(w.mark, j.clone(), bit);
             // A first touch is a coin toss when a row adds few products per coordinate (a
             // convolution at 90% sparsity: 1.5), and a mispredicted branch each time; with many
             // (SpGEMM: 17 on bcsstk16) the branch is predictable and an unconditional store would

@@ -80,17 +80,22 @@ pub(super) fn word(j: Expr) -> Expr {
     bin(BinOp::Shr, j, int(6))
 }
 
+/// Sets `bits` in the word of marks that holds coordinate `j`.
+pub(super) fn set_marks(mark: ArrayId, j: Expr, bits: Expr) -> Stmt {
+    Stmt::Store {
+        array: mark,
+        index: word(j.clone()),
+        value: bin(BinOp::BitOr, load(mark, word(j)), bits),
+        accumulate: false,
+    }
+}
+
 /// Sets the marks of coordinates `from..=to` (`from <= to`, at most 64 apart): one store to
 /// each of the one or two words they fall in.
 pub(super) fn mark_range(mark: ArrayId, from: VarId, to: VarId) -> Stmt {
     let low = bin(BinOp::Shl, int(-1), bin(BinOp::BitAnd, var(from), int(63)));
     let high = bin(BinOp::Shr, int(-1), bin(BinOp::Sub, int(63), bin(BinOp::BitAnd, var(to), int(63))));
-    let or = |at: VarId, bits: Expr| Stmt::Store {
-        array: mark,
-        index: word(var(at)),
-        value: bin(BinOp::BitOr, load(mark, word(var(at))), bits),
-        accumulate: false,
-    };
+    let or = |at: VarId, bits: Expr| set_marks(mark, var(at), bits);
     Stmt::If {
         cond: bin(BinOp::Eq, word(var(from)), word(var(to))),
         then: vec![or(from, bin(BinOp::BitAnd, low.clone(), high.clone()))],
