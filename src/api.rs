@@ -50,6 +50,10 @@ pub enum Error {
     /// A tensor the statement names but no declaration or argument gives.
     #[error("{0}")]
     Missing(String),
+    /// The operands given to a run: a name given twice, one that is not an operand of the
+    /// statement, or the result's.
+    #[error("{0}")]
+    Operands(String),
 }
 
 /// A value type kernels run on: `f32` or `f64` (what both the generated kernels and the
@@ -205,12 +209,12 @@ impl Program {
                 other => return other,
             }
         }
-        // Last, a loop over a sparse result's coordinates that no operand makes sparse: the
-        // result then stores every coordinate (`LowerOptions::store_every_coordinate`, said in
-        // the kernel's notes).
-        if !self.options.store_every_coordinate {
+        // Last, a loop over a sparse result's coordinates that no operand makes sparse: it then
+        // visits every coordinate (`LowerOptions::visit_every_coordinate`, said in the kernel's
+        // notes).
+        if !self.options.visit_every_coordinate {
             let mut program = self.clone();
-            program.options.store_every_coordinate = true;
+            program.options.visit_every_coordinate = true;
             match program.compile_any::<T>(backend) {
                 Err(Error::Lower(_)) => {}
                 other => return other,
@@ -222,7 +226,8 @@ impl Program {
     /// The kernel of [`IndexNotation::split_reduced_terms`]' combined statement, with the
     /// kernels of its terms as parts; `None` when the statement does not split or a part does
     /// not lower. A temporary with every variable of the result is stored in the result's
-    /// format, any other dense.
+    /// format; any other is stored dense into a dense result, and with every level compressed
+    /// into a sparse one.
     fn compile_split<T: Scalar>(&self, backend: Backend) -> Result<Option<Kernel<T>>, Error> {
         let Some(split) = self.stmt.split_reduced_terms() else { return Ok(None) };
         let result = self.stmt.tensor_name(self.stmt.lhs.tensor);
@@ -234,8 +239,15 @@ impl Program {
             let vars: Vec<&str> = term.lhs.subscripts.iter().flat_map(|t| t.vars()).map(|v| term.var_name(v)).collect();
             let dims: Vec<usize> =
                 vars.iter().map(|v| lhs_vars.iter().position(|w| w == v).map_or(1, |d| shape[d])).collect();
+            // Into a sparse result, a temporary of fewer variables is sparse too (every level
+            // compressed): it then holds only the elements its term has, which is where the sum
+            // has terms from it (a dense one would have the result store every element).
+            // A scalar has no such form: whether its sum has a term would be lost, so a sparse
+            // result does not split off a scalar term.
             let f = match &format {
                 Some(f) if vars.len() == lhs_vars.len() => f.clone(),
+                Some(f) if *f != Format::dense(f.order()) && vars.is_empty() => return Ok(None),
+                Some(f) if *f != Format::dense(f.order()) => Format::csf(dims.len()),
                 _ => Format::dense(dims.len().max(1)),
             };
             temporaries.push((term.tensor_name(term.lhs.tensor).to_string(), dims, f));
@@ -422,7 +434,7 @@ impl<T: Scalar> Kernel<T> {
     }
 
     /// What the lowering decided that a user should hear about, its parts' first (a result
-    /// that stores every coordinate of a loop, a dense workspace replaced by a sparse one).
+    /// loop that visits every coordinate, a dense workspace replaced by a sparse one).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.parts.iter().flat_map(|(_, k)| k.notes()).collect();
         if let Engine::Generated { narrow, .. } = &self.engine {
@@ -525,12 +537,72 @@ impl<T: Scalar> Kernel<T> {
         &self.views
     }
 
+    /// The names of the operands a run takes: the statement's tensors but its result (and the
+    /// temporaries and views the kernel makes itself).
+    pub fn operand_names(&self) -> Vec<String> {
+        let made: Vec<&str> =
+            self.parts.iter().map(|(n, _)| n.as_str()).chain(self.views.iter().map(|(v, _)| v.as_str())).collect();
+        let mut names: Vec<String> = self.parts.iter().flat_map(|(_, k)| k.operand_names()).collect();
+        for (id, t) in self.stmt.tensors.iter() {
+            if id != self.stmt.lhs.tensor && !made.contains(&t.name.as_str()) {
+                names.push(t.name.clone());
+            }
+        }
+        let mut unique = Vec::new();
+        for n in names {
+            if !unique.contains(&n) {
+                unique.push(n);
+            }
+        }
+        unique
+    }
+
+    /// Refuses operands that would be ignored or ambiguous: a name given twice, a name that is
+    /// not an operand (a typo would otherwise leave the real operand missing, or be dropped
+    /// silently), the result's name.
+    fn check_operands(&self, operands: &[(&str, &Tensor<T>)]) -> Result<(), Error> {
+        let expected = self.operand_names();
+        let result = self.stmt.tensor_name(self.stmt.lhs.tensor);
+        for (k, &(name, _)) in operands.iter().enumerate() {
+            if operands[..k].iter().any(|&(n, _)| n == name) {
+                return Err(Error::Operands(format!("`{name}` is given twice")));
+            }
+            if name == result {
+                return Err(Error::Operands(format!("`{name}` is the result, which the kernel computes")));
+            }
+            if !expected.iter().any(|n| n == name) {
+                let list: Vec<String> = expected.iter().map(|n| format!("`{n}`")).collect();
+                return Err(Error::Operands(format!(
+                    "`{name}` is not an operand of `{}` (its operands: {})",
+                    self.stmt,
+                    list.join(", ")
+                )));
+            }
+        }
+        if let Some(missing) = expected.iter().find(|n| !operands.iter().any(|(g, _)| g == n)) {
+            return Err(Error::Missing(format!("no tensor given for `{missing}`")));
+        }
+        Ok(())
+    }
+
     /// Runs on the operands (by name; each in its declared format) and returns the result.
+    /// Every operand is given once; a name given twice, one the statement does not read, or
+    /// the result's is [`Error::Operands`].
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        self.check_operands(operands)?;
+        self.run_checked(operands)
+    }
+
+    /// [`Kernel::run`] on operands already checked.
+    fn run_checked(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
         if !self.parts.is_empty() {
             let mut temporaries = Vec::with_capacity(self.parts.len());
             for (name, part) in &self.parts {
-                temporaries.push((name.as_str(), part.run(operands)?));
+                // Each part reads some of the operands.
+                let mine = part.operand_names();
+                let given: Vec<(&str, &Tensor<T>)> =
+                    operands.iter().copied().filter(|(n, _)| mine.iter().any(|m| m == n)).collect();
+                temporaries.push((name.as_str(), part.run_checked(&given)?));
             }
             let mut all = operands.to_vec();
             all.extend(temporaries.iter().map(|(n, t)| (*n, t)));

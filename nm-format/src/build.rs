@@ -159,10 +159,13 @@ impl<T: Value> Tensor<T> {
         list
     }
 
-    /// The same tensor in another format. Nonzeros are carried over exactly (components stored
-    /// twice by a non-unique format are summed); explicit zeros are not, since dense and N:M
-    /// sources store many structurally. Converting into an N:M format fails unless the data
-    /// fits the pattern; see [`Tensor::prune`].
+    /// The same tensor in another format. Every component a compressed or singleton level
+    /// stores is carried over exactly, explicit zeros included: they are part of the sparsity
+    /// pattern, and an expression over the tensor stores a result where they are, whatever the
+    /// format (components stored twice by a non-unique format are summed). Zeros that a
+    /// dense or structured last level stores are padding (every element of a dense tensor, the
+    /// unkept slots of N:M, the rest of a block) and are not carried over. Converting into an
+    /// N:M format fails unless the data fits the pattern; see [`Tensor::prune`].
     pub fn convert(&self, format: &Format) -> Result<Self> {
         if format.order() != self.order() {
             return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
@@ -170,7 +173,12 @@ impl<T: Value> Tensor<T> {
         if let Some(t) = self.convert_compressed_matrix(format) {
             return Ok(t);
         }
-        let list = self.components(|v| v != T::ZERO);
+        let padding = self
+            .format
+            .levels()
+            .last()
+            .is_none_or(|l| matches!(l.kind, crate::LevelKind::Dense | crate::LevelKind::Structured { .. }));
+        let list = self.components(|v| !padding || v != T::ZERO);
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
     }

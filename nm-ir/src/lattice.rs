@@ -23,9 +23,13 @@ use std::fmt;
 
 use nm_format::{Format, LevelKind};
 
-use crate::notation::{BinaryOp, Expr, ExprId, IndexVarId, Scope, TensorId};
+use crate::notation::{BinaryOp, Expr, ExprId, IndexTerm, IndexVarId, Scope, TensorId};
 
-/// One tensor level indexed by the lattice's variable.
+/// One tensor level indexed by the lattice's variable, as one access reads it.
+///
+/// An iterator belongs to an access, not to a tensor: `B(i,k) * B(j,k)` along `k` co-iterates
+/// two iterators over `B`'s second level (one per row), while the same access written twice
+/// (`B(i,j) * C(i,j) - C(i,j) * B(i,j)`) is one iterator.
 ///
 /// For a compound subscript (`C(i+j)`) the iterator is *stateful*: `pre` are the subscript's
 /// variables still unresolved when the loop starts, `post` those still unresolved after it binds
@@ -37,6 +41,8 @@ pub struct LevelIterator {
     pub tensor: TensorId,
     /// The level of its format.
     pub level: usize,
+    /// The access's subscripts: which read of the tensor this is.
+    pub subscripts: Vec<IndexTerm>,
     /// Whether the level lists every coordinate (dense), so it can be located.
     pub full: bool,
     /// Unresolved variables of the level's subscript before this loop.
@@ -135,7 +141,21 @@ impl fmt::Display for LatticeText<'_> {
                         String::new()
                     };
                     let located = if it.full { "*" } else { "" };
-                    format!("{}.{}{located}{state}", self.scope.tensors[it.tensor].name, it.level)
+                    // A tensor read by several accesses names the access.
+                    let reads = self.lattice.points.iter().flat_map(|p| &p.iterators);
+                    let name = if reads.filter(|o| o.tensor == it.tensor).any(|o| o.subscripts != it.subscripts) {
+                        let mut text = String::new();
+                        let access = crate::notation::Access {
+                            tensor: it.tensor,
+                            subscripts: it.subscripts.clone(),
+                            span: None,
+                        };
+                        let _ = self.scope.write_access(&mut text, &access);
+                        text
+                    } else {
+                        self.scope.tensors[it.tensor].name.clone()
+                    };
+                    format!("{name}.{}{located}{state}", it.level)
                 })
                 .collect();
             write!(f, "lp{k}: [{}] | ", its.join(" "))?;
@@ -213,7 +233,7 @@ fn build(ctx: &Context<'_>, e: ExprId) -> MergeLattice {
                     pre.sort();
                     pre.dedup();
                     let post = pre.iter().copied().filter(|&v| v != var).collect();
-                    LevelIterator { tensor: a.tensor, level, full, pre, post }
+                    LevelIterator { tensor: a.tensor, level, subscripts: a.subscripts.clone(), full, pre, post }
                 })
                 .collect();
             leaf(iterators)

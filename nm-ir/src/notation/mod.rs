@@ -53,7 +53,7 @@ pub struct IndexVar {
 
 /// An affine subscript `c1*v1 + c2*v2 + ... + constant`: a plain variable, a sliding window
 /// `i+p`, a stride `2*i+p`, an offset `i+2`. Terms keep the order they were written in.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IndexTerm {
     /// `(coefficient, variable)` pairs; coefficients are never zero.
     pub terms: Vec<(i64, IndexVarId)>,

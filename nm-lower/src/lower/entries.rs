@@ -99,7 +99,8 @@ impl Lowerer<'_> {
         self.bound[j.index()] = None;
         let [point] = lattice.points.as_slice() else { return Ok(None) };
         let its: Vec<_> = point.iterators.iter().filter(|it| !it.full).collect();
-        if !matches!(its.as_slice(), [it] if it.tensor == self.accesses[k].tensor && it.level == l) {
+        if !matches!(its.as_slice(), [it] if it.tensor == self.accesses[k].tensor && it.subscripts == self.accesses[k].subscripts && it.level == l)
+        {
             return Ok(None);
         }
         let reached = match self.reached_levels(j, reads.0, reads.1, false, lhs, rhs) {
@@ -115,7 +116,7 @@ impl Lowerer<'_> {
         }
         let e = self.materialize(&point.expr);
 
-        let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+        let tname = self.access_name(k);
         let (p, end) = w.cursor;
         let mut out = Vec::new();
         // The entries any window reaches: from the cursor to the last window's end.

@@ -100,11 +100,12 @@ pub struct LowerOptions {
     /// [`DEFAULT_POLICY`]).
     pub workspace: Option<nm_ism::Config>,
     /// Lets a `where` producer follow a compressed level along a loop over a coordinate of a
-    /// sparse result where nothing else makes that loop sparse: the loop then visits, and the
-    /// result stores, every coordinate of its dimension (zeros included), which the lowering
-    /// reports in a note. Off unless asked for: a copy or a split of the statement usually
-    /// keeps the result sparse, and callers try those first.
-    pub store_every_coordinate: bool,
+    /// sparse result where nothing else makes that loop sparse: the loop then visits every
+    /// coordinate of its dimension (the result still stores only those where a term was
+    /// produced), which the lowering reports in a note. Off unless asked for: a copy or a
+    /// split of the statement usually iterates only the stored coordinates, and callers try
+    /// those first.
+    pub visit_every_coordinate: bool,
 }
 
 /// The sparse workspace policy used unless one is asked for (see BENCHMARKS.md, "Sparse
@@ -189,8 +190,8 @@ struct Lowerer<'a> {
     accesses: Vec<Access>,
     /// The statement's expression nodes, plus those lattice points make.
     exprs: Arena<ExprId, CinExpr>,
-    /// See [`LowerOptions::store_every_coordinate`].
-    store_every_coordinate: bool,
+    /// See [`LowerOptions::visit_every_coordinate`].
+    visit_every_coordinate: bool,
     /// See [`Lowered::notes`].
     notes: Vec<String>,
     /// Every tensor's format, by id (`None`: dense).
@@ -199,10 +200,19 @@ struct Lowerer<'a> {
     assembly: Option<Assembly>,
     /// The scalar variable of each `where` temporary.
     temporaries: Vec<(TensorId, VarId)>,
+    /// Into a sparse result, per `where` temporary, whether its producer added a term: a
+    /// variable set where it did, or nothing where every run of the producer adds one. The
+    /// consumer stores an element only where its expression, the temporaries read as this
+    /// says, has a term (`A(i,j) = B(i,j) - t` with `t` summing row `i` of C stores nothing
+    /// in a row where both B and C are empty).
+    temporary_terms: Vec<(TensorId, Option<VarId>)>,
     /// The `where` producers, computed right before the consumer's assignment.
     producers: Vec<Producer>,
     /// Whether a producer is being lowered (its leaf is its own assignment).
     in_producer: bool,
+    /// The variable the producer being lowered sets where it adds a term (see
+    /// `temporary_terms`).
+    producing: Option<VarId>,
     /// A scalar the innermost reduction loops accumulate into, stored once after them.
     accumulator: Option<VarId>,
     /// The value type.
@@ -708,8 +718,10 @@ pub fn lower_options(
         formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
         assembly,
         temporaries: Vec::new(),
+        temporary_terms: Vec::new(),
         producers,
         in_producer: false,
+        producing: None,
         accumulator: None,
         value,
         workspace,
@@ -726,7 +738,7 @@ pub fn lower_options(
         threaded: loops.iter().any(|(_, parallel)| *parallel),
         on_threads: Vec::new(),
         split_blocks: Vec::new(),
-        store_every_coordinate: options.store_every_coordinate,
+        visit_every_coordinate: options.visit_every_coordinate,
         notes,
     };
     for p in lw.producers.clone() {
@@ -815,6 +827,12 @@ pub fn lower_options(
         })
         .collect();
     Ok(Lowered { function: lw.f, params, partition, tensors, notes: lw.notes })
+}
+
+/// `a`, `b`, ..., `z`, `aa`, `ab`, ...: the letters naming the `n`-th access of a tensor.
+fn access_letter(n: usize) -> String {
+    let letter = (b'a' + (n % 26) as u8) as char;
+    if n < 26 { letter.to_string() } else { format!("{}{letter}", access_letter(n / 26 - 1)) }
 }
 
 /// Operand `t` (`name`, of type `ty`) decomposed into its arrays at the kernel boundary —
@@ -916,6 +934,19 @@ fn collect_accesses_in(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<
 }
 
 impl Lowerer<'_> {
+    /// The prefix of the names generated for access `k`: its tensor's name where the tensor
+    /// is read by no other access, else the name and a letter per access (`B_a`, `B_b` for
+    /// `B(i,k) * B(k,j)`), so that each access's iterators have names of their own.
+    fn access_name(&self, k: usize) -> String {
+        let tensor = self.accesses[k].tensor;
+        let name = &self.cin.tensors[tensor].name;
+        let same: Vec<usize> = (0..self.accesses.len()).filter(|&j| self.accesses[j].tensor == tensor).collect();
+        match same.iter().position(|&j| j == k) {
+            Some(nth) if same.len() > 1 => format!("{name}_{}", access_letter(nth)),
+            _ => name.clone(),
+        }
+    }
+
     fn size(&self, v: IndexVarId) -> usize {
         self.types.sizes[v.index()]
     }

@@ -31,6 +31,85 @@ pub(super) struct Reached {
     pub(super) guided: Vec<(usize, usize)>,
 }
 
+/// `produced = 1`: a term reached the accumulator.
+pub(super) fn mark(produced: VarId) -> Stmt {
+    Stmt::Assign(produced, int(1))
+}
+
+/// Sets `produced` after every statement that adds a term into `acc`.
+fn mark_terms(body: &mut Vec<Stmt>, acc: VarId, produced: VarId) {
+    let mut at = 0;
+    while at < body.len() {
+        match &mut body[at] {
+            Stmt::Assign(v, _) if *v == acc => {
+                body.insert(at + 1, mark(produced));
+                at += 1;
+            }
+            Stmt::For { body, .. } | Stmt::While { body, .. } => mark_terms(body, acc, produced),
+            Stmt::If { then, otherwise, .. } => {
+                mark_terms(then, acc, produced);
+                mark_terms(otherwise, acc, produced);
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+}
+
+/// Moves each mark that a `for` loop's body sets on every iteration before the loop, as
+/// `if start < end { mark }`, innermost loops first: the loop then keeps the shape of a plain
+/// reduction (see `partial_sums`), and a nest of loops that always add a term ends with the
+/// mark at its top, unconditional.
+fn hoist_marks(body: &mut Vec<Stmt>, produced: VarId) {
+    let mut at = 0;
+    while at < body.len() {
+        let hoisted = match &mut body[at] {
+            Stmt::For { start, end, body: inner, .. } => {
+                hoist_marks(inner, produced);
+                let always = |list: &mut Vec<Stmt>| {
+                    let found = list.contains(&mark(produced)) && !list.contains(&Stmt::Break);
+                    if found {
+                        list.retain(|s| *s != mark(produced));
+                    }
+                    found
+                };
+                // A dense loop's body sits in `if 1 { ... }` (a locate that always holds).
+                let nested = inner.iter_mut().any(|s| match s {
+                    Stmt::If { cond: Expr::Int(1), then, otherwise } if otherwise.is_empty() => always(then),
+                    _ => false,
+                });
+                (always(inner) || nested).then(|| match (&*start, &*end) {
+                    (Expr::Int(a), Expr::Int(b)) if a < b => mark(produced),
+                    _ => Stmt::If {
+                        cond: bin(BinOp::Lt, start.clone(), end.clone()),
+                        then: vec![mark(produced)],
+                        otherwise: vec![],
+                    },
+                })
+            }
+            Stmt::While { body: inner, .. } => {
+                hoist_marks(inner, produced);
+                None
+            }
+            Stmt::If { cond, then, otherwise } => {
+                hoist_marks(then, produced);
+                hoist_marks(otherwise, produced);
+                // `if 1 { mark }`: the mark holds.
+                (matches!(cond, Expr::Int(1)) && then.contains(&mark(produced))).then(|| {
+                    then.retain(|s| *s != mark(produced));
+                    mark(produced)
+                })
+            }
+            _ => None,
+        };
+        if let Some(m) = hoisted {
+            body.insert(at, m);
+            at += 1;
+        }
+        at += 1;
+    }
+}
+
 impl Lowerer<'_> {
     /// The loops from the first of `loops` inward, then the assignment of `rhs`.
     ///
@@ -53,15 +132,38 @@ impl Lowerer<'_> {
             let mut out = Vec::new();
             if !self.in_producer {
                 // The `where` producers compute their temporaries first.
+                self.temporary_terms.clear();
+                let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
                 for p in self.producers.clone() {
                     let t = self.temporary(p.lhs.tensor).expect("declared");
                     out.push(Stmt::Decl(t, float(0.0)));
+                    // Into a sparse result, whether the producer adds a term.
+                    let terms = sparse_result.then(|| {
+                        let name = format!("{}_terms", self.f.vars[t].name);
+                        self.f.fresh_var(&name, ScalarType::Index)
+                    });
                     let saved = (self.positions.clone(), self.bound.clone());
                     self.in_producer = true;
+                    self.producing = terms;
                     let code = self.nest(&p.loops, &p.lhs, p.op, p.rhs);
                     self.in_producer = false;
+                    self.producing = None;
                     (self.positions, self.bound) = saved;
-                    out.extend(code?);
+                    let mut code = code?;
+                    let terms = terms.filter(|&terms| {
+                        hoist_marks(&mut code, terms);
+                        // Every run adds a term: nothing to test.
+                        let always = code.contains(&mark(terms));
+                        code.retain(|s| *s != mark(terms));
+                        if !always {
+                            out.push(Stmt::Decl(terms, int(0)));
+                        }
+                        !always
+                    });
+                    if sparse_result {
+                        self.temporary_terms.push((p.lhs.tensor, terms));
+                    }
+                    out.extend(code);
                 }
             }
             out.extend(self.assignment(lhs, op, rhs)?);
@@ -86,12 +188,11 @@ impl Lowerer<'_> {
             let inner = self.nest(loops, lhs, op, rhs);
             self.accumulator = None;
             let mut out = vec![Stmt::Decl(acc, float(0.0))];
-            out.extend(inner?);
-            match &self.assembly {
-                // A sparse result's entry is appended once, whatever the reduction found.
+            let mut inner = inner?;
+            let store = match &self.assembly {
                 Some(a) => {
                     let last = a.vars.last().copied().expect("a result level");
-                    out.extend(a.append(self.bound[last.index()].expect("bound"), var(acc)));
+                    a.append(self.bound[last.index()].expect("bound"), var(acc))
                 }
                 // Every loop outside over a result variable: the sum is the element's whole
                 // value, stored (no `+=`: the row then needs no buffer, and the compiler
@@ -103,8 +204,28 @@ impl Lowerer<'_> {
                         && self.bound.iter().enumerate().all(|(w, b)| {
                             b.is_none() || lhs.subscripts.iter().any(|t| t.as_var().is_some_and(|x| x.index() == w))
                         });
-                    out.extend(self.result_store(lhs, var(acc), !whole)?)
+                    self.result_store(lhs, var(acc), !whole)?
                 }
+            };
+            if self.assembly.is_none() && self.ism.is_none() {
+                out.extend(inner);
+                out.extend(store);
+                return Ok(out);
+            }
+            // A sparse result's element is stored once, where the reduction produced a term: an
+            // inner product whose rows share no coordinate stores nothing.
+            let produced = self.f.fresh_var("terms", ScalarType::Index);
+            mark_terms(&mut inner, acc, produced);
+            hoist_marks(&mut inner, produced);
+            if inner.contains(&mark(produced)) {
+                // Every path reaches a term: no test needed.
+                inner.retain(|s| *s != mark(produced));
+                out.extend(inner);
+                out.extend(store);
+            } else {
+                out.push(Stmt::Decl(produced, int(0)));
+                out.extend(inner);
+                out.push(Stmt::If { cond: bin(BinOp::Ne, var(produced), int(0)), then: store, otherwise: vec![] });
             }
             return Ok(out);
         }
@@ -172,7 +293,10 @@ impl Lowerer<'_> {
         };
         // The iterator of a lattice level: which (access, level) of `sparse` it is.
         let find = |lw: &Self, it: &nm_ir::lattice::LevelIterator| {
-            sparse.iter().position(|&(k, l)| lw.accesses[k].tensor == it.tensor && l == it.level)
+            sparse.iter().position(|&(k, l)| {
+                let a = &lw.accesses[k];
+                a.tensor == it.tensor && a.subscripts == it.subscripts && l == it.level
+            })
         };
         let mut points: Vec<(Vec<usize>, ExprId)> = Vec::new();
         for p in &lattice.points {
@@ -384,9 +508,7 @@ impl Lowerer<'_> {
                 // The range the searches above narrowed (a window, a split's block).
                 setup = std::mem::take(&mut out);
                 (start, stop) = (var(p), var(end));
-                p = self
-                    .f
-                    .fresh_var(&format!("{}{l}_q", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
+                p = self.f.fresh_var(&format!("{}{l}_q", self.access_name(k)), ScalarType::Index);
             }
             let mut body = vec![Stmt::Decl(loop_var, crd.at(var(p)))];
             body.extend(guide_step.iter().cloned());
@@ -490,7 +612,7 @@ impl Lowerer<'_> {
         let (mut setup, mut step) = (Vec::new(), Vec::new());
         for &(k, l) in guided {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+            let tname = self.access_name(k);
             let parent = match l.checked_sub(1) {
                 None => int(0),
                 Some(up) => var(self.positions[k][up].expect("checked by guidable")),
@@ -613,7 +735,8 @@ impl Lowerer<'_> {
         }
         let (rows, cols) = (o.shape[0], o.shape[1]);
         let (windows, groups) = (rows.div_ceil(m as usize), cols.div_ceil(l));
-        let mut new_var = |s: &str| self.f.var(&format!("{tname}_{s}"), ScalarType::Index);
+        let prefix = self.access_name(k);
+        let mut new_var = |s: &str| self.f.var(&format!("{prefix}_{s}"), ScalarType::Index);
         let (w, g, p1, p2, lane, p3) =
             (new_var("w"), new_var("g"), new_var("p1"), new_var("p2"), new_var("lane"), new_var("p3"));
         let (xv, yv) = (
@@ -705,7 +828,7 @@ impl Lowerer<'_> {
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
         let name = |lw: &Self, v: IndexVarId| lw.cin.vars[v].name.clone();
-        let p = self.f.var(&format!("{}_p", self.cin.tensors[self.accesses[ps.access].tensor].name), ScalarType::Index);
+        let p = self.f.var(&format!("{}_p", self.access_name(ps.access)), ScalarType::Index);
         let row = self.f.var(&name(self, ps.row), ScalarType::Index);
         let col = self.f.var(&name(self, ps.col), ScalarType::Index);
         let (lo, hi, mid) = (
@@ -963,7 +1086,7 @@ impl Lowerer<'_> {
                 }
                 None => Coordinates::Array(o.crd[l].expect("compressed or singleton")),
             };
-            let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+            let tname = self.access_name(k);
             // Subsection iterators nest inside others of the same level: names of their own.
             let plain = matches!(subsections[n], Subsection::Plain);
             let mut new_var = |name: String| {
@@ -1029,7 +1152,7 @@ impl Lowerer<'_> {
                     // per parent position: the output-stationary order's windows slide).
                     // (Scratch arrays are per thread under row ranges; not so under OpenMP.)
                     let hints = match (&window, o.pos[l]) {
-                        (None, Some(pos)) if !self.threaded => Some(self.search_hints(&tname, l, pos)),
+                        (None, Some(pos)) if !self.threaded => Some(self.search_hints(l, pos)),
                         _ => None,
                     };
                     if let Some((at, from)) = hints {
@@ -1200,10 +1323,10 @@ impl Lowerer<'_> {
                         && !dense_result_level
                         && !self.covered_by_dense(rhs)
                     {
-                        if self.store_every_coordinate {
+                        if self.visit_every_coordinate {
                             let note = format!(
-                                "`{}` stores every coordinate of `{name}` (zeros too): the loop over `{name}` \
-                                 visits each, as no operand it merges makes it sparse",
+                                "the loop over `{name}` visits every coordinate of `{name}`, as no operand it \
+                                 merges makes it sparse; `{}` stores those where a term was produced",
                                 self.cin.tensors[self.result].name
                             );
                             if !self.notes.contains(&note) {

@@ -197,6 +197,7 @@ impl Lowerer<'_> {
                     continue;
                 }
                 let tname = self.cin.tensors[a.tensor].name.clone();
+                let prefix = self.access_name(k);
                 let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
                     && levels[l].kind.is_ordered();
                 if !searchable || !is_factor(&self.exprs, rhs, &a) {
@@ -206,8 +207,8 @@ impl Lowerer<'_> {
                 }
                 let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
                 let range = self.level_range(&o, k, l, parent);
-                let p = self.f.fresh_var(&format!("{tname}{l}_found"), ScalarType::Index);
-                let end = self.f.fresh_var(&format!("{tname}{l}_last"), ScalarType::Index);
+                let p = self.f.fresh_var(&format!("{prefix}{l}_found"), ScalarType::Index);
+                let end = self.f.fresh_var(&format!("{prefix}{l}_last"), ScalarType::Index);
                 let crd = Coordinates::Array(o.crd[l].expect("compressed or singleton"));
                 let coordinate = self.affine(term, None);
                 stmts.push(Stmt::Decl(p, range.0));
@@ -219,7 +220,7 @@ impl Lowerer<'_> {
                 steps.push((stmts, Some(found)));
                 if !levels[l].kind.is_unique() {
                     // Every entry with that coordinate: the children's range (COO's next level).
-                    let segend = self.f.fresh_var(&format!("{tname}{l}_segend"), ScalarType::Index);
+                    let segend = self.f.fresh_var(&format!("{prefix}{l}_segend"), ScalarType::Index);
                     let same = bin(BinOp::Eq, crd.at(var(segend)), crd.at(var(p)));
                     let stmts = vec![
                         Stmt::Decl(segend, bin(BinOp::Add, var(p), int(1))),
@@ -247,12 +248,43 @@ impl Lowerer<'_> {
         Ok(body)
     }
 
+    /// Where the expression `e` has a term, reading each `where` temporary as whether its
+    /// producer added one (`temporary_terms`); every other operand has one at the leaf that
+    /// reads it (the lattice point holds it). `None`: everywhere.
+    pub(super) fn has_terms(&self, e: ExprId) -> Option<Expr> {
+        let either = |a: Option<Expr>, b: Option<Expr>, op| match (a, b) {
+            (Some(x), Some(y)) => Some(bin(op, x, y)),
+            (x, None) | (None, x) if op == BinOp::And => x,
+            _ => None,
+        };
+        match &self.exprs[e] {
+            CinExpr::Access(a) => {
+                let terms = self.temporary_terms.iter().find(|(t, _)| *t == a.tensor)?.1?;
+                Some(bin(BinOp::Ne, var(terms), int(0)))
+            }
+            CinExpr::Literal(_) | CinExpr::Sum(..) => None,
+            CinExpr::Neg(a) => self.has_terms(*a),
+            CinExpr::Binary(op, a, b) => {
+                let op = if matches!(op, BinaryOp::Mul | BinaryOp::Div) { BinOp::And } else { BinOp::Or };
+                either(self.has_terms(*a), self.has_terms(*b), op)
+            }
+        }
+    }
+
     pub(super) fn resolved_assignment(
         &mut self,
         lhs: &Access,
         op: AssignOp,
         rhs: ExprId,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let stmts = self.unguarded_assignment(lhs, op, rhs)?;
+        Ok(match self.has_terms(rhs) {
+            Some(cond) => vec![Stmt::If { cond, then: stmts, otherwise: vec![] }],
+            None => stmts,
+        })
+    }
+
+    fn unguarded_assignment(&mut self, lhs: &Access, op: AssignOp, rhs: ExprId) -> Result<Vec<Stmt>, LowerError> {
         // Every access the expression reads must be fully resolved.
         for k in self.reads(rhs) {
             let a = &self.accesses[k];
@@ -265,7 +297,9 @@ impl Lowerer<'_> {
         if let Some(t) = self.temporary(lhs.tensor) {
             let value = self.expr(rhs)?;
             let value = if op == AssignOp::Accumulate { bin(BinOp::Add, var(t), value) } else { value };
-            return Ok(vec![Stmt::Assign(t, value)]);
+            let mut out = vec![Stmt::Assign(t, value)];
+            out.extend(self.producing.map(super::nest::mark));
+            return Ok(out);
         }
         if let Some(w) = self.workspace.as_ref().filter(|w| w.active) {
             let j = var(self.bound[w.var.index()].expect("the workspace variable's loop"));

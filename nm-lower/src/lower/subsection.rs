@@ -336,7 +336,7 @@ impl Lowerer<'_> {
         crd: &Coordinates,
     ) -> (Vec<Stmt>, Coordinates, Subrange) {
         let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
-        let tname = self.cin.tensors[self.accesses[k].tensor].name.clone();
+        let tname = self.access_name(k);
         let levels = o.format.levels();
         // `l` is the compressed level; its parent `l - 1` waits for a later loop.
         let parent_level = l - 1;
@@ -445,7 +445,14 @@ impl Lowerer<'_> {
 
     /// The hint arrays of a searched level (created once, zeroed when the kernel starts): per
     /// parent position, where its last search ended and 1 + the coordinate it searched for.
-    pub(super) fn search_hints(&mut self, tname: &str, l: usize, pos: ArrayId) -> (ArrayId, ArrayId) {
+    /// They belong to the tensor's level, not to one access: every access of the tensor may
+    /// share them, as a search for a coordinate may start wherever a search for a smaller
+    /// one in the same parent ended, whichever access made it.
+    pub(super) fn search_hints(&mut self, l: usize, pos: ArrayId) -> (ArrayId, ArrayId) {
+        let tname = match &self.f.arrays[pos].role {
+            Role::Pos { tensor, .. } => tensor.clone(),
+            _ => self.f.arrays[pos].name.clone(),
+        };
         if let Some(&(_, _, at, from)) = self.hints.iter().find(|h| h.0 == pos && h.1 == l) {
             return (at, from);
         }
@@ -475,8 +482,7 @@ impl Lowerer<'_> {
             let size = op.shape[dim] as i64;
             let coordinate = self.affine(&self.accesses[k].subscripts[dim], None);
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
-            let p =
-                self.f.var(&format!("{}{l}_p{k}", self.cin.tensors[self.accesses[k].tensor].name), ScalarType::Index);
+            let p = self.f.var(&format!("{}{l}_p{k}", self.access_name(k)), ScalarType::Index);
             body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), coordinate)));
             self.positions[k][l] = Some(p);
         }

@@ -102,11 +102,11 @@ int kernel(nms_array *restrict args) {
         C_wmark[j_word] = INT64_C(0);
         int64_t j_base = (j_word * INT64_C(64));
         while ((j_bits != INT64_C(0))) {
-          int64_t j = (j_base + ((int64_t)__builtin_ctzll((uint64_t)(j_bits))));
-          C1_crd[C1_n] = j;
-          C_vals[C1_n] = C_wvals[j];
+          int64_t j_2 = (j_base + ((int64_t)__builtin_ctzll((uint64_t)(j_bits))));
+          C1_crd[C1_n] = j_2;
+          C_vals[C1_n] = C_wvals[j_2];
           C1_n = (C1_n + INT64_C(1));
-          C_wvals[j] = 0.0;
+          C_wvals[j_2] = 0.0;
           j_bits = ((int64_t)((uint64_t)(j_bits) & ((uint64_t)(j_bits) - 1)));
         }
       }

@@ -19,6 +19,9 @@ use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
 use crate::lower::{Partition, ReductionKind};
 use nm_ir::id::Id;
 
+mod names;
+use names::Names;
+
 fn c_elem(e: ElemType) -> &'static str {
     match e {
         ElemType::I32 => "int32_t",
@@ -59,26 +62,23 @@ pub fn emit(f: &Function) -> String {
         w.push_str(&SORT.replace("ELEM", t));
     }
     let _ = writeln!(w, "int {}(nms_array *restrict args) {{", f.name);
+    let names = Names::of(f);
     for (id, a) in f.arrays.iter() {
         let k = nm_ir::id::Id::index(id);
+        let name = names.array(id);
         if let Role::Local { len } = a.role {
-            let _ = writeln!(w, "  {} {}[{len}];", c_elem(a.elem), a.name);
+            let _ = writeln!(w, "  {} {name}[{len}];", c_elem(a.elem));
             continue;
         }
         if let Role::Workspace { .. } = a.role {
-            let _ = writeln!(w, "  nms_ism *{} = (nms_ism *)args[{k}].data;", a.name);
+            let _ = writeln!(w, "  nms_ism *{name} = (nms_ism *)args[{k}].data;");
             continue;
         }
         let qual = if a.output { "" } else { "const " };
-        let _ = writeln!(
-            w,
-            "  {qual}{} *restrict {} = ({qual}{} *)args[{k}].data;",
-            c_elem(a.elem),
-            a.name,
-            c_elem(a.elem)
-        );
+        let t = c_elem(a.elem);
+        let _ = writeln!(w, "  {qual}{t} *restrict {name} = ({qual}{t} *)args[{k}].data;");
     }
-    let mut e = Emitter { f, out: String::new() };
+    let mut e = Emitter { f, names: &names, out: String::new() };
     e.block(&f.body, 1);
     out.push_str(&e.out);
     out.push_str("  return 0;\n}\n");
@@ -89,8 +89,26 @@ pub fn emit(f: &Function) -> String {
     out
 }
 
+/// `v` as a C constant of type `float` (`f32`) or `double`: infinities and NaN, which have no
+/// literal, through the compiler's builtins.
+fn float_literal(v: f64, f32: bool) -> String {
+    let suffix = if f32 { "f" } else { "" };
+    let narrowed = if f32 { f64::from(v as f32) } else { v };
+    if narrowed.is_nan() {
+        format!("__builtin_nan{suffix}(\"\")")
+    } else if narrowed.is_infinite() {
+        let sign = if narrowed < 0.0 { "-" } else { "" };
+        format!("({sign}__builtin_inf{suffix}())")
+    } else if f32 {
+        format!("{:?}f", v as f32)
+    } else {
+        format!("{v:?}")
+    }
+}
+
 struct Emitter<'a> {
     f: &'a Function,
+    names: &'a Names,
     out: String,
 }
 
@@ -127,13 +145,12 @@ impl Emitter<'_> {
     fn expr(&self, e: &Expr, context: ScalarType) -> String {
         match e {
             Expr::Int(v) => format!("INT64_C({v})"),
-            Expr::Float(v) if context == ScalarType::F32 => format!("{:?}f", *v as f32),
-            Expr::Float(v) => format!("{v:?}"),
-            Expr::Var(v) => self.f.vars[*v].name.clone(),
+            Expr::Float(v) => float_literal(*v, context == ScalarType::F32),
+            Expr::Var(v) => self.names.var(*v).to_string(),
             Expr::Len(a) => format!("args[{}].len", nm_ir::id::Id::index(*a)),
             Expr::Load(a, i) => {
                 let decl = &self.f.arrays[*a];
-                let load = format!("{}[{}]", decl.name, self.expr(i, ScalarType::Index));
+                let load = format!("{}[{}]", self.names.array(*a), self.expr(i, ScalarType::Index));
                 if decl.elem.is_float() { load } else { format!("((int64_t){load})") }
             }
             Expr::Unary(UnOp::Not, a) => format!("(!{})", self.expr(a, ScalarType::Bool)),
@@ -201,12 +218,12 @@ impl Emitter<'_> {
         match s {
             Stmt::Decl(v, e) => {
                 let d = &self.f.vars[*v];
-                let text = format!("{} {} = {};", c_scalar(d.ty), d.name, self.expr(e, d.ty));
+                let text = format!("{} {} = {};", c_scalar(d.ty), self.names.var(*v), self.expr(e, d.ty));
                 self.line(depth, &text);
             }
             Stmt::Assign(v, e) => {
                 let d = &self.f.vars[*v];
-                let text = format!("{} = {};", d.name, self.expr(e, d.ty));
+                let text = format!("{} = {};", self.names.var(*v), self.expr(e, d.ty));
                 self.line(depth, &text);
             }
             Stmt::Store { array, index, value, accumulate } => {
@@ -218,7 +235,7 @@ impl Emitter<'_> {
                 }
                 let text = format!(
                     "{}[{}] {} {};",
-                    a.name,
+                    self.names.array(*array),
                     self.expr(index, ScalarType::Index),
                     if *accumulate { "+=" } else { "=" },
                     self.expr(value, a.elem.scalar())
@@ -226,7 +243,7 @@ impl Emitter<'_> {
                 self.line(depth, &text);
             }
             Stmt::For { var, start, end, body, parallel } => {
-                let v = &self.f.vars[*var].name;
+                let (v, v_end) = (self.names.var(*var), self.names.end(*var));
                 let constant = matches!(end, Expr::Int(_));
                 let (start, end) = (self.expr(start, ScalarType::Index), self.expr(end, ScalarType::Index));
                 // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
@@ -236,10 +253,10 @@ impl Emitter<'_> {
                 let text = if constant {
                     format!("for (int64_t {v} = {start}; {v} < {end}; {v}++) {{")
                 } else if *parallel {
-                    self.line(depth, &format!("{{ int64_t {v}_end = {end};"));
-                    format!("for (int64_t {v} = {start}; {v} < {v}_end; {v}++) {{")
+                    self.line(depth, &format!("{{ int64_t {v_end} = {end};"));
+                    format!("for (int64_t {v} = {start}; {v} < {v_end}; {v}++) {{")
                 } else {
-                    format!("for (int64_t {v} = {start}, {v}_end = {end}; {v} < {v}_end; {v}++) {{")
+                    format!("for (int64_t {v} = {start}, {v_end} = {end}; {v} < {v_end}; {v}++) {{")
                 };
                 if *parallel {
                     self.line(depth, "#pragma omp parallel for schedule(dynamic, 16)");
@@ -270,7 +287,7 @@ impl Emitter<'_> {
             Stmt::Break => self.line(depth, "break;"),
             Stmt::Insert { workspace, key, first, value } => {
                 let a = &self.f.arrays[*workspace];
-                let (w, t) = (&a.name, c_elem(a.elem));
+                let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
                 let key = self.expr(key, ScalarType::Index);
                 let value = self.expr(value, a.elem.scalar());
                 let policy = match &a.role {
@@ -310,12 +327,12 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::Finish { workspace } => {
-                let w = &self.f.arrays[*workspace].name;
+                let w = self.names.array(*workspace);
                 self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
             }
             Stmt::PrefetchBucket { workspace, bucket, line } => {
                 let a = &self.f.arrays[*workspace];
-                let (w, t) = (&a.name, c_elem(a.elem));
+                let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
                 let bucket = self.expr(bucket, ScalarType::Index);
                 match line {
                     crate::ir::BucketLine::Head => {
@@ -342,7 +359,7 @@ impl Emitter<'_> {
             Stmt::Prefetch { array, index } => {
                 let text = format!(
                     "__builtin_prefetch(&{}[{}], 0, 3);",
-                    self.f.arrays[*array].name,
+                    self.names.array(*array),
                     self.expr(index, ScalarType::Index)
                 );
                 self.line(depth, &text);
@@ -357,10 +374,10 @@ impl Emitter<'_> {
                 let text = format!(
                     "nms_sort_{}({} + {}, {}, {});",
                     c_elem(a.elem),
-                    a.name,
+                    self.names.array(*array),
                     self.expr(start, ScalarType::Index),
                     self.expr(&crate::ir::build::bin(BinOp::Sub, end.clone(), start.clone()), ScalarType::Index),
-                    self.f.arrays[*scratch].name
+                    self.names.array(*scratch)
                 );
                 self.line(depth, &text);
             }
@@ -370,7 +387,7 @@ impl Emitter<'_> {
     fn resize(&mut self, array: ArrayId, len: &Expr, depth: usize) {
         let k = nm_ir::id::Id::index(array);
         let a = &self.f.arrays[array];
-        let (name, t) = (a.name.clone(), c_elem(a.elem));
+        let (name, t) = (self.names.array(array).to_string(), c_elem(a.elem));
         let n = self.expr(len, ScalarType::Index);
         self.line(depth, "{");
         self.line(depth + 1, &format!("int64_t n_ = {n};"));
