@@ -57,10 +57,15 @@ pub fn cubin(kernel: &str, source: &str, options: &[String], arch: &str) -> Resu
     cubin_in(&cache_dir(), kernel, source, options, arch)
 }
 
-/// [`cubin`] with the cache in `dir` (to fill a cache for another machine).
+/// [`cubin`] with the cache in `dir` (to fill a cache for another machine). Entries are sealed
+/// with a SHA-256 of the CUBIN ([`nm_cache`]): a truncated or corrupted one is compiled again
+/// (where NVRTC is) and replaced, never handed to the driver.
 pub fn cubin_in(dir: &std::path::Path, kernel: &str, source: &str, options: &[String], arch: &str) -> Result<Compiled> {
-    let path = dir.join(format!("{kernel}-{arch}-{:016x}.cubin", key(source, options)));
-    if let Ok(cubin) = std::fs::read(&path) {
+    let store = nm_cache::Store::new(dir);
+    let mut parts: Vec<&[u8]> = vec![source.as_bytes(), arch.as_bytes()];
+    parts.extend(options.iter().map(|o| o.as_bytes()));
+    let name = format!("{kernel}-{arch}-{}.cubin", nm_cache::key(&parts, 16));
+    if let Some(cubin) = store.get(&name) {
         return Ok(Compiled { cubin, log: String::new() });
     }
     if !nvrtc_present() {
@@ -72,12 +77,7 @@ pub fn cubin_in(dir: &std::path::Path, kernel: &str, source: &str, options: &[St
     }
     let compiled = compile(kernel, source, options, arch)?;
     // A cache that cannot be written only costs a recompilation next time.
-    if std::fs::create_dir_all(dir).is_ok() {
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &compiled.cubin).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
-    }
+    let _ = store.put(&name, &compiled.cubin);
     Ok(compiled)
 }
 
@@ -161,19 +161,6 @@ pub fn usage(log: &str) -> Vec<Usage> {
     out
 }
 
-/// FNV-1a over the source and options: stable across builds and machines, so a cache filled
-/// on one machine serves another.
-fn key(source: &str, options: &[String]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for bytes in std::iter::once(source.as_bytes()).chain(options.iter().map(|o| o.as_bytes())) {
-        for &b in bytes.iter().chain(std::iter::once(&0u8)) {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,12 +187,18 @@ ptxas info    : Used 14 registers, 380 bytes cmem[0]\n";
     }
 
     #[test]
-    fn cache_key_depends_on_source_and_options() {
-        let a = key("x", &["-DA=1".into()]);
-        assert_eq!(a, key("x", &["-DA=1".into()]));
-        assert_ne!(a, key("x", &["-DA=2".into()]));
-        assert_ne!(a, key("y", &["-DA=1".into()]));
-        // Option boundaries count: ["ab"] is not ["a", "b"].
-        assert_ne!(key("x", &["ab".into()]), key("x", &["a".into(), "b".into()]));
+    fn a_damaged_cubin_entry_is_never_returned() {
+        let dir = std::env::temp_dir().join(format!("nm-cuda-cubin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = nm_cache::Store::new(&dir);
+        let name = "k-sm_90a-0123.cubin";
+        store.put(name, b"a cubin image").unwrap();
+        assert_eq!(store.get(name).as_deref(), Some(&b"a cubin image"[..]));
+        let path = store.path(name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[3] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(store.get(name), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

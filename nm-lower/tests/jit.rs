@@ -52,7 +52,7 @@ fn compiles_runs_and_caches() {
     let leftovers: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     // Asking for a symbol that is not there is an error, not a crash.
@@ -120,4 +120,118 @@ fn concurrent_compiles_of_one_kernel_all_succeed() {
             assert_eq!(h.join().unwrap().unwrap(), 10.0);
         }
     });
+}
+
+/// A fresh cache directory holding `bytes` as the entry of DOT (named like `good`'s).
+fn damaged_copy(good: &nm_lower::jit::Compiled, bytes: &[u8]) -> PathBuf {
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(good.path().file_name().unwrap()), bytes).unwrap();
+    dir
+}
+
+/// Every damaged entry — truncated at many sizes, replaced by random bytes, with bits flipped
+/// — is compiled again and replaced, and the kernel computes the right answer: no signal, no
+/// wrong number, no temporary file left.
+#[test]
+fn damaged_cache_entries_are_compiled_again_never_loaded() {
+    let cc = compiler();
+    let good = cc.compile_in(&fresh_dir(), DOT, CompileOptions::default()).unwrap();
+    let entry = std::fs::read(good.path()).unwrap();
+    let mut damaged: Vec<Vec<u8>> = Vec::new();
+    for len in [0, 1, 16, 64, 1000, 4096, 5000, 8192, 12000, entry.len() / 2, entry.len() - 1] {
+        damaged.push(entry[..len.min(entry.len() - 1)].to_vec());
+    }
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    damaged.push((0..20).map(|_| random() as u8).collect());
+    damaged.push((0..entry.len()).map(|_| random() as u8).collect());
+    for _ in 0..12 {
+        let mut flipped = entry.clone();
+        for _ in 0..2 {
+            let bit = random() as usize % (entry.len() * 8);
+            flipped[bit / 8] ^= 1 << (bit % 8);
+        }
+        damaged.push(flipped);
+    }
+    for bytes in damaged {
+        let dir = damaged_copy(&good, &bytes);
+        let again = cc.compile_in(&dir, DOT, CompileOptions::default()).unwrap();
+        assert_eq!(again.outcome(), Outcome::Compiled, "a damaged entry of {} bytes was loaded", bytes.len());
+        assert_eq!(call_dot(&again, &[1.0, 2.0, 3.0], &[3.0, 4.0, 5.0]), 26.0);
+        assert_eq!(std::fs::read(again.path()).unwrap(), entry, "the entry is replaced by a whole one");
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}
+
+/// A script standing for a compiler (`#!/bin/sh` + `body`), in a fresh directory.
+fn fake_compiler(body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cc.sh");
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn a_compiler_that_never_returns_is_stopped_at_its_time_limit() {
+    let limit = std::time::Duration::from_millis(500);
+    // Hangs compiling (answers `--version`).
+    let hangs =
+        fake_compiler("for a in \"$@\"; do [ \"$a\" = --version ] && { echo fake 1; exit 0; }; done\nsleep 1000");
+    let cc = CCompiler::with_timeout(hangs.to_str().unwrap(), limit).unwrap();
+    let dir = fresh_dir();
+    let start = std::time::Instant::now();
+    let err = cc.compile_in(&dir, DOT, CompileOptions::default()).map(|_| ()).unwrap_err();
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "took {:?}", start.elapsed());
+    assert!(matches!(err, JitError::Timeout { .. }), "{err}");
+    assert!(err.to_string().contains("NMSPARSE_CC_TIMEOUT"), "{err}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Hangs even on `--version`.
+    let mute = fake_compiler("sleep 1000");
+    let err = CCompiler::with_timeout(mute.to_str().unwrap(), limit).unwrap_err();
+    assert!(matches!(err, JitError::Config(_)) && err.to_string().contains("--version"), "{err}");
+}
+
+#[test]
+fn a_compiler_that_succeeds_without_an_object_is_named_as_such() {
+    let silent = fake_compiler("exit 0");
+    let cc = CCompiler::new(silent.to_str().unwrap()).unwrap();
+    let dir = fresh_dir();
+    let err = cc.compile_in(&dir, DOT, CompileOptions::default()).map(|_| ()).unwrap_err();
+    assert!(matches!(err, JitError::NoObject { .. }), "{err}");
+    assert!(err.to_string().contains("wrote no object"), "{err}");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_compiler_command_with_arguments_is_split_like_a_shell_word_list() {
+    let program = compiler().program();
+    let cc = CCompiler::new(&format!("{program} -O1 '-DUNUSED=a b'")).unwrap();
+    let c = cc.compile_in(&fresh_dir(), DOT, CompileOptions::default()).unwrap();
+    assert_eq!(call_dot(&c, &[2.0], &[3.0]), 6.0);
+    let err = CCompiler::new("gcc 'unbalanced").map(|_| ()).unwrap_err();
+    assert!(matches!(err, JitError::Config(_)), "{err}");
 }

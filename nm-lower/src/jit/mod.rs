@@ -1,31 +1,38 @@
 //! Compiling C source into a shared object with the system C compiler, caching it on disk,
 //! and loading it.
 //!
-//! - The compiler is `$CC` (default `cc`), run with `-std=c99 -O3 -march=native -fPIC -shared`,
-//!   plus `-fopenmp` for parallel kernels and `-fsanitize=address,undefined` on request, then
-//!   the words of `$NMSPARSE_CFLAGS` (e.g. `-mno-avx512f` for valgrind, which cannot run
-//!   AVX-512 code).
+//! - The compiler is `$CC` (default `cc`), split into words as a shell would (`CC="gcc -O1"`,
+//!   as `make` allows), run with `-std=c99 -O3 -march=native -fPIC -shared`, plus `-fopenmp`
+//!   for parallel kernels and `-fsanitize=address,undefined` on request, then the words of
+//!   `$NMSPARSE_CFLAGS` (e.g. `-mno-avx512f` for valgrind, which cannot run AVX-512 code).
+//!   It runs under a time limit, `$NMSPARSE_CC_TIMEOUT` seconds (default
+//!   [`DEFAULT_TIMEOUT_SECONDS`]): past it the compiler and everything it started are killed
+//!   and the compile fails with [`JitError::Timeout`].
 //! - The cache directory is `$NMSPARSE_CACHE_DIR`, else `$XDG_CACHE_HOME/nmsparse`, else
 //!   `~/.cache/nmsparse`. Objects are keyed by a SHA-256 of the source, the flags, the
 //!   compiler's `--version` and this crate's version, so a change to any of them compiles anew.
-//! - Writes are atomic: source and object go to unique temporary names and are renamed into
-//!   place, so concurrent processes compiling the same kernel both succeed and never see a
-//!   partial file. A cached object that fails to load (corrupted, truncated) is deleted and
-//!   compiled again.
+//! - Entries are sealed ([`nm_cache`]): written atomically with a SHA-256 of the object, and
+//!   loaded only when it matches. A truncated, overwritten or corrupted entry is a miss that
+//!   compiles the kernel again and replaces it; the bytes loaded are the bytes verified (from
+//!   a private copy, never from the entry, which another process may replace meanwhile).
 //! - A compiler failure is an error carrying the compiler's stderr and the path of the source
-//!   it was given, which stays in the cache directory for inspection.
+//!   it was given, which stays in the cache directory for inspection. A compiler that
+//!   succeeds without writing an object is [`JitError::NoObject`]. Temporary files are
+//!   removed on every path, and those of processes that died are swept away.
 //! - Loaded kernels are never unloaded: an object that started OpenMP threads cannot be
-//!   unloaded safely. Within one process the loader also serves a path it has already loaded
-//!   from memory.
+//!   unloaded safely. Within one process an entry already loaded is served from memory.
 
 mod cache;
+mod run;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub use cache::cache_dir;
+
+/// Seconds a compile may take unless `$NMSPARSE_CC_TIMEOUT` says otherwise.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
 
 /// What can go wrong between C source and a loaded kernel.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +46,9 @@ pub enum JitError {
         /// Why it did not start.
         source: std::io::Error,
     },
+    /// `$CC` or another setting is not usable as written.
+    #[error("{0}")]
+    Config(String),
     /// The compiler rejected the source.
     #[error("`{program}` failed ({status}) compiling {}:\n{stderr}", source_path.display())]
     Compile {
@@ -49,6 +59,29 @@ pub enum JitError {
         /// What it printed.
         stderr: String,
         /// The source it compiled (kept for inspection).
+        source_path: PathBuf,
+    },
+    /// The compiler ran past its time limit and was killed.
+    #[error(
+        "`{program}` did not finish compiling {} within {} s and was stopped (set NMSPARSE_CC_TIMEOUT to allow longer)",
+        source_path.display(), limit.as_secs_f64()
+    )]
+    Timeout {
+        /// The compiler.
+        program: String,
+        /// The limit.
+        limit: Duration,
+        /// The source it was compiling.
+        source_path: PathBuf,
+    },
+    /// The compiler reported success but wrote no object.
+    #[error("`{program}` reported success compiling {} but wrote no object file{}", source_path.display(), if stderr.is_empty() { String::new() } else { format!(":\n{stderr}") })]
+    NoObject {
+        /// The compiler.
+        program: String,
+        /// What it printed.
+        stderr: String,
+        /// The source it compiled.
         source_path: PathBuf,
     },
     /// The cache directory cannot be created or written.
@@ -91,19 +124,19 @@ pub struct CompileOptions {
 pub enum Outcome {
     /// The compiler ran.
     Compiled,
-    /// A cached object was loaded.
+    /// A cached object was loaded (or was already loaded in this process).
     Cached,
 }
 
 /// A loaded shared object.
 pub struct Compiled {
-    library: libloading::Library,
+    library: Arc<libloading::Library>,
     path: PathBuf,
     outcome: Outcome,
 }
 
 impl Compiled {
-    /// Where the object lives.
+    /// The cache entry it was loaded from.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -128,32 +161,66 @@ impl Compiled {
 /// The system C compiler, as configured by `$CC`.
 #[derive(Clone, Debug)]
 pub struct CCompiler {
-    program: String,
+    /// The program and the words given with it.
+    command: Vec<String>,
     version: String,
     /// `$NMSPARSE_CFLAGS`, split on whitespace.
     extra: Vec<String>,
+    timeout: Duration,
 }
 
+/// Entries this process loaded, by path: served again without reading or loading anything. (A
+/// list: a process loads at most thousands, and a hash table's interior pointers would make
+/// leak checkers report the loaded libraries as possibly lost.)
+static LOADED: Mutex<Vec<(PathBuf, Arc<libloading::Library>)>> = Mutex::new(Vec::new());
+
 impl CCompiler {
-    /// `$CC` or `cc`; fails when it cannot be run.
+    /// `$CC` or `cc`, with `$NMSPARSE_CC_TIMEOUT`; fails when it cannot be run.
     pub fn from_env() -> Result<Self, JitError> {
-        Self::new(&std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into()))
+        let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "cc".into());
+        let limit = match std::env::var("NMSPARSE_CC_TIMEOUT").ok().filter(|s| !s.trim().is_empty()) {
+            None => Duration::from_secs(DEFAULT_TIMEOUT_SECONDS),
+            Some(text) => text
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= 1e9)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    JitError::Config(format!("NMSPARSE_CC_TIMEOUT={text}: expected a positive number of seconds"))
+                })?,
+        };
+        Self::with_timeout(&cc, limit)
     }
 
-    /// A specific compiler program; fails when it cannot be run.
-    pub fn new(program: &str) -> Result<Self, JitError> {
-        let output = Command::new(program)
-            .arg("--version")
-            .output()
-            .map_err(|source| JitError::NoCompiler { program: program.to_string(), source })?;
-        let version = String::from_utf8_lossy(&output.stdout).lines().next().unwrap_or("").to_string();
+    /// A compiler command (`gcc`, `clang -O2`, split into words as a shell would); fails when
+    /// it cannot be run.
+    pub fn new(command: &str) -> Result<Self, JitError> {
+        Self::with_timeout(command, Duration::from_secs(DEFAULT_TIMEOUT_SECONDS))
+    }
+
+    /// A compiler command whose every run (the `--version` asked here included) is stopped
+    /// after `limit`.
+    pub fn with_timeout(command: &str, limit: Duration) -> Result<Self, JitError> {
+        let words = shlex::split(command)
+            .filter(|w| !w.is_empty())
+            .ok_or_else(|| JitError::Config(format!("CC={command}: not a command (unbalanced quotes, or empty)")))?;
+        let mut args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        args.push("--version");
+        let finished = run::with_limit(&words[0], &args, limit)
+            .map_err(|source| JitError::NoCompiler { program: command.to_string(), source })?
+            .ok_or_else(|| JitError::Config(format!(
+                "CC={command}: `{command} --version` did not finish within {} s (set NMSPARSE_CC_TIMEOUT to allow longer)",
+                limit.as_secs_f64()
+            )))?;
+        let version = String::from_utf8_lossy(&finished.stdout).lines().next().unwrap_or("").to_string();
         let extra = std::env::var("NMSPARSE_CFLAGS").unwrap_or_default().split_whitespace().map(String::from).collect();
-        Ok(Self { program: program.to_string(), version, extra })
+        Ok(Self { command: words, version, extra, timeout: limit })
     }
 
-    /// The compiler program.
-    pub fn program(&self) -> &str {
-        &self.program
+    /// The compiler command, as given.
+    pub fn program(&self) -> String {
+        self.command.join(" ")
     }
 
     fn flags(&self, options: CompileOptions) -> Vec<&str> {
@@ -171,64 +238,82 @@ impl CCompiler {
     /// Compiles `source` (or finds it in the cache directory `dir`) and loads it.
     pub fn compile_in(&self, dir: &Path, source: &str, options: CompileOptions) -> Result<Compiled, JitError> {
         let flags = self.flags(options);
-        let key = {
-            let mut h = Sha256::new();
-            for part in [source, &flags.join(" "), &self.program, &self.version, env!("CARGO_PKG_VERSION")] {
-                h.update(part.as_bytes());
-                h.update([0u8]);
-            }
-            h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect::<String>()
+        let program = self.program();
+        let key = nm_cache::key(
+            &[
+                source.as_bytes(),
+                flags.join(" ").as_bytes(),
+                program.as_bytes(),
+                self.version.as_bytes(),
+                env!("CARGO_PKG_VERSION").as_bytes(),
+            ],
+            32,
+        );
+        let store = nm_cache::Store::new(dir);
+        let name = format!("{key}.so");
+        let entry = store.path(&name);
+        let loaded = |list: &[(PathBuf, Arc<libloading::Library>)]| {
+            list.iter().find(|(p, _)| *p == entry).map(|(_, l)| l.clone())
         };
-        cache::ensure_dir(dir)?;
-        let object = dir.join(format!("{key}.so"));
-        if object.exists() {
-            match load(&object) {
-                Ok(library) => return Ok(Compiled { library, path: object, outcome: Outcome::Cached }),
-                // Corrupted or truncated: compile it again.
-                Err(_) => {
-                    let _ = std::fs::remove_file(&object);
-                }
+        if let Some(library) = loaded(&LOADED.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(Compiled { library, path: entry, outcome: Outcome::Cached });
+        }
+        let cache_error = |source| JitError::Cache { dir: dir.to_path_buf(), source };
+        store.create().map_err(cache_error)?;
+        cache::sweep(&store);
+        let (object, outcome) = match store.get(&name) {
+            Some(object) => (object, Outcome::Cached),
+            None => {
+                let object = self.run(&store, &key, source, &flags)?;
+                store.put(&name, &object).map_err(cache_error)?;
+                (object, Outcome::Compiled)
             }
+        };
+        let library = Arc::new(cache::load_verified(&store, &name, &object)?);
+        let mut list = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+        // Another thread may have loaded it meanwhile: keep one.
+        let library = match loaded(&list) {
+            Some(first) => first,
+            None => {
+                list.push((entry.clone(), library.clone()));
+                library
+            }
+        };
+        Ok(Compiled { library, path: entry, outcome })
+    }
+
+    /// Runs the compiler on `source` (kept as `{key}.c` in the store) and returns the object.
+    fn run(&self, store: &nm_cache::Store, key: &str, source: &str, flags: &[&str]) -> Result<Vec<u8>, JitError> {
+        let cache_error = |source| JitError::Cache { dir: store.dir().to_path_buf(), source };
+        let source_path = store.path(&format!("{key}.c"));
+        let temporary = store.temporary(&format!("{key}.c"));
+        std::fs::write(temporary.path(), source).map_err(cache_error)?;
+        temporary.rename_to(&source_path).map_err(cache_error)?;
+        let object = store.temporary(&format!("{key}.so"));
+        let mut args: Vec<&str> = self.command[1..].iter().map(String::as_str).collect();
+        args.extend(flags);
+        args.push("-o");
+        let (object_arg, source_arg) = (object.path().to_string_lossy(), source_path.to_string_lossy());
+        args.push(&object_arg);
+        args.push(&source_arg);
+        let program = self.program();
+        let finished = run::with_limit(&self.command[0], &args, self.timeout)
+            .map_err(|source| JitError::NoCompiler { program: program.clone(), source })?;
+        let Some(finished) = finished else {
+            return Err(JitError::Timeout { program, limit: self.timeout, source_path });
+        };
+        let stderr = String::from_utf8_lossy(&finished.stderr).into_owned();
+        if !finished.status.success() {
+            return Err(JitError::Compile { program, status: finished.status.to_string(), stderr, source_path });
         }
-        let source_path = dir.join(format!("{key}.c"));
-        cache::write_atomically(dir, &source_path, source.as_bytes())?;
-        let temporary = cache::unique_name(dir, &key, "so");
-        let output = Command::new(&self.program)
-            .args(&flags)
-            .arg("-o")
-            .arg(&temporary)
-            .arg(&source_path)
-            .output()
-            .map_err(|source| JitError::NoCompiler { program: self.program.clone(), source })?;
-        if !output.status.success() {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(JitError::Compile {
-                program: self.program.clone(),
-                status: output.status.to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-                source_path,
-            });
+        match std::fs::read(object.path()) {
+            Ok(bytes) if !bytes.is_empty() => Ok(bytes),
+            _ => Err(JitError::NoObject { program, stderr, source_path }),
         }
-        std::fs::rename(&temporary, &object).map_err(|source| JitError::Cache { dir: dir.to_path_buf(), source })?;
-        let library = load(&object)?;
-        Ok(Compiled { library, path: object, outcome: Outcome::Compiled })
     }
 
     /// [`compile_in`](Self::compile_in) the default cache directory.
     pub fn compile(&self, source: &str, options: CompileOptions) -> Result<Compiled, JitError> {
         self.compile_in(&cache_dir(), source, options)
     }
-}
-
-/// Loads with `RTLD_NODELETE`: kernels stay mapped for the life of the process. Unloading an
-/// object that started OpenMP threads crashes the process when those threads next wake, and
-/// kernels are small, so they are never unloaded.
-fn load(path: &Path) -> Result<libloading::Library, JitError> {
-    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-    // SAFETY: loading runs the object's initializers. The objects loaded here are the ones this
-    // module compiled from generated C, which defines no initializers and links only libc
-    // (and OpenMP / the sanitizer runtimes when asked).
-    unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE) }
-        .map(libloading::Library::from)
-        .map_err(|e| JitError::Load { path: path.to_path_buf(), message: e.to_string() })
 }
