@@ -58,6 +58,7 @@ pub struct Level {
 ///
 /// # Invariants
 /// Checked by [`Format::new`]; every `Format` value satisfies them:
+/// - the order is 1 to [`Format::MAX_ORDER`];
 /// - every dimension `0..order` is stored either by exactly one `Dim(d)` level, or by exactly one
 ///   `FloorDiv(d, b)` level followed (not necessarily directly) by one `Mod(d, b)` level with
 ///   the same `b > 0`;
@@ -72,12 +73,14 @@ pub struct Format {
 }
 
 impl Format {
+    /// The largest order a format stores: far beyond any tensor in use (FROSTT's go to 5), and
+    /// small enough that everything sized by the order stays small.
+    pub const MAX_ORDER: usize = 64;
+
     /// Builds a format, checking the invariants above.
     pub fn new(order: usize, levels: Vec<Level>) -> Result<Self, FormatError> {
         let invalid = |message: String| Err(FormatError::Invalid { message });
-        if order == 0 {
-            return invalid("a format needs at least one dimension".into());
-        }
+        check_order(order)?;
         for (l, level) in levels.iter().enumerate() {
             let d = level.expr.dim();
             if d >= order {
@@ -338,4 +341,18 @@ impl fmt::Display for Format {
         let levels: Vec<String> = self.levels.iter().map(|l| format!("{} : {}", l.expr, l.kind)).collect();
         write!(f, "({}) -> ({})", dims.join(", "), levels.join(", "))
     }
+}
+
+/// Refuses an order no format has: 0 (a scalar is not stored in levels) or above
+/// [`Format::MAX_ORDER`].
+pub(crate) fn check_order(order: usize) -> Result<(), FormatError> {
+    if order == 0 {
+        return Err(FormatError::Invalid { message: "a format needs at least one dimension".into() });
+    }
+    if order > Format::MAX_ORDER {
+        return Err(FormatError::Invalid {
+            message: format!("an order of {order} is above the largest supported, {}", Format::MAX_ORDER),
+        });
+    }
+    Ok(())
 }

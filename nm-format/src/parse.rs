@@ -31,6 +31,7 @@ pub fn render_error(input: &str, offset: usize, len: usize, message: &str) -> St
 
 /// Parses `text` as a format for tensors of `order` dimensions.
 pub fn parse_format(text: &str, order: usize) -> Result<Format, FormatError> {
+    crate::format::check_order(order)?;
     let mut p = Parser { text, pos: 0 };
     p.skip_ws();
     let format = if p.peek() == Some('(') { p.map(order)? } else { p.named_or_letters(order)? };

@@ -28,6 +28,10 @@ pub trait Value:
     const ZERO: Self;
     /// The multiplicative identity; the value of a `pattern` Matrix Market entry.
     const ONE: Self;
+    /// The largest finite value.
+    const MAX: Self;
+    /// Bits of the significand: every integer up to `2^MANTISSA_DIGITS` is exact.
+    const MANTISSA_DIGITS: u32;
     /// A short name used in messages and file headers (`"f32"`, `"f64"`).
     const NAME: &'static str;
 
@@ -49,6 +53,8 @@ macro_rules! impl_value {
         impl Value for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            const MAX: Self = <$t>::MAX;
+            const MANTISSA_DIGITS: u32 = <$t>::MANTISSA_DIGITS;
             const NAME: &'static str = $name;
 
             #[inline]

@@ -20,6 +20,10 @@ pub struct Info {
     pub components: usize,
     /// Components whose value is not zero.
     pub nonzeros: usize,
+    /// Components whose value is NaN.
+    pub nans: usize,
+    /// Components whose value is infinite.
+    pub infinities: usize,
     /// `components / size`.
     pub density: f64,
     /// What the file declares and what the data is (matrices only).
@@ -63,6 +67,8 @@ pub fn info(path: &Path, reps: Option<usize>) -> Result<Info, CommandError> {
         stored_in_file,
         components,
         nonzeros: tensor.count_nonzeros(),
+        nans: tensor.values().iter().filter(|v| v.is_nan()).count(),
+        infinities: tensor.values().iter().filter(|v| v.is_infinite()).count(),
         density,
         symmetry,
         suggestions,
@@ -184,6 +190,9 @@ impl Info {
         let _ = writeln!(s, "shape       {}", shape.join(" × "));
         let _ = writeln!(s, "stored      {} entries in the file", self.stored_in_file);
         let _ = writeln!(s, "components  {} ({} nonzero)", self.components, self.nonzeros);
+        if self.nans + self.infinities > 0 {
+            let _ = writeln!(s, "not finite  {} NaN, {} infinite", self.nans, self.infinities);
+        }
         let _ = writeln!(s, "density     {:.3e} ({:.4}%)", self.density, self.density * 100.0);
         if let Some(sym) = &self.symmetry {
             let _ = writeln!(s, "symmetry    {sym}");

@@ -50,6 +50,32 @@ pub(crate) fn parse_index(field: &[u8]) -> Option<usize> {
     Some(v)
 }
 
+/// A value field of a file: a decimal or scientific literal, `inf`, `infinity` or `nan` (in
+/// any case, signed). A finite literal beyond the range of `T` (`1e400`; `1e39` read as
+/// `f32`) is an error, not an infinity; with `integer`, the field must be an integer that `T`
+/// holds exactly (beyond 2^53 an `f64` would round it).
+pub(crate) fn parse_value<T: crate::value::Value>(field: &[u8], integer: bool) -> Result<T, String> {
+    let text = std::str::from_utf8(field).map_err(|_| format!("expected a value, found `{}`", show(field)))?;
+    if integer {
+        let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("expected an integer value, found `{}`", show(field)));
+        }
+        let exact = text.parse::<i128>().ok().and_then(|n| {
+            let v = T::parse_text(text)?;
+            let back = v.to_f64();
+            (back.is_finite() && back as i128 == n).then_some(v)
+        });
+        return exact
+            .ok_or_else(|| format!("integer value {} is not exactly representable in {}", show(field), T::NAME));
+    }
+    let v = T::parse_text(text).ok_or_else(|| format!("expected a value, found `{}`", show(field)))?;
+    if v.to_f64().is_infinite() && !text.to_ascii_lowercase().contains("inf") {
+        return Err(format!("value {} overflows {} (largest finite: {:e})", show(field), T::NAME, T::MAX.to_f64()));
+    }
+    Ok(v)
+}
+
 /// Shows a field in a message, shortened and printable: bytes that are not UTF-8 as `\u{fffd}`
 /// and control characters escaped (`\u{1b}`, `\t`), so that a binary file named as a matrix
 /// cannot send escape sequences to the terminal that prints the error.

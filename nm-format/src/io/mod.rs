@@ -12,7 +12,10 @@ mod tns;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use mtx::{MatrixMarket, MtxField, MtxHeader, MtxLayout, MtxSymmetry, parse_mtx, read_mtx, write_mtx};
+pub use mtx::{
+    MatrixMarket, MtxField, MtxHeader, MtxLayout, MtxOptions, MtxSymmetry, parse_mtx, parse_mtx_with, read_mtx,
+    read_mtx_with, write_mtx,
+};
 pub use tns::{parse_tns, read_tns, write_tns};
 
 use crate::build::{CoordinateList, Duplicates};

@@ -4,7 +4,11 @@
 //! Reading expands symmetric storage (a mirrored entry for each off-diagonal one, negated for
 //! skew-symmetric), gives pattern entries the value 1, and sums nothing: duplicates stay in the
 //! coordinate list for the tensor builder to sum or reject. Array files are column-major, as
-//! the standard says; their zeros are not listed.
+//! the standard says; their zeros are not listed. The standard's rules are enforced, each
+//! breach an error naming its line: a symmetric or skew-symmetric file stores the lower
+//! triangle only (an entry above the diagonal would otherwise be mirrored or summed with its
+//! mirror), a skew-symmetric one no diagonal, an `integer` field integers (exactly
+//! representable in the value type), and no finite value beyond the value type's range.
 
 use std::io::Write;
 use std::path::Path;
@@ -77,13 +81,41 @@ pub struct MatrixMarket<T> {
     pub data: CoordinateList<T>,
 }
 
-/// Reads a Matrix Market file.
-pub fn read_mtx<T: Value>(path: impl AsRef<Path>) -> Result<MatrixMarket<T>, IoError> {
-    read_file(path.as_ref(), parse_mtx::<T>)
+/// How to read what the standard does not allow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MtxOptions {
+    /// Reads a symmetric or skew-symmetric file that stores entries on both sides of the
+    /// diagonal (which the standard forbids: it stores the lower triangle) as scipy does:
+    /// every off-diagonal entry mirrored, an entry and its mirror summed. Off by default: such
+    /// a file is an error naming the first entry above the diagonal, since its meaning is a
+    /// guess. `NMSPARSE_MTX_BOTH_TRIANGLES=1` turns it on for [`read_mtx`].
+    pub both_triangles: bool,
 }
 
-/// Parses Matrix Market text.
+impl MtxOptions {
+    /// The options `NMSPARSE_MTX_BOTH_TRIANGLES` sets (`1` turns [`Self::both_triangles`] on).
+    pub fn from_env() -> MtxOptions {
+        MtxOptions { both_triangles: std::env::var("NMSPARSE_MTX_BOTH_TRIANGLES").is_ok_and(|v| v == "1") }
+    }
+}
+
+/// Reads a Matrix Market file (with [`MtxOptions::from_env`]).
+pub fn read_mtx<T: Value>(path: impl AsRef<Path>) -> Result<MatrixMarket<T>, IoError> {
+    read_mtx_with(path, MtxOptions::from_env())
+}
+
+/// Reads a Matrix Market file with `options`.
+pub fn read_mtx_with<T: Value>(path: impl AsRef<Path>, options: MtxOptions) -> Result<MatrixMarket<T>, IoError> {
+    read_file(path.as_ref(), |text| parse_mtx_with::<T>(text, options))
+}
+
+/// Parses Matrix Market text (with [`MtxOptions::from_env`]).
 pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
+    parse_mtx_with(text, MtxOptions::from_env())
+}
+
+/// Parses Matrix Market text with `options`.
+pub fn parse_mtx_with<T: Value>(text: &[u8], options: MtxOptions) -> Result<MatrixMarket<T>, IoError> {
     let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
     let mut all = lines(text);
     let (_, banner) = all.next().ok_or_else(|| err(0, "empty file: expected a `%%MatrixMarket` banner".into()))?;
@@ -131,7 +163,7 @@ pub fn parse_mtx<T: Value>(text: &[u8]) -> Result<MatrixMarket<T>, IoError> {
     let body = &text[body_start..];
     let first = size_line + 1;
     let data = match layout {
-        MtxLayout::Coordinate => coordinate_body(body, &header),
+        MtxLayout::Coordinate => coordinate_body(body, &header, options),
         MtxLayout::Array => array_body(body, &header),
     }
     .map_err(|(line, message)| err(first + line, message))?;
@@ -195,17 +227,17 @@ fn is_skipped(line: &[u8]) -> bool {
 
 fn parse_value<T: Value>(field: MtxField, tok: Option<&[u8]>) -> Result<T, String> {
     let tok = tok.ok_or_else(|| "expected a value, found end of line".to_string())?;
-    let text = std::str::from_utf8(tok).map_err(|_| format!("expected a value, found `{}`", show(tok)))?;
-    if field == MtxField::Integer && text.parse::<i64>().is_err() {
-        return Err(format!("expected an integer value, found `{}`", show(tok)));
-    }
-    T::parse_text(text).ok_or_else(|| format!("expected a value, found `{}`", show(tok)))
+    super::lines::parse_value(tok, field == MtxField::Integer)
 }
 
 /// Parses the entries straight into the output arrays: each chunk of lines gets a disjoint
 /// slice sized for its line count (twice that for symmetric storage), and the slices are
 /// closed up afterwards. No per-chunk buffers, no concatenation.
-fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateList<T>, (usize, String)> {
+fn coordinate_body<T: Value>(
+    body: &[u8],
+    h: &MtxHeader,
+    options: MtxOptions,
+) -> Result<CoordinateList<T>, (usize, String)> {
     let bounds = chunk_bounds(body);
     let per_line = if h.symmetry == MtxSymmetry::General { 1 } else { 2 };
     let capacity: Vec<usize> = bounds
@@ -230,7 +262,7 @@ fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateLis
     let results: Vec<Result<(usize, usize), ChunkError>> = slices
         .into_par_iter()
         .zip(bounds.par_windows(2))
-        .map(|((r, c, v), w)| parse_coordinate_chunk(&body[w[0]..w[1]], h, r, c, v))
+        .map(|((r, c, v), w)| parse_coordinate_chunk(&body[w[0]..w[1]], h, options, r, c, v))
         .collect();
     let counts = collect_chunks(body, &bounds, results)?;
     let stored: usize = counts.iter().map(|&(s, _)| s).sum();
@@ -258,6 +290,7 @@ fn coordinate_body<T: Value>(body: &[u8], h: &MtxHeader) -> Result<CoordinateLis
 fn parse_coordinate_chunk<T: Value>(
     chunk: &[u8],
     h: &MtxHeader,
+    options: MtxOptions,
     rows: &mut [usize],
     cols: &mut [usize],
     values: &mut [T],
@@ -281,6 +314,17 @@ fn parse_coordinate_chunk<T: Value>(
                     return Err((line, message));
                 }
                 _ if r == c => {}
+                sym if c > r && !options.both_triangles => {
+                    let kind = if sym == MtxSymmetry::Symmetric { "symmetric" } else { "skew-symmetric" };
+                    let message = format!(
+                        "entry ({}, {}) is above the diagonal: a {kind} file stores the lower triangle only \
+                         (NMSPARSE_MTX_BOTH_TRIANGLES=1 reads it as scipy does: every entry mirrored, an entry \
+                         and its mirror summed)",
+                        r + 1,
+                        c + 1
+                    );
+                    return Err((line, message));
+                }
                 sym => {
                     (rows[n], cols[n]) = (c, r);
                     values[n] = if sym == MtxSymmetry::SkewSymmetric { -v } else { v };
@@ -335,10 +379,15 @@ fn fast_entry<T: Value>(line: &[u8], h: &MtxHeader) -> Option<(usize, usize, T)>
         while at < line.len() && !matches!(line[at], b' ' | b'\t' | b'\r') {
             at += 1;
         }
-        if h.field == MtxField::Integer && !line[start..at].iter().all(|b| b.is_ascii_digit() || *b == b'-') {
+        // Integers of fewer digits than the significand holds (15 in f64, 7 in f32) are exact;
+        // longer ones, and infinities, are checked on the slow path.
+        let limit = T::MANTISSA_DIGITS as usize * 3 / 10;
+        if h.field == MtxField::Integer
+            && (at - start > limit || !line[start..at].iter().all(|b| b.is_ascii_digit() || *b == b'-'))
+        {
             return None;
         }
-        T::parse_bytes(&line[start..at])?
+        T::parse_bytes(&line[start..at]).filter(|v| v.to_f64().is_finite())?
     };
     while at < line.len() && matches!(line[at], b' ' | b'\t' | b'\r') {
         at += 1;

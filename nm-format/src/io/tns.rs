@@ -73,8 +73,7 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
             let tok = f
                 .next_field()
                 .ok_or_else(|| (i, format!("expected a value after {order} coordinates, found end of line")))?;
-            let v = std::str::from_utf8(tok).ok().and_then(T::parse_text);
-            out.values.push(v.ok_or_else(|| (i, format!("expected a value, found `{}`", show(tok))))?);
+            out.values.push(super::lines::parse_value(tok, false).map_err(|m| (i, m))?);
             if let Some(tok) = f.next_field() {
                 return Err((
                     i,
