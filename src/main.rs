@@ -144,6 +144,42 @@ fn runs(text: &str) -> Result<usize, String> {
     }
 }
 
+/// The short options that take a value; taco writes it after `=` (`-f=A:csr`).
+const SHORT_WITH_VALUE: [char; 6] = ['f', 'i', 'o', 'd', 's', 'g'];
+
+/// Refuses a single-dash word that is neither a long option taco writes with one dash, a
+/// short option with `=` (`-f=A:csr`) or alone (`-f A:csr`), nor `-c`: clap would read
+/// `-frobnicate` as `-f=robnicate` and `-cx` as `-c -x`.
+fn check_short_options(args: &[String]) -> Result<(), String> {
+    for a in args.iter().skip(1) {
+        let Some(rest) = a.strip_prefix('-') else { continue };
+        if rest.starts_with('-') || rest.is_empty() || rest.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let mut chars = rest.chars();
+        let first = chars.next().expect("not empty");
+        let tail = chars.as_str();
+        let fine = match first {
+            c if SHORT_WITH_VALUE.contains(&c) => tail.is_empty() || tail.starts_with('='),
+            'c' | 'h' | 'V' => tail.is_empty(),
+            _ => false,
+        };
+        if !fine {
+            let name = a.split('=').next().unwrap_or(a);
+            return Err(format!("unknown option `{name}` (see nmsparse --help)"));
+        }
+    }
+    Ok(())
+}
+
+/// The command line as UTF-8 text; an argument that is not is an error naming it.
+fn utf8_args() -> Result<Vec<String>, String> {
+    std::env::args_os()
+        .enumerate()
+        .map(|(k, a)| a.into_string().map_err(|a| format!("argument {k} is not valid UTF-8: {}", a.to_string_lossy())))
+        .collect()
+}
+
 /// taco writes long options with one dash (`-time=10`); clap wants two.
 fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
     const LONG: [&str; 17] = [
@@ -177,9 +213,19 @@ fn taco_style(args: impl Iterator<Item = String>) -> Vec<String> {
 }
 
 fn main() -> ExitCode {
-    let args = taco_style(std::env::args());
+    let args = match utf8_args() {
+        Ok(args) => taco_style(args.into_iter()),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     const SUBCOMMANDS: [&str; 6] = ["info", "convert", "help", "--help", "-h", "--version"];
     if args.get(1).is_some_and(|a| !SUBCOMMANDS.contains(&a.as_str()) && !a.starts_with('-')) {
+        if let Err(e) = check_short_options(&args) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
         return run_expression(RunCli::parse_from(args));
     }
     let cli = Cli::parse_from(args);

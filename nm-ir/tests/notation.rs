@@ -142,7 +142,9 @@ fn semantic_errors_name_the_problem() {
         "index variable `j` has size 5 from `A` dimension 1 but size 6 here\n  A(i,j) = B(i,j)\n           ^^^^^^"
     );
     let e = semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &decls().index_size("p", 4));
-    assert!(e.to_string().starts_with("index variable `p` has size 4 from -d but size 3 here"), "{e}");
+    assert!(e.to_string().starts_with("index variable `p` has size 4 from its declaration but size 3 here"), "{e}");
+    let e = semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &decls().index_size_from("p", 4, "-d=p:4"));
+    assert!(e.to_string().starts_with("index variable `p` has size 4 from -d=p:4 but size 3 here"), "{e}");
     let d = decls().tensor("x", TensorType::dense(&[10]));
     let e = semantic("a2 = x(i+p)", &d.clone().tensor("a2", TensorType::dense(&[])));
     assert!(matches!(&e, SemanticError::CannotInfer { var, .. } if var == "i"));

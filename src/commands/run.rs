@@ -218,6 +218,12 @@ fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError>
     }
     once(&read_or_made)?;
     let result = stmt.tensor_name(stmt.lhs.tensor);
+    // The result is computed: reading or generating it would be ignored.
+    if let Some((_, text)) = read_or_made.iter().find(|(name, _)| name == result) {
+        return Err(CommandError(format!(
+            "{text}: `{result}` is the result, which the statement computes (-i and -g give operands)"
+        )));
+    }
     let outputs = named("o", &o.outputs)?;
     for (name, text) in &outputs {
         if name != result {
@@ -254,10 +260,13 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         formats.insert(t.to_string(), fmt.to_string());
     }
     let mut sizes: HashMap<String, usize> = HashMap::new();
+    // Where each size came from, for the message of a conflict.
+    let mut origins: HashMap<String, String> = HashMap::new();
     for d in &o.dims {
         let (v, n) = split_pair("d", d)?;
         let n = n.parse().map_err(|_| CommandError(format!("-d={d}: `{n}` is not a size")))?;
         sizes.insert(v.to_string(), n);
+        origins.insert(v.to_string(), format!("-d={d}"));
     }
     let mut fills: HashMap<String, String> = HashMap::new();
     for g in &o.generate {
@@ -266,10 +275,12 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         fills.insert(t.to_string(), how.to_string());
     }
     let mut loaded: HashMap<String, nm_format::CoordinateList<T>> = HashMap::new();
+    let mut files: HashMap<String, String> = HashMap::new();
     for i in &o.inputs {
         let (t, path) = split_pair("i", i)?;
         let list = read_coordinates::<T>(PathBuf::from(path))?;
         loaded.insert(t.to_string(), list);
+        files.insert(t.to_string(), path.to_string());
     }
     // Index-variable sizes from the inputs' shapes, then from -d, else 1000.
     let mut accesses = vec![&stmt.lhs];
@@ -278,7 +289,11 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         if let Some(list) = loaded.get(stmt.tensor_name(a.tensor)) {
             for (d, t) in a.subscripts.iter().enumerate() {
                 if let (Some(v), Some(&n)) = (t.as_var(), list.shape.get(d)) {
-                    sizes.entry(stmt.var_name(v).to_string()).or_insert(n);
+                    let (name, tensor) = (stmt.var_name(v).to_string(), stmt.tensor_name(a.tensor));
+                    if !sizes.contains_key(&name) {
+                        sizes.insert(name.clone(), n);
+                        origins.insert(name, format!("`{tensor}`'s file {} (dimension {})", files[tensor], d + 1));
+                    }
                 }
             }
         }
@@ -301,13 +316,18 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                             top -= c2.max(0) * (sizes[stmt.var_name(w)] as i64 - 1);
                         }
                     }
-                    found = Some((stmt.var_name(v).to_string(), (top / c + 1).max(0) as usize));
+                    let tensor = stmt.tensor_name(a.tensor);
+                    let origin = format!("the extent `{tensor}`'s file {} gives dimension {}", files[tensor], d + 1);
+                    found = Some((stmt.var_name(v).to_string(), (top / c + 1).max(0) as usize, origin));
                     break 'search;
                 }
             }
         }
         match found {
-            Some((v, n)) => sizes.insert(v, n),
+            Some((v, n, origin)) => {
+                sizes.insert(v.clone(), n);
+                origins.insert(v, origin);
+            }
             None => break,
         };
     }
@@ -333,7 +353,20 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         }
         shapes.insert(t.name.clone(), shape);
     }
+    // `--prune` fits data into N:M levels: on any other format it would do nothing.
+    for name in &o.prune {
+        if !parsed_formats.get(name).is_some_and(Format::is_structured) {
+            let format = formats.get(name).map_or("dense (no -f)".to_string(), |f| format!("-f={name}:{f}"));
+            return Err(CommandError(format!(
+                "--prune={name}: `{name}` is not in an N:M format ({format}); pruning fits data into nv24 or nm(N,M,L)"
+            )));
+        }
+    }
     let decls = declarations(&stmt, &shapes, &sizes, |name| parsed_formats.get(name).cloned());
+    let decls = origins.iter().fold(decls, |d, (v, origin)| match sizes.get(v) {
+        Some(&n) if stmt.var_named(v).is_some() => d.index_size_from(v, n, origin),
+        _ => d,
+    });
     let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
     let mut cin = concretize_for(&stmt, &types);
     if let Some(s) = &o.schedule {
@@ -492,9 +525,9 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                     if let Some(out) = run_split(&stmt, &declared, &tensors, &result_shape, o, out.clone())? {
                         return Ok(out);
                     }
-                    // Last, as the API: a result that stores every coordinate of a loop no
-                    // operand makes sparse (said in a note).
-                    let options = LowerOptions { store_every_coordinate: true, ..options.clone() };
+                    // Last, as the API: a loop no operand makes sparse visits every
+                    // coordinate (said in a note).
+                    let options = LowerOptions { visit_every_coordinate: true, ..options.clone() };
                     match lower_options(&cin, &types, T::ELEM, &widths, &options) {
                         Ok(lowered) => lowered,
                         Err(_) => {

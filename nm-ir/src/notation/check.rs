@@ -47,7 +47,8 @@ impl TensorType {
 #[derive(Clone, Debug, Default)]
 pub struct Declarations {
     tensors: HashMap<String, TensorType>,
-    sizes: HashMap<String, usize>,
+    /// Each size and where it was given, for messages.
+    sizes: HashMap<String, (usize, String)>,
 }
 
 impl Declarations {
@@ -63,8 +64,14 @@ impl Declarations {
     }
 
     /// Gives index variable `name` a size.
-    pub fn index_size(mut self, name: &str, size: usize) -> Self {
-        self.sizes.insert(name.to_string(), size);
+    pub fn index_size(self, name: &str, size: usize) -> Self {
+        self.index_size_from(name, size, "its declaration")
+    }
+
+    /// Gives index variable `name` a size, saying where it came from (`-d`, an input file)
+    /// in the message of a conflict.
+    pub fn index_size_from(mut self, name: &str, size: usize, origin: &str) -> Self {
+        self.sizes.insert(name.to_string(), (size, origin.to_string()));
         self
     }
 
@@ -270,8 +277,8 @@ impl IndexNotation {
         // Sizes: explicit ones first, then every plain subscript.
         let mut sizes: Vec<Option<(usize, String)>> = vec![None; self.vars.len()];
         for (v, var) in self.vars.iter() {
-            if let Some(&n) = decls.sizes.get(&var.name) {
-                sizes[v.index()] = Some((n, "-d".to_string()));
+            if let Some((n, origin)) = decls.sizes.get(&var.name) {
+                sizes[v.index()] = Some((*n, origin.clone()));
             }
         }
         for a in &accesses {
