@@ -21,6 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The largest tensor order (number of dimensions) the library takes; larger is
+// `NMS_ERR_INVALID_ARGUMENT`.
+#define NMS_MAX_ORDER 64
+
 // The library's major version (semantic versioning: the ABI is stable within a major version).
 #define NMS_VERSION_MAJOR 0
 
@@ -66,32 +70,6 @@ typedef enum nms_status {
   NMS_ERR_DEVICE = 14,
 } nms_status;
 
-// The element type of a tensor's values.
-typedef enum nms_dtype {
-  // `float`
-  NMS_F32 = 0,
-  // `double`
-  NMS_F64 = 1,
-} nms_dtype;
-
-// Which back end runs a kernel.
-typedef enum nms_backend {
-  // Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
-  // (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
-  NMS_BACKEND_JIT = 0,
-  // The loop-IR interpreter: slow, needs no compiler.
-  NMS_BACKEND_INTERP = 1,
-} nms_backend;
-
-// Where a kernel runs.
-typedef enum nms_device {
-  // The CPU (threads as asked).
-  NMS_DEVICE_CPU = 0,
-  // CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU,
-  // or no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
-  NMS_DEVICE_CUDA = 1,
-} nms_device;
-
 // A storage format: per level dense, compressed, singleton or structured N:M, with a mode
 // ordering (`"csr"`, `"dcsr"`, `"coo"`, `"ds:1,0"`, `"nm(2,4,16)"`, `"nv24"`...).
 typedef struct nms_format nms_format;
@@ -106,6 +84,39 @@ typedef struct nms_program nms_program;
 // A validated tensor of `float` or `double` values in some format.
 typedef struct nms_tensor nms_tensor;
 
+// The element type of a tensor's values: `NMS_F32` or `NMS_F64`. An integer rather than a C
+// enum, so that a value outside the list is refused (`NMS_ERR_INVALID_ARGUMENT`) instead of
+// being taken for another.
+typedef int32_t nms_dtype;
+
+// Which back end runs a kernel: `NMS_BACKEND_JIT` or `NMS_BACKEND_INTERP` (an integer:
+// anything else is `NMS_ERR_INVALID_ARGUMENT`).
+typedef int32_t nms_backend;
+
+// Where a kernel runs: `NMS_DEVICE_CPU` or `NMS_DEVICE_CUDA` (an integer: anything else is
+// `NMS_ERR_INVALID_ARGUMENT`).
+typedef int32_t nms_device;
+
+// Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
+// (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
+#define NMS_BACKEND_JIT 0
+
+// The loop-IR interpreter: slow, needs no compiler.
+#define NMS_BACKEND_INTERP 1
+
+// `float`
+#define NMS_F32 0
+
+// `double`
+#define NMS_F64 1
+
+// The CPU (threads as asked).
+#define NMS_DEVICE_CPU 0
+
+// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU, or
+// no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
+#define NMS_DEVICE_CUDA 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -117,8 +128,9 @@ const char *nms_version(void);
 // library, valid until that thread's next failing call; never freed by the caller.
 const char *nms_last_error(void);
 
-// A static description of `status` ("success", "NULL argument", ...), never freed.
-const char *nms_status_str(enum nms_status status);
+// A static description of `status` ("success", "NULL argument", ...; "unknown status" for a
+// number that is none), never freed.
+const char *nms_status_str(int32_t status);
 
 // Parses an expression (taco's index notation).
 //
@@ -129,7 +141,8 @@ const char *nms_status_str(enum nms_status status);
 enum nms_status nms_program_new(const char *expr, struct nms_program **out);
 
 // Declares tensor `name` (every tensor of the expression, the result included) with `order`
-// sizes in `shape` and a format string (`"dense"`, `"csr"`, `"ds:1,0"`, ...).
+// sizes in `shape` (`order` from 0, a scalar, to `NMS_MAX_ORDER`) and a format string
+// (`"dense"`, `"csr"`, `"ds:1,0"`, ...).
 //
 // # Safety
 // `program` is live and used by no other thread during the call; `name` and `format` are
@@ -161,8 +174,8 @@ enum nms_status nms_program_schedule(struct nms_program *program, const char *sc
 // # Safety
 // `program` is live; `out` points at room for one pointer.
 enum nms_status nms_program_compile(const struct nms_program *program,
-                                    enum nms_dtype dtype,
-                                    enum nms_backend backend,
+                                    nms_dtype dtype,
+                                    nms_backend backend,
                                     struct nms_kernel **out);
 
 // Releases a program (NULL is allowed).
@@ -204,7 +217,9 @@ enum nms_status nms_kernel_set_threads(struct nms_kernel *kernel, size_t threads
 
 // Runs the kernel on `count` operands, `names[i]` naming `tensors[i]` (each of the kernel's
 // value type, in the format and shape it was declared with: anything else is
-// `NMS_ERR_TENSOR` or `NMS_ERR_INVALID_ARGUMENT`). Operands are read in place, not copied.
+// `NMS_ERR_TENSOR` or `NMS_ERR_INVALID_ARGUMENT`, as is a name given twice, a name that is
+// not an operand of the expression, the result's name, or an operand missing). Operands are
+// read in place, not copied.
 //
 // On success `*result` is a new tensor (the expression's left-hand side) the caller releases
 // with `nms_tensor_free`. Several threads may run one kernel at once.
@@ -224,7 +239,7 @@ enum nms_status nms_kernel_run(const struct nms_kernel *kernel,
 // `kernel` is NULL or a kernel from this library, not used afterwards.
 void nms_kernel_free(struct nms_kernel *kernel);
 
-// Parses a format string for a tensor of `order` dimensions.
+// Parses a format string for a tensor of `order` dimensions (1 to `NMS_MAX_ORDER`).
 //
 // On success `*out` is a new format the caller releases with `nms_format_free`.
 //
@@ -260,7 +275,7 @@ void nms_format_free(struct nms_format *format);
 // # Safety
 // `shape` has `order` elements, `coords` `nnz × order`, `values` `nnz` of `dtype`; `format`
 // is a live format; `out` points at room for one pointer.
-enum nms_status nms_tensor_from_coo(enum nms_dtype dtype,
+enum nms_status nms_tensor_from_coo(nms_dtype dtype,
                                     size_t order,
                                     const size_t *shape,
                                     size_t nnz,
@@ -277,7 +292,7 @@ enum nms_status nms_tensor_from_coo(enum nms_dtype dtype,
 //
 // # Safety
 // The arrays hold the element counts above; `out` points at room for one pointer.
-enum nms_status nms_tensor_from_csr(enum nms_dtype dtype,
+enum nms_status nms_tensor_from_csr(nms_dtype dtype,
                                     size_t rows,
                                     size_t cols,
                                     const uint64_t *indptr,
@@ -291,7 +306,7 @@ enum nms_status nms_tensor_from_csr(enum nms_dtype dtype,
 // # Safety
 // `shape` has `order` elements and `data` their product; `format` is live; `out` points at
 // room for one pointer.
-enum nms_status nms_tensor_from_dense(enum nms_dtype dtype,
+enum nms_status nms_tensor_from_dense(nms_dtype dtype,
                                       size_t order,
                                       const size_t *shape,
                                       const void *data,
@@ -305,7 +320,7 @@ enum nms_status nms_tensor_from_dense(enum nms_dtype dtype,
 // # Safety
 // `path` and `format` are NUL-terminated strings; `out` points at room for one pointer.
 enum nms_status nms_tensor_read(const char *path,
-                                enum nms_dtype dtype,
+                                nms_dtype dtype,
                                 const char *format,
                                 struct nms_tensor **out);
 
@@ -320,7 +335,7 @@ enum nms_status nms_tensor_write(const struct nms_tensor *tensor, const char *pa
 //
 // # Safety
 // `tensor` is live; `out` is writable.
-enum nms_status nms_tensor_dtype(const struct nms_tensor *tensor, enum nms_dtype *out);
+enum nms_status nms_tensor_dtype(const struct nms_tensor *tensor, nms_dtype *out);
 
 // The tensor's number of dimensions.
 //
@@ -356,7 +371,7 @@ enum nms_status nms_tensor_format(const struct nms_tensor *tensor, struct nms_fo
 // `tensor` is live; `coords` has room for `capacity × order` indices, `values` for
 // `capacity` elements of `dtype`.
 enum nms_status nms_tensor_to_coo(const struct nms_tensor *tensor,
-                                  enum nms_dtype dtype,
+                                  nms_dtype dtype,
                                   uint64_t *coords,
                                   void *values,
                                   size_t capacity);
@@ -369,7 +384,7 @@ enum nms_status nms_tensor_to_coo(const struct nms_tensor *tensor,
 // `tensor` is live; `indptr` has room for `rows + 1` indices, `indices` and `values` for
 // `capacity` elements (`values` of `dtype`).
 enum nms_status nms_tensor_to_csr(const struct nms_tensor *tensor,
-                                  enum nms_dtype dtype,
+                                  nms_dtype dtype,
                                   uint64_t *indptr,
                                   uint64_t *indices,
                                   void *values,
@@ -381,7 +396,7 @@ enum nms_status nms_tensor_to_csr(const struct nms_tensor *tensor,
 // # Safety
 // `tensor` is live; `out` has room for `len` elements of `dtype`.
 enum nms_status nms_tensor_to_dense(const struct nms_tensor *tensor,
-                                    enum nms_dtype dtype,
+                                    nms_dtype dtype,
                                     void *out,
                                     size_t len);
 
@@ -424,7 +439,7 @@ void nms_tensor_free(struct nms_tensor *tensor);
 enum nms_status nms_nm_spmm(const struct nms_tensor *a,
                             const struct nms_tensor *b,
                             size_t threads,
-                            enum nms_device device,
+                            nms_device device,
                             struct nms_tensor **c);
 
 // Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major
@@ -436,7 +451,7 @@ enum nms_status nms_nm_spmm(const struct nms_tensor *a,
 //
 // # Safety
 // `b_prime` and `d` hold the element counts above; `out` points at room for one pointer.
-enum nms_status nms_tensor_from_nm_parts(enum nms_dtype dtype,
+enum nms_status nms_tensor_from_nm_parts(nms_dtype dtype,
                                          size_t k,
                                          size_t n,
                                          uint32_t keep,

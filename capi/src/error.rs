@@ -99,7 +99,9 @@ impl From<nms::Error> for Failure {
             Error::Run(_) | Error::Interp(_) => nms_status::NMS_ERR_RUN,
             Error::Tensor(nms::format::TensorError::TooLarge { .. }) => nms_status::NMS_ERR_OUT_OF_MEMORY,
             Error::Tensor(_) => nms_status::NMS_ERR_TENSOR,
-            Error::Missing(_) => nms_status::NMS_ERR_INVALID_ARGUMENT,
+            Error::Missing(_) | Error::Operands(_) => nms_status::NMS_ERR_INVALID_ARGUMENT,
+            Error::Spmm(nms::spmm::SpmmError::TooLarge { .. }) => nms_status::NMS_ERR_UNSUPPORTED,
+            Error::Spmm(_) => nms_status::NMS_ERR_TENSOR,
             _ => nms_status::NMS_ERR_INTERNAL,
         };
         Failure::new(status, e.to_string())
@@ -152,9 +154,30 @@ pub extern "C" fn nms_last_error() -> *const c_char {
     LAST_ERROR.with(|m| m.borrow().as_ptr())
 }
 
-/// A static description of `status` ("success", "NULL argument", ...), never freed.
+/// A static description of `status` ("success", "NULL argument", ...; "unknown status" for a
+/// number that is none), never freed.
 #[unsafe(no_mangle)]
-pub extern "C" fn nms_status_str(status: nms_status) -> *const c_char {
+pub extern "C" fn nms_status_str(status: i32) -> *const c_char {
+    let known = [
+        nms_status::NMS_OK,
+        nms_status::NMS_ERR_NULL,
+        nms_status::NMS_ERR_INVALID_ARGUMENT,
+        nms_status::NMS_ERR_FORMAT,
+        nms_status::NMS_ERR_PARSE,
+        nms_status::NMS_ERR_SEMANTIC,
+        nms_status::NMS_ERR_SCHEDULE,
+        nms_status::NMS_ERR_UNSUPPORTED,
+        nms_status::NMS_ERR_COMPILER,
+        nms_status::NMS_ERR_TENSOR,
+        nms_status::NMS_ERR_IO,
+        nms_status::NMS_ERR_OUT_OF_MEMORY,
+        nms_status::NMS_ERR_RUN,
+        nms_status::NMS_ERR_INTERNAL,
+        nms_status::NMS_ERR_DEVICE,
+    ];
+    let Some(&status) = known.iter().find(|&&s| s as i32 == status) else {
+        return c"unknown status".as_ptr();
+    };
     let text: &CStr = match status {
         nms_status::NMS_OK => c"success",
         nms_status::NMS_ERR_NULL => c"NULL argument",
@@ -206,6 +229,34 @@ pub(crate) unsafe fn arg_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a s
     text.to_str().map_err(|_| Failure::invalid(format!("`{what}` is not UTF-8")))
 }
 
+/// Refuses an array of `len` elements of `T` larger than any object can be (`isize::MAX`
+/// bytes): no caller can have one, so the count is wrong.
+fn check_array_len<T>(len: usize, what: &str) -> Result<(), Failure> {
+    match len.checked_mul(std::mem::size_of::<T>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => Ok(()),
+        _ => Err(Failure::invalid(format!("`{what}` of {len} elements would be larger than any array"))),
+    }
+}
+
+/// A copy of `items` in memory reserved fallibly: a count too large for the memory available
+/// is `NMS_ERR_OUT_OF_MEMORY`, never an abort.
+pub(crate) fn copied<T: Clone>(items: &[T], what: &str) -> Result<Vec<T>, Failure> {
+    let mut out = Vec::new();
+    reserve(&mut out, items.len(), what)?;
+    out.extend_from_slice(items);
+    Ok(out)
+}
+
+/// Reserves room for `n` more elements, or fails with `NMS_ERR_OUT_OF_MEMORY`.
+pub(crate) fn reserve<T>(v: &mut Vec<T>, n: usize, what: &str) -> Result<(), Failure> {
+    v.try_reserve_exact(n).map_err(|_| {
+        Failure::new(
+            nms_status::NMS_ERR_OUT_OF_MEMORY,
+            format!("cannot allocate {n} elements for `{what}` ({} bytes each)", std::mem::size_of::<T>()),
+        )
+    })
+}
+
 /// An array argument of `len` elements (NULL allowed when `len` is 0).
 ///
 /// # Safety
@@ -214,6 +265,7 @@ pub(crate) unsafe fn arg_slice<'a, T>(ptr: *const T, len: usize, what: &str) -> 
     if len == 0 {
         return Ok(&[]);
     }
+    check_array_len::<T>(len, what)?;
     if ptr.is_null() {
         return Err(Failure::null(what));
     }
@@ -232,6 +284,7 @@ pub(crate) unsafe fn arg_out_slice<'a, T>(ptr: *mut T, len: usize, what: &str) -
     if len == 0 {
         return Ok(&mut []);
     }
+    check_array_len::<T>(len, what)?;
     if ptr.is_null() {
         return Err(Failure::null(what));
     }

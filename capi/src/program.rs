@@ -6,18 +6,16 @@ use nms::format::Tensor;
 use nms::{Backend, Kernel, Program};
 
 use crate::error::{Failure, arg, arg_mut, arg_slice, arg_str, give, guard, nms_status, put_text, release};
-use crate::tensor::{AnyTensor, nms_dtype, nms_tensor};
+use crate::tensor::{AnyTensor, Dtype, check_order, nms_dtype, nms_tensor};
 
-/// Which back end runs a kernel.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum nms_backend {
-    /// Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
-    /// (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
-    NMS_BACKEND_JIT = 0,
-    /// The loop-IR interpreter: slow, needs no compiler.
-    NMS_BACKEND_INTERP = 1,
-}
+/// Which back end runs a kernel: `NMS_BACKEND_JIT` or `NMS_BACKEND_INTERP` (an integer:
+/// anything else is `NMS_ERR_INVALID_ARGUMENT`).
+pub type nms_backend = i32;
+/// Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
+/// (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
+pub const NMS_BACKEND_JIT: nms_backend = 0;
+/// The loop-IR interpreter: slow, needs no compiler.
+pub const NMS_BACKEND_INTERP: nms_backend = 1;
 
 /// An expression in index notation (`"y(i) = A(i,j) * x(j)"`) with its tensors' declarations
 /// and a schedule.
@@ -56,7 +54,8 @@ pub unsafe extern "C" fn nms_program_new(expr: *const c_char, out: *mut *mut nms
 }
 
 /// Declares tensor `name` (every tensor of the expression, the result included) with `order`
-/// sizes in `shape` and a format string (`"dense"`, `"csr"`, `"ds:1,0"`, ...).
+/// sizes in `shape` (`order` from 0, a scalar, to `NMS_MAX_ORDER`) and a format string
+/// (`"dense"`, `"csr"`, `"ds:1,0"`, ...).
 ///
 /// # Safety
 /// `program` is live and used by no other thread during the call; `name` and `format` are
@@ -70,6 +69,9 @@ pub unsafe extern "C" fn nms_program_tensor(
     format: *const c_char,
 ) -> nms_status {
     guard(|| {
+        if order != 0 {
+            check_order(order)?;
+        }
         // SAFETY: the contract above.
         let (program, name, shape, format) = unsafe {
             (
@@ -138,12 +140,17 @@ pub unsafe extern "C" fn nms_program_compile(
             return Err(Failure::null("out"));
         }
         let backend = match backend {
-            nms_backend::NMS_BACKEND_JIT => Backend::Jit,
-            nms_backend::NMS_BACKEND_INTERP => Backend::Interp,
+            NMS_BACKEND_JIT => Backend::Jit,
+            NMS_BACKEND_INTERP => Backend::Interp,
+            other => {
+                return Err(Failure::invalid(format!(
+                    "backend {other} is neither NMS_BACKEND_JIT ({NMS_BACKEND_JIT}) nor NMS_BACKEND_INTERP ({NMS_BACKEND_INTERP})"
+                )));
+            }
         };
-        let inner = match dtype {
-            nms_dtype::NMS_F32 => AnyKernel::F32(program.inner.compile(backend)?),
-            nms_dtype::NMS_F64 => AnyKernel::F64(program.inner.compile(backend)?),
+        let inner = match Dtype::of(dtype)? {
+            Dtype::F32 => AnyKernel::F32(program.inner.compile(backend)?),
+            Dtype::F64 => AnyKernel::F64(program.inner.compile(backend)?),
         };
         // SAFETY: checked non-NULL above.
         unsafe { give(out, nms_kernel { inner: Some(inner) }) }
@@ -221,7 +228,9 @@ pub unsafe extern "C" fn nms_kernel_set_threads(kernel: *mut nms_kernel, threads
 
 /// Runs the kernel on `count` operands, `names[i]` naming `tensors[i]` (each of the kernel's
 /// value type, in the format and shape it was declared with: anything else is
-/// `NMS_ERR_TENSOR` or `NMS_ERR_INVALID_ARGUMENT`). Operands are read in place, not copied.
+/// `NMS_ERR_TENSOR` or `NMS_ERR_INVALID_ARGUMENT`, as is a name given twice, a name that is
+/// not an operand of the expression, the result's name, or an operand missing). Operands are
+/// read in place, not copied.
 ///
 /// On success `*result` is a new tensor (the expression's left-hand side) the caller releases
 /// with `nms_tensor_free`. Several threads may run one kernel at once.

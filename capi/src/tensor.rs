@@ -4,16 +4,62 @@ use std::ffi::{c_char, c_void};
 
 use nms::format::{CoordinateList, Duplicates, Format, Indices, LevelStorage, Tensor, Value};
 
-use crate::error::{Failure, arg, arg_out_slice, arg_slice, arg_str, give, guard, nms_status, put, put_text, release};
+use crate::error::{
+    Failure, arg, arg_out_slice, arg_slice, arg_str, copied, give, guard, nms_status, put, put_text, release, reserve,
+};
 
-/// The element type of a tensor's values.
-#[repr(C)]
+/// The element type of a tensor's values: `NMS_F32` or `NMS_F64`. An integer rather than a C
+/// enum, so that a value outside the list is refused (`NMS_ERR_INVALID_ARGUMENT`) instead of
+/// being taken for another.
+pub type nms_dtype = i32;
+/// `float`
+pub const NMS_F32: nms_dtype = 0;
+/// `double`
+pub const NMS_F64: nms_dtype = 1;
+
+/// The value types, once an `nms_dtype` is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum nms_dtype {
-    /// `float`
-    NMS_F32 = 0,
-    /// `double`
-    NMS_F64 = 1,
+pub(crate) enum Dtype {
+    F32,
+    F64,
+}
+
+impl Dtype {
+    /// `dtype` checked: `NMS_F32` or `NMS_F64`, else `NMS_ERR_INVALID_ARGUMENT`.
+    pub(crate) fn of(dtype: nms_dtype) -> Result<Dtype, Failure> {
+        match dtype {
+            NMS_F32 => Ok(Dtype::F32),
+            NMS_F64 => Ok(Dtype::F64),
+            other => {
+                Err(Failure::invalid(format!("dtype {other} is neither NMS_F32 ({NMS_F32}) nor NMS_F64 ({NMS_F64})")))
+            }
+        }
+    }
+
+    fn code(self) -> nms_dtype {
+        match self {
+            Dtype::F32 => NMS_F32,
+            Dtype::F64 => NMS_F64,
+        }
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Dtype::F32 => "NMS_F32",
+            Dtype::F64 => "NMS_F64",
+        })
+    }
+}
+
+/// `order` checked: 1 to `NMS_MAX_ORDER`.
+pub(crate) fn check_order(order: usize) -> Result<(), Failure> {
+    if (1..=Format::MAX_ORDER).contains(&order) {
+        Ok(())
+    } else {
+        Err(Failure::invalid(format!("order {order} is not 1 to NMS_MAX_ORDER ({})", Format::MAX_ORDER)))
+    }
 }
 
 /// A storage format: per level dense, compressed, singleton or structured N:M, with a mode
@@ -44,10 +90,10 @@ macro_rules! with_tensor {
 }
 
 impl AnyTensor {
-    fn dtype(&self) -> nms_dtype {
+    fn dtype(&self) -> Dtype {
         match self {
-            AnyTensor::F32(_) => nms_dtype::NMS_F32,
-            AnyTensor::F64(_) => nms_dtype::NMS_F64,
+            AnyTensor::F32(_) => Dtype::F32,
+            AnyTensor::F64(_) => Dtype::F64,
         }
     }
 }
@@ -57,7 +103,7 @@ impl AnyTensor {
 /// # Safety
 /// `values` is NULL or points at `len` elements of `dtype`.
 unsafe fn typed(
-    dtype: nms_dtype,
+    dtype: Dtype,
     values: *const c_void,
     len: usize,
     make32: impl FnOnce(&[f32]) -> Result<Tensor<f32>, Failure>,
@@ -65,9 +111,9 @@ unsafe fn typed(
 ) -> Result<AnyTensor, Failure> {
     Ok(match dtype {
         // SAFETY: `len` floats by the caller's contract.
-        nms_dtype::NMS_F32 => AnyTensor::F32(make32(unsafe { arg_slice(values.cast(), len, "values") }?)?),
+        Dtype::F32 => AnyTensor::F32(make32(unsafe { arg_slice(values.cast(), len, "values") }?)?),
         // SAFETY: `len` doubles by the caller's contract.
-        nms_dtype::NMS_F64 => AnyTensor::F64(make64(unsafe { arg_slice(values.cast(), len, "values") }?)?),
+        Dtype::F64 => AnyTensor::F64(make64(unsafe { arg_slice(values.cast(), len, "values") }?)?),
     })
 }
 
@@ -78,7 +124,7 @@ fn checked_len(shape: &[usize]) -> Result<usize, Failure> {
         .ok_or_else(|| Failure::invalid("the shape's size overflows"))
 }
 
-/// Parses a format string for a tensor of `order` dimensions.
+/// Parses a format string for a tensor of `order` dimensions (1 to `NMS_MAX_ORDER`).
 ///
 /// On success `*out` is a new format the caller releases with `nms_format_free`.
 ///
@@ -92,6 +138,7 @@ pub unsafe extern "C" fn nms_format_parse(text: *const c_char, order: usize, out
         if out.is_null() {
             return Err(Failure::null("out"));
         }
+        check_order(order)?;
         let inner = Format::parse(text, order)?;
         // SAFETY: the contract above.
         unsafe { give(out, nms_format { inner }) }
@@ -153,6 +200,8 @@ pub unsafe extern "C" fn nms_tensor_from_coo(
     out: *mut *mut nms_tensor,
 ) -> nms_status {
     guard(|| {
+        let dtype = Dtype::of(dtype)?;
+        check_order(order)?;
         // SAFETY: the contract above.
         let (shape, format) = unsafe { (arg_slice(shape, order, "shape")?, arg(format, "format")?) };
         let entries = nnz.checked_mul(order).ok_or_else(|| Failure::invalid("nnz × order overflows"))?;
@@ -162,28 +211,35 @@ pub unsafe extern "C" fn nms_tensor_from_coo(
             return Err(Failure::null("out"));
         }
         let duplicates = if sum_duplicates != 0 { Duplicates::Sum } else { Duplicates::Reject };
-        let columns: Vec<Vec<usize>> =
-            (0..order).map(|d| (0..nnz).map(|e| coords[e * order + d] as usize).collect()).collect();
+        let mut columns: Vec<Vec<usize>> = Vec::with_capacity(order);
+        for d in 0..order {
+            let mut column = Vec::new();
+            reserve(&mut column, nnz, "coords")?;
+            column.extend((0..nnz).map(|e| usize::try_from(coords[e * order + d]).unwrap_or(usize::MAX)));
+            columns.push(column);
+        }
         fn build<T: Value>(
             shape: &[usize],
-            columns: &[Vec<usize>],
+            coords: Vec<Vec<usize>>,
             values: &[T],
             format: &Format,
             duplicates: Duplicates,
         ) -> Result<Tensor<T>, Failure> {
-            let list = CoordinateList { shape: shape.to_vec(), coords: columns.to_vec(), values: values.to_vec() };
+            let list = CoordinateList { shape: shape.to_vec(), coords, values: copied(values, "values")? };
             Ok(Tensor::from_coordinates(&list, format, duplicates)?)
         }
-        // SAFETY: `values` holds `nnz` elements of `dtype` by the contract.
-        let inner = unsafe {
-            typed(
-                dtype,
-                values,
-                nnz,
-                |v| build(shape, &columns, v, &format.inner, duplicates),
-                |v| build(shape, &columns, v, &format.inner, duplicates),
-            )
-        }?;
+        let inner = match dtype {
+            Dtype::F32 => {
+                // SAFETY: `values` holds `nnz` floats by the contract.
+                let v = unsafe { arg_slice(values.cast(), nnz, "values") }?;
+                AnyTensor::F32(build(shape, columns, v, &format.inner, duplicates)?)
+            }
+            Dtype::F64 => {
+                // SAFETY: `values` holds `nnz` doubles by the contract.
+                let v = unsafe { arg_slice(values.cast(), nnz, "values") }?;
+                AnyTensor::F64(build(shape, columns, v, &format.inner, duplicates)?)
+            }
+        };
         // SAFETY: checked non-NULL above.
         unsafe { give(out, nms_tensor { inner }) }
     })
@@ -207,34 +263,60 @@ pub unsafe extern "C" fn nms_tensor_from_csr(
     out: *mut *mut nms_tensor,
 ) -> nms_status {
     guard(|| {
+        let dtype = Dtype::of(dtype)?;
         let count = rows.checked_add(1).ok_or_else(|| Failure::invalid("rows + 1 overflows"))?;
         // SAFETY: the contract above.
         let indptr = unsafe { arg_slice(indptr, count, "indptr") }?;
-        let nnz = indptr[rows] as usize;
+        // The offsets are checked before `indptr[rows]` is trusted as an array length: they
+        // start at 0, never decrease, and count at most `rows × cols` entries.
+        if indptr[0] != 0 {
+            return Err(Failure::new(nms_status::NMS_ERR_TENSOR, format!("indptr[0] is {}, not 0", indptr[0])));
+        }
+        if let Some(r) = (0..rows).find(|&r| indptr[r + 1] < indptr[r]) {
+            return Err(Failure::new(
+                nms_status::NMS_ERR_TENSOR,
+                format!("indptr decreases at row {r}: {} then {}", indptr[r], indptr[r + 1]),
+            ));
+        }
+        let elements = rows.saturating_mul(cols) as u64;
+        if indptr[rows] > elements {
+            return Err(Failure::new(
+                nms_status::NMS_ERR_TENSOR,
+                format!("indptr[{rows}] = {} entries, more than the {rows}×{cols} matrix has", indptr[rows]),
+            ));
+        }
+        let nnz = usize::try_from(indptr[rows]).map_err(|_| Failure::invalid("indptr[rows] does not fit in size_t"))?;
         // SAFETY: the contract above (`indptr[rows]` indices).
         let indices = unsafe { arg_slice(indices, nnz, "indices") }?;
         if out.is_null() {
             return Err(Failure::null("out"));
         }
-        let levels = || {
-            vec![
-                LevelStorage::Dense { size: rows },
-                LevelStorage::Compressed {
-                    pos: Indices::from_usize(indptr.iter().map(|&p| p as usize).collect()),
-                    crd: Indices::from_usize(indices.iter().map(|&c| c as usize).collect()),
-                },
-            ]
+        let widened = |a: &[u64], what: &str| -> Result<Vec<usize>, Failure> {
+            let mut v = Vec::new();
+            reserve(&mut v, a.len(), what)?;
+            v.extend(a.iter().map(|&x| usize::try_from(x).unwrap_or(usize::MAX)));
+            Ok(v)
         };
-        // SAFETY: `values` holds `indptr[rows]` elements of `dtype` by the contract.
-        let inner = unsafe {
-            typed(
-                dtype,
-                values,
-                nnz,
-                |v| Ok(Tensor::from_raw(vec![rows, cols], Format::csr(), levels(), v.to_vec())?),
-                |v| Ok(Tensor::from_raw(vec![rows, cols], Format::csr(), levels(), v.to_vec())?),
-            )
-        }?;
+        let (pos, crd) = (widened(indptr, "indptr")?, widened(indices, "indices")?);
+        let levels = vec![
+            LevelStorage::Dense { size: rows },
+            LevelStorage::Compressed { pos: Indices::from_usize(pos), crd: Indices::from_usize(crd) },
+        ];
+        fn build<T: Value>(shape: [usize; 2], levels: Vec<LevelStorage>, values: &[T]) -> Result<Tensor<T>, Failure> {
+            Ok(Tensor::from_raw(shape.to_vec(), Format::csr(), levels, copied(values, "values")?)?)
+        }
+        let inner = match dtype {
+            Dtype::F32 => {
+                // SAFETY: `values` holds `indptr[rows]` floats by the contract.
+                let v = unsafe { arg_slice(values.cast(), nnz, "values") }?;
+                AnyTensor::F32(build([rows, cols], levels, v)?)
+            }
+            Dtype::F64 => {
+                // SAFETY: `values` holds `indptr[rows]` doubles by the contract.
+                let v = unsafe { arg_slice(values.cast(), nnz, "values") }?;
+                AnyTensor::F64(build([rows, cols], levels, v)?)
+            }
+        };
         // SAFETY: checked non-NULL above.
         unsafe { give(out, nms_tensor { inner }) }
     })
@@ -256,6 +338,8 @@ pub unsafe extern "C" fn nms_tensor_from_dense(
     out: *mut *mut nms_tensor,
 ) -> nms_status {
     guard(|| {
+        let dtype = Dtype::of(dtype)?;
+        check_order(order)?;
         // SAFETY: the contract above.
         let (shape, format) = unsafe { (arg_slice(shape, order, "shape")?, arg(format, "format")?) };
         let len = checked_len(shape)?;
@@ -296,9 +380,9 @@ pub unsafe extern "C" fn nms_tensor_read(
         if out.is_null() {
             return Err(Failure::null("out"));
         }
-        let inner = match dtype {
-            nms_dtype::NMS_F32 => AnyTensor::F32(nms::format::io::read_tensor(path, format)?),
-            nms_dtype::NMS_F64 => AnyTensor::F64(nms::format::io::read_tensor(path, format)?),
+        let inner = match Dtype::of(dtype)? {
+            Dtype::F32 => AnyTensor::F32(nms::format::io::read_tensor(path, format)?),
+            Dtype::F64 => AnyTensor::F64(nms::format::io::read_tensor(path, format)?),
         };
         // SAFETY: checked non-NULL above.
         unsafe { give(out, nms_tensor { inner }) }
@@ -330,7 +414,7 @@ pub unsafe extern "C" fn nms_tensor_dtype(tensor: *const nms_tensor, out: *mut n
         // SAFETY: the contract above.
         let tensor = unsafe { arg(tensor, "tensor") }?;
         // SAFETY: the contract above.
-        unsafe { put(out, tensor.inner.dtype(), "out") }
+        unsafe { put(out, tensor.inner.dtype().code(), "out") }
     })
 }
 
@@ -406,8 +490,9 @@ pub unsafe extern "C" fn nms_tensor_format(tensor: *const nms_tensor, out: *mut 
 
 /// Fails unless the tensor holds values of `dtype` (the type of the caller's arrays).
 fn expect_dtype(tensor: &nms_tensor, dtype: nms_dtype) -> Result<(), Failure> {
-    if tensor.inner.dtype() != dtype {
-        return Err(Failure::invalid(format!("the tensor holds {:?}, {dtype:?} was asked", tensor.inner.dtype())));
+    let asked = Dtype::of(dtype)?;
+    if tensor.inner.dtype() != asked {
+        return Err(Failure::invalid(format!("the tensor holds {}, {asked} was asked", tensor.inner.dtype())));
     }
     Ok(())
 }
@@ -437,9 +522,10 @@ pub unsafe extern "C" fn nms_tensor_to_coo(
             if capacity < nnz {
                 return Err(Failure::invalid(format!("room for {capacity} entries, the tensor stores {nnz}")));
             }
+            let entries = nnz.checked_mul(order).ok_or_else(|| Failure::invalid("nnz × order overflows"))?;
             // SAFETY: the contract above (capacity ≥ nnz entries).
             let (c, v) = unsafe {
-                (arg_out_slice(coords, nnz * order, "coords")?, arg_out_slice(values.cast(), nnz, "values")?)
+                (arg_out_slice(coords, entries, "coords")?, arg_out_slice(values.cast(), nnz, "values")?)
             };
             for e in 0..nnz {
                 for d in 0..order {
@@ -604,16 +690,14 @@ pub unsafe extern "C" fn nms_tensor_free(tensor: *mut nms_tensor) {
     unsafe { release(tensor) }
 }
 
-/// Where a kernel runs.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum nms_device {
-    /// The CPU (threads as asked).
-    NMS_DEVICE_CPU = 0,
-    /// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU,
-    /// or no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
-    NMS_DEVICE_CUDA = 1,
-}
+/// Where a kernel runs: `NMS_DEVICE_CPU` or `NMS_DEVICE_CUDA` (an integer: anything else is
+/// `NMS_ERR_INVALID_ARGUMENT`).
+pub type nms_device = i32;
+/// The CPU (threads as asked).
+pub const NMS_DEVICE_CPU: nms_device = 0;
+/// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU, or
+/// no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
+pub const NMS_DEVICE_CUDA: nms_device = 1;
 
 /// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), or `A`
 /// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
@@ -640,7 +724,12 @@ pub unsafe extern "C" fn nms_nm_spmm(
             return Err(Failure::null("c"));
         }
         crate::program::check_threads(threads.max(1))?;
-        if device == nms_device::NMS_DEVICE_CUDA {
+        if device != NMS_DEVICE_CPU && device != NMS_DEVICE_CUDA {
+            return Err(Failure::invalid(format!(
+                "device {device} is neither NMS_DEVICE_CPU ({NMS_DEVICE_CPU}) nor NMS_DEVICE_CUDA ({NMS_DEVICE_CUDA})"
+            )));
+        }
+        if device == NMS_DEVICE_CUDA {
             let (AnyTensor::F32(x), AnyTensor::F32(y)) = (&a.inner, &b.inner) else {
                 return Err(Failure::new(
                     nms_status::NMS_ERR_UNSUPPORTED,
@@ -748,17 +837,22 @@ pub unsafe extern "C" fn nms_tensor_from_nm_parts(
     out: *mut *mut nms_tensor,
 ) -> nms_status {
     guard(|| {
+        let dtype = Dtype::of(dtype)?;
         if keep == 0 || window == 0 || keep > window || l == 0 || window > u16::MAX as u32 {
             return Err(Failure::new(
                 nms_status::NMS_ERR_FORMAT,
                 format!("nm({keep},{window},{l}): need 1 <= N <= M <= 65535 and L >= 1"),
             ));
         }
-        let rows = k.div_ceil(window as usize) * keep as usize;
-        let (groups, cols) = (n.div_ceil(l), n.div_ceil(l) * l);
-        let values = rows.checked_mul(cols).ok_or_else(|| Failure::invalid("the B' size overflows"))?;
+        let overflow =
+            |what: &str| Failure::invalid(format!("{what} overflows for a {k}×{n} matrix in nm({keep},{window},{l})"));
+        let rows = k.div_ceil(window as usize).checked_mul(keep as usize).ok_or_else(|| overflow("the kept rows"))?;
+        let groups = n.div_ceil(l);
+        let cols = groups.checked_mul(l).ok_or_else(|| overflow("the padded columns"))?;
+        let values = rows.checked_mul(cols).ok_or_else(|| overflow("the B' size"))?;
+        let offsets = rows.checked_mul(groups).ok_or_else(|| overflow("the D size"))?;
         // SAFETY: the contract above.
-        let d = unsafe { arg_slice(d, rows * groups, "d") }?;
+        let d = unsafe { arg_slice(d, offsets, "d") }?;
         if out.is_null() {
             return Err(Failure::null("out"));
         }
@@ -768,7 +862,8 @@ pub unsafe extern "C" fn nms_tensor_from_nm_parts(
             b_prime: &[T],
             d: &[u16],
         ) -> Result<Tensor<T>, Failure> {
-            let parts = nms::format::NmParts { n, m, l, shape, b_prime: b_prime.to_vec(), d: d.to_vec() };
+            let parts =
+                nms::format::NmParts { n, m, l, shape, b_prime: copied(b_prime, "b_prime")?, d: copied(d, "d")? };
             Ok(Tensor::from_nm_parts(&parts)?)
         }
         let pattern = (keep, window, l);

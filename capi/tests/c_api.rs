@@ -150,6 +150,14 @@ fn every_error_path_returns_its_status_and_message() {
     check("capi/tests/c/errors.c", &[dir.to_str().unwrap()], "all error paths ok");
 }
 
+/// Sizes, counts, orders and enumerated values a caller gets wrong are refused with their own
+/// status (never `NMS_ERR_INTERNAL`, an abort or a crash), and a kernel's operands are checked
+/// by name.
+#[test]
+fn hard_edges_are_refused_with_their_own_status() {
+    check("capi/tests/c/hard_edges.c", &[], "all hard edges ok");
+}
+
 /// `capi/install.sh PREFIX` installs the libraries, the header and `nmsparse.pc`; a program
 /// built with `pkg-config --cflags --libs nmsparse` runs.
 #[test]

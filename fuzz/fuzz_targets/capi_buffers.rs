@@ -10,7 +10,7 @@ use std::ptr;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use nmsparse::{
-    nms_dtype, nms_format, nms_format_free, nms_format_parse, nms_status, nms_tensor, nms_tensor_free,
+    NMS_F64, nms_format, nms_format_free, nms_format_parse, nms_status, nms_tensor, nms_tensor_free,
     nms_tensor_from_coo, nms_tensor_from_csr, nms_tensor_from_dense, nms_tensor_from_nm_parts, nms_tensor_nnz,
     nms_tensor_to_dense,
 };
@@ -39,7 +39,7 @@ fn dense(t: *mut nms_tensor, len: usize) -> Vec<f64> {
     assert_eq!(unsafe { nms_tensor_nnz(t, &mut nnz) }, nms_status::NMS_OK);
     let mut out = vec![0.0f64; len];
     // SAFETY: `out` holds `len` doubles.
-    let status = unsafe { nms_tensor_to_dense(t, nms_dtype::NMS_F64, out.as_mut_ptr().cast(), len) };
+    let status = unsafe { nms_tensor_to_dense(t, NMS_F64, out.as_mut_ptr().cast(), len) };
     assert_eq!(status, nms_status::NMS_OK);
     // SAFETY: built by the API, freed once.
     unsafe { nms_tensor_free(t) };
@@ -59,7 +59,7 @@ fuzz_target!(|call: Call| {
             // SAFETY: every buffer as long as the sizes passed say.
             let status = unsafe {
                 nms_tensor_from_coo(
-                    nms_dtype::NMS_F64,
+                    NMS_F64,
                     order,
                     shape.as_ptr(),
                     nnz,
@@ -91,7 +91,7 @@ fuzz_target!(|call: Call| {
             // SAFETY: `indptr` has rows + 1 entries, `indices` and `values` indptr[rows].
             let status = unsafe {
                 nms_tensor_from_csr(
-                    nms_dtype::NMS_F64,
+                    NMS_F64,
                     rows,
                     cols,
                     indptr.as_ptr(),
@@ -113,7 +113,7 @@ fuzz_target!(|call: Call| {
             let Some(fmt) = format(FORMATS[f as usize % FORMATS.len()], shape.len().max(1)) else { return };
             // SAFETY: `shape` has its order, `data` the product of the shape.
             let status = unsafe {
-                nms_tensor_from_dense(nms_dtype::NMS_F64, shape.len(), shape.as_ptr(), data.as_ptr().cast(), fmt, &mut t)
+                nms_tensor_from_dense(NMS_F64, shape.len(), shape.as_ptr(), data.as_ptr().cast(), fmt, &mut t)
             };
             // SAFETY: parsed above, freed once.
             unsafe { nms_format_free(fmt) };
@@ -125,28 +125,15 @@ fuzz_target!(|call: Call| {
             let (k, n, keep, window, l) =
                 (k as usize % 17, n as usize % 17, keep as u32 % 9, window as u32 % 9, l as usize % 5);
             // The sizes the contract asks for (when the pattern is valid; else any).
-            let (rows, groups) = if window > 0 && l > 0 {
-                (k.div_ceil(window as usize) * keep as usize, n.div_ceil(l))
-            } else {
-                (0, 0)
-            };
+            let (rows, groups) =
+                if window > 0 && l > 0 { (k.div_ceil(window as usize) * keep as usize, n.div_ceil(l)) } else { (0, 0) };
             let mut b: Vec<f64> = b_prime.iter().map(|&v| v as f64).collect();
             b.resize(rows * groups * l.max(1), 0.0);
             let mut d = d;
             d.resize(rows * groups, 0);
             // SAFETY: `b_prime` and `d` as long as the pattern's sizes.
             let status = unsafe {
-                nms_tensor_from_nm_parts(
-                    nms_dtype::NMS_F64,
-                    k,
-                    n,
-                    keep,
-                    window,
-                    l,
-                    b.as_ptr().cast(),
-                    d.as_ptr(),
-                    &mut t,
-                )
+                nms_tensor_from_nm_parts(NMS_F64, k, n, keep, window, l, b.as_ptr().cast(), d.as_ptr(), &mut t)
             };
             if status == nms_status::NMS_OK {
                 dense(t, k * n);

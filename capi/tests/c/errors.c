@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     size_t shape3[3] = {3, 4, 5};
     EXPECT(nms_tensor_from_coo(NMS_F64, 3, shape3, 1, coords, values, csr, 0, &a), NMS_ERR_TENSOR, "");
     uint64_t indptr[] = {0, 2, 1, 3}, indices[] = {1, 0, 3};
-    EXPECT(nms_tensor_from_csr(NMS_F64, 3, 4, indptr, indices, values, &a), NMS_ERR_TENSOR, "pos");
+    EXPECT(nms_tensor_from_csr(NMS_F64, 3, 4, indptr, indices, values, &a), NMS_ERR_TENSOR, "indptr decreases");
     uint64_t unsorted_ptr[] = {0, 2, 2, 3};
     EXPECT(nms_tensor_from_csr(NMS_F64, 3, 4, unsorted_ptr, indices, values, &a), NMS_ERR_TENSOR, "ordered");
     uint64_t good_idx[] = {0, 1, 3};
