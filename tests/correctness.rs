@@ -298,3 +298,87 @@ fn command_lines_are_read_as_written_or_refused() {
     assert!(!o.status.success() && stderr(&o).contains("not valid UTF-8"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
 }
+
+/// A kilobyte figure of `/proc/self/status` (`VmRSS`, `VmHWM`), in bytes.
+fn status_bytes(field: &str) -> u128 {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = text.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("no {field}"));
+    line.split_whitespace().nth(1).unwrap().parse::<u128>().unwrap() * 1024
+}
+
+/// The memory a step adds at its peak: the high-water mark reset (`/proc/self/clear_refs`),
+/// the resident size before, the high-water mark after.
+fn peak_of<R>(step: impl FnOnce() -> R) -> (R, u128) {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    let before = status_bytes("VmRSS:");
+    let r = step();
+    (r, status_bytes("VmHWM:").saturating_sub(before))
+}
+
+/// Run by [`memory_estimates_bound_the_measured_peaks`] in a process of its own: reads
+/// `NMSPARSE_MEASURE`'s file, converts it into its format, and prints both peaks.
+#[test]
+#[ignore = "run by memory_estimates_bound_the_measured_peaks in a child process"]
+fn measure_reading_and_building() {
+    let Ok(spec) = std::env::var("NMSPARSE_MEASURE") else { return };
+    let (file, format) = spec.split_once('|').unwrap();
+    let (list, read) = peak_of(|| nmsparse::format::io::read_coordinates::<f64>(file).unwrap());
+    let format = Format::parse(format, 2).unwrap();
+    let (t, build) = peak_of(|| Tensor::from_coordinates(&list, &format, nmsparse::format::Duplicates::Sum).unwrap());
+    println!("peaks {read} {build} {}", t.stored_len());
+}
+
+/// The memory check's estimates (reading a file, building a tensor) bound the peaks measured
+/// on large inputs, each in a process of its own: a tall matrix (CSR's row starts dominate)
+/// and a million entries (the entries dominate), in the fast path's formats and the general
+/// builder's.
+#[test]
+fn memory_estimates_bound_the_measured_peaks() {
+    if !Path::new("/proc/self/clear_refs").exists() {
+        eprintln!("skipped: no /proc/self/clear_refs to reset the peak with");
+        return;
+    }
+    let tall = scratch("tall.mtx");
+    std::fs::write(&tall, "%%MatrixMarket matrix coordinate real general\n30000000 30000000 1\n5 7 1.5\n").unwrap();
+    let many = scratch("many.mtx");
+    let entries = 1_000_000usize;
+    {
+        use std::io::Write as _;
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&many).unwrap());
+        writeln!(w, "%%MatrixMarket matrix coordinate real general\n4000 4000 {entries}").unwrap();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..entries {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            writeln!(w, "{} {} {}", x % 4000 + 1, (x >> 20) % 4000 + 1, (x >> 40) % 97).unwrap();
+        }
+    }
+    let cases = [
+        (&tall, [30_000_000usize, 30_000_000], 1usize, "csr"),
+        (&tall, [30_000_000, 30_000_000], 1, "csc"),
+        (&many, [4000, 4000], entries, "csr"),
+        (&many, [4000, 4000], entries, "dcsr"),
+        (&many, [4000, 4000], entries, "coo"),
+        (&many, [4000, 4000], entries, "(i,j) -> (i floordiv 2:compressed, j:compressed, i mod 2:dense)"),
+    ];
+    // Page and allocator granularity, the parallel reader's threads.
+    const SLACK: u128 = 16 << 20;
+    for (file, shape, entries, format) in cases {
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["measure_reading_and_building", "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+            .env("NMSPARSE_MEASURE", format!("{}|{format}", file.display()))
+            .output()
+            .unwrap();
+        let out = stdout(&o);
+        let at = out.find("peaks ").unwrap_or_else(|| panic!("{out}{}", stderr(&o)));
+        let peaks: Vec<u128> = out[at..].split_whitespace().skip(1).take(3).map(|v| v.parse().unwrap()).collect();
+        let lines = std::fs::read_to_string(file).unwrap().lines().count() as u128;
+        let reading = std::fs::metadata(file).unwrap().len() as u128 + lines * (16 + 8);
+        let f = Format::parse(format, 2).unwrap();
+        let building = Tensor::<f64>::build_peak(&shape, &f, entries);
+        assert!(peaks[0] <= reading + SLACK, "{format}: reading took {} bytes, estimated {reading}", peaks[0]);
+        assert!(peaks[1] <= building + SLACK, "{format}: building took {} bytes, estimated {building}", peaks[1]);
+        eprintln!("{format}: reading {} of {reading} bytes, building {} of {building}", peaks[0], peaks[1]);
+    }
+}

@@ -94,6 +94,19 @@ pub struct PruneReport {
 }
 
 impl<T: Value> Tensor<T> {
+    /// An upper bound of the memory, in bytes, that [`Tensor::from_coordinates`] allocates
+    /// for `entries` components of a `shape` tensor in `format`, besides the list itself: what
+    /// it checks against the memory available before it starts (see `memory`), and what a
+    /// caller may check before reading a file.
+    pub fn build_peak(shape: &[usize], format: &Format, entries: usize) -> u128 {
+        match crate::transpose::compressed_matrix_outer(format) {
+            Some(outer) if shape.len() == 2 => {
+                crate::transpose::compressed_matrix_peak::<T>(shape[outer], shape[1 - outer], entries)
+            }
+            _ => general_peak::<T>(shape, format, entries),
+        }
+    }
+
     /// Builds a tensor from a coordinate list. Explicit zeros are stored as given.
     pub fn from_coordinates(list: &CoordinateList<T>, format: &Format, duplicates: Duplicates) -> Result<Self> {
         check_list(list, format)?;
@@ -196,6 +209,45 @@ impl<T: Value> Tensor<T> {
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, true)
     }
+}
+
+/// Bytes the general builder allocates, at most, for `entries` components of a `shape` tensor
+/// in `format`, besides its input: the entries' level coordinates and values, the sort's
+/// permutation and counts, each entry's position, and every level as it is built (`usize`
+/// arrays, then their final widths) with the values. Every part is counted as if all were
+/// alive at once: an upper bound of the peak.
+pub(crate) fn general_peak<T: Value>(shape: &[usize], format: &Format, entries: usize) -> u128 {
+    let sizes = format.level_sizes(shape);
+    let (e, t) = (entries as u128, std::mem::size_of::<T>() as u128);
+    let index = |n: u128, bound: u128| n * if bound <= u32::MAX as u128 + 1 { 4 } else { 8 };
+    // Entries, sort (permutation, next, counts of the widest level it sorts by radix),
+    // positions.
+    let widest = sizes.iter().map(|&s| (s as u128).min(8 * e + 65_536)).max().unwrap_or(0);
+    let mut bytes = e * (sizes.len() as u128 * 8 + t) + e * 16 + (widest + 1) * 8 + e * 8;
+    let mut positions: u128 = 1;
+    for (level, &size) in format.levels().iter().zip(&sizes) {
+        let size = size as u128;
+        positions = match level.kind {
+            LevelKind::Dense => positions.saturating_mul(size),
+            LevelKind::Structured { n, m } => {
+                let p = positions.saturating_mul(size / m as u128).saturating_mul(n as u128);
+                bytes = bytes.saturating_add(p.saturating_mul(crate::level::metadata_bits(m) as u128) / 8);
+                p
+            }
+            LevelKind::Compressed(_) => {
+                let parents = positions.saturating_add(1);
+                let children = positions.saturating_mul(size).min(e);
+                bytes =
+                    bytes.saturating_add(parents * 8 + index(parents, e + 1) + children * 8 + index(children, size));
+                children
+            }
+            LevelKind::Singleton(_) => {
+                bytes = bytes.saturating_add(positions.saturating_mul(8) + index(positions, size));
+                positions
+            }
+        };
+    }
+    bytes.saturating_add(positions.saturating_mul(t))
 }
 
 /// The general builder alone (for tests that compare the fast paths with it).
@@ -332,6 +384,7 @@ impl Builder<'_> {
     ) -> Result<(Tensor<T>, PruneReport)> {
         let sizes = self.format.level_sizes(self.shape);
         checked_product(&self.format.padded_shape(self.shape), "the padded shape")?;
+        self.check_memory::<T>(entries.len())?;
         entries.sort(&sizes);
         self.merge_duplicates(&mut entries, duplicates)?;
         let mut report = PruneReport::default();
@@ -341,7 +394,6 @@ impl Builder<'_> {
         report.kept = entries.values.iter().filter(|&&v| v != T::ZERO).count();
 
         let n = entries.len();
-        self.check_memory::<T>(&sizes, n)?;
         let mut at = vec![0usize; n]; // each entry's position at the current level
         let mut parents = 1usize;
         let mut levels = Vec::with_capacity(sizes.len());
@@ -461,29 +513,10 @@ impl Builder<'_> {
         Ok((tensor, report))
     }
 
-    /// Bounds the storage the levels will need (fixed-size levels multiply, sparse levels hold
-    /// at most one position per entry) and refuses what the system cannot hold.
-    fn check_memory<T: Value>(&self, sizes: &[usize], entries: usize) -> Result<()> {
-        let mut positions: u128 = 1;
-        let mut bytes: u128 = 0;
-        for (level, &size) in self.format.levels().iter().zip(sizes) {
-            positions = match level.kind {
-                LevelKind::Dense => positions * size as u128,
-                LevelKind::Structured { n, m } => {
-                    let p = positions * (size / m as usize) as u128 * n as u128;
-                    bytes += p * crate::level::metadata_bits(m) as u128 / 8;
-                    p
-                }
-                LevelKind::Compressed(_) => {
-                    bytes += (positions + 1) * 8;
-                    (positions * size as u128).min(entries as u128)
-                }
-                LevelKind::Singleton(_) => positions,
-            };
-            bytes += if level.kind.is_fixed_size() { 0 } else { positions * 8 };
-        }
-        bytes += positions * std::mem::size_of::<T>() as u128;
-        crate::memory::ensure_available(bytes, || {
+    /// Refuses, before anything is sorted or allocated, a tensor whose building would take
+    /// more memory than the system has ([`general_peak`]).
+    fn check_memory<T: Value>(&self, entries: usize) -> Result<()> {
+        crate::memory::ensure_available(general_peak::<T>(self.shape, self.format, entries), || {
             format!("a {:?} tensor in {}", self.shape, self.format.name().unwrap_or_else(|| self.format.to_string()))
         })
     }

@@ -34,16 +34,17 @@ impl<T: Value> Tensor<T> {
         let outer = outer_dim(format)?;
         let inner = 1 - outer;
         let (rows, cols) = (&list.coords[outer], &list.coords[inner]);
-        let n_outer = list.shape[outer];
-        // Three arrays of `n_outer + 1` positions and two of the entries: refused, not an
-        // allocator abort, when a file's header declares more rows than memory holds.
-        let bytes = (n_outer as u128 + 1) * 3 * std::mem::size_of::<usize>() as u128
-            + list.len() as u128 * (std::mem::size_of::<(usize, T)>() + std::mem::size_of::<usize>()) as u128;
+        let (n_outer, n_inner) = (list.shape[outer], list.shape[inner]);
+        // Refused, not an allocator abort, when a file's header declares more rows than
+        // memory holds.
         let too_large =
             || format!("a {:?} matrix in {}", list.shape, format.name().unwrap_or_else(|| format.to_string()));
+        let bytes = compressed_matrix_peak::<T>(n_outer, n_inner, list.len());
         if let Err(e) = crate::memory::ensure_available(bytes, too_large) {
             return Some(Err(e));
         }
+        // `pos[r]`: where row r starts, then (as the cursor entries are placed with) where it
+        // ends.
         let mut pos: Vec<usize> = Vec::new();
         if n_outer.checked_add(1).is_none_or(|n| pos.try_reserve_exact(n).is_err()) {
             return Some(Err(TensorError::TooLarge { what: too_large() }));
@@ -55,47 +56,25 @@ impl<T: Value> Tensor<T> {
         for r in 0..n_outer {
             pos[r + 1] += pos[r];
         }
-        let mut next = pos.clone();
         let mut entries: Vec<(usize, T)> = vec![(0, T::ZERO); list.len()];
         for ((&r, &c), &v) in rows.iter().zip(cols).zip(&list.values) {
-            entries[next[r]] = (c, v);
-            next[r] += 1;
+            entries[pos[r]] = (c, v);
+            pos[r] += 1;
         }
-        // Sort each row by column (stable), then merge equal columns.
-        let mut crd = Vec::with_capacity(entries.len());
-        let mut values = match crate::memory::huge_vec(entries.len()) {
-            Ok(v) => v,
-            Err(e) => return Some(Err(e)),
+        // Built in the index widths they end in (`Indices::from_usize` would copy them).
+        let narrow_pos = list.len() <= u32::MAX as usize;
+        let narrow_crd = n_inner <= u32::MAX as usize + 1;
+        let rows = Rows { pos: &pos, entries: &mut entries, outer, inner, duplicates };
+        let built = match (narrow_pos, narrow_crd) {
+            (true, true) => rows.merge::<u32, u32>(),
+            (true, false) => rows.merge::<u32, usize>(),
+            (false, true) => rows.merge::<usize, u32>(),
+            (false, false) => rows.merge::<usize, usize>(),
         };
-        let mut new_pos = Vec::with_capacity(n_outer + 1);
-        new_pos.push(0);
-        for r in 0..n_outer {
-            let row = &mut entries[pos[r]..pos[r + 1]];
-            if !row.windows(2).all(|w| w[0].0 <= w[1].0) {
-                row.sort_by_key(|e| e.0);
-            }
-            for &(c, v) in row.iter() {
-                if crd.len() > new_pos[r] && crd.last() == Some(&c) {
-                    if duplicates == Duplicates::Reject {
-                        let mut coordinates = vec![0; 2];
-                        (coordinates[outer], coordinates[inner]) = (r, c);
-                        return Some(Err(TensorError::DuplicateEntry { coordinates }));
-                    }
-                    *values.last_mut().expect("a value per coordinate") += v;
-                } else {
-                    crd.push(c);
-                    values.push(v);
-                }
-            }
-            new_pos.push(crd.len());
-        }
-        Some(Ok(Tensor {
+        Some(built.map(|(pos, crd, values)| Tensor {
             shape: list.shape.clone(),
             format: format.clone(),
-            levels: vec![
-                LevelStorage::Dense { size: n_outer },
-                LevelStorage::Compressed { pos: Indices::from_usize(new_pos), crd: Indices::from_usize(crd) },
-            ],
+            levels: vec![LevelStorage::Dense { size: n_outer }, LevelStorage::Compressed { pos, crd }],
             values,
         }))
     }
@@ -131,6 +110,97 @@ impl<T: Value> Tensor<T> {
             levels: vec![LevelStorage::Dense { size: new_outer }, LevelStorage::Compressed { pos, crd }],
             values,
         })
+    }
+}
+
+/// Bytes that building an `outer × inner` CSR (or CSC) matrix of `entries` components from a
+/// coordinate list allocates, at most, besides the list: the row starts, the entries placed
+/// by row, the column indices and the values (both in their final widths), the final row
+/// starts. See [`Tensor::build_peak`].
+pub(crate) fn compressed_matrix_peak<T: Value>(outer: usize, inner: usize, entries: usize) -> u128 {
+    let (rows, e) = (outer as u128 + 1, entries as u128);
+    let index = |n: u128, bound: u128| n * if bound <= u32::MAX as u128 + 1 { 4 } else { 8 };
+    rows * 8
+        + e * std::mem::size_of::<(usize, T)>() as u128
+        + index(e, inner as u128)
+        + e * std::mem::size_of::<T>() as u128
+        + index(rows, e + 1)
+}
+
+/// `Some(d)` for a CSR-like (`d` outer) format: where [`compressed_matrix_peak`] applies.
+pub(crate) fn compressed_matrix_outer(format: &Format) -> Option<usize> {
+    outer_dim(format)
+}
+
+/// An index type the merge writes: 32 bits, or `usize` narrowed afterwards where it fits.
+trait Narrow: Copy {
+    fn from_usize(v: usize) -> Self;
+    fn indices(v: Vec<Self>) -> Indices;
+}
+
+impl Narrow for u32 {
+    fn from_usize(v: usize) -> Self {
+        v as u32
+    }
+    fn indices(v: Vec<Self>) -> Indices {
+        Indices::U32(v)
+    }
+}
+
+impl Narrow for usize {
+    fn from_usize(v: usize) -> Self {
+        v
+    }
+    fn indices(v: Vec<Self>) -> Indices {
+        Indices::from_usize(v)
+    }
+}
+
+/// The entries placed row by row: row `r` is `entries[pos[r - 1]..pos[r]]` (from 0 for the
+/// first).
+struct Rows<'a, T> {
+    pos: &'a [usize],
+    entries: &'a mut [(usize, T)],
+    outer: usize,
+    inner: usize,
+    duplicates: Duplicates,
+}
+
+impl<T: Value> Rows<'_, T> {
+    /// Each row sorted by column (stable), its equal columns summed (or refused): the final
+    /// `pos`, `crd` and values.
+    fn merge<P: Narrow, C: Narrow>(self) -> Result<(Indices, Indices, Vec<T>)> {
+        let n_outer = self.pos.len() - 1;
+        let mut crd: Vec<C> = Vec::with_capacity(self.entries.len());
+        let mut values = crate::memory::huge_vec(self.entries.len())?;
+        let mut new_pos: Vec<P> = Vec::with_capacity(n_outer + 1);
+        new_pos.push(P::from_usize(0));
+        let mut row_start = 0;
+        for r in 0..n_outer {
+            let row = &mut self.entries[row_start..self.pos[r]];
+            row_start = self.pos[r];
+            if !row.windows(2).all(|w| w[0].0 <= w[1].0) {
+                row.sort_by_key(|e| e.0);
+            }
+            let first = crd.len();
+            let mut last = None;
+            for &(c, v) in row.iter() {
+                if crd.len() > first && last == Some(c) {
+                    if self.duplicates == Duplicates::Reject {
+                        let mut coordinates = vec![0; 2];
+                        (coordinates[self.outer], coordinates[self.inner]) = (r, c);
+                        return Err(TensorError::DuplicateEntry { coordinates });
+                    }
+                    *values.last_mut().expect("a value per coordinate") += v;
+                } else {
+                    crd.push(C::from_usize(c));
+                    values.push(v);
+                    last = Some(c);
+                }
+            }
+            new_pos.push(P::from_usize(crd.len()));
+        }
+        Ok((P::indices(new_pos), C::indices(crd), values))
     }
 }
 

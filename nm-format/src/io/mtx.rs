@@ -162,6 +162,12 @@ pub fn parse_mtx_with<T: Value>(text: &[u8], options: MtxOptions) -> Result<Matr
     let body_start = line_start(text, size_line + 1);
     let body = &text[body_start..];
     let first = size_line + 1;
+    // Each line becomes at most two entries (symmetric storage): row, column and value.
+    let per_line = if symmetry == MtxSymmetry::General { 1 } else { 2 };
+    let lines = count_lines(body) as u128 + 1;
+    let bytes = lines * per_line * (16 + std::mem::size_of::<T>() as u128);
+    crate::memory::ensure_available(bytes, || format!("the {lines} lines of entries of a Matrix Market file"))
+        .map_err(|source| IoError::Tensor { path: None, source })?;
     let data = match layout {
         MtxLayout::Coordinate => coordinate_body(body, &header, options),
         MtxLayout::Array => array_body(body, &header),
