@@ -14,6 +14,8 @@
 #        spmv also takes FORMAT (A's format, default csr; csc makes the outer loop a reduction)
 #        and SCHEDULE (extra arguments, e.g. SCHEDULE='-s=parallelize(j,cpu_thread,atomics)')
 #        (needs the peers' venv; see bench/compare_format.sh)
+#        NMSPARSE=path/to/nmsparse times another binary (no build); PEERS=0 skips the peers
+#        (to alternate two binaries, then time the peers once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
@@ -23,7 +25,12 @@ THREADS=${THREADS:-1}
 SCHEDULE=${SCHEDULE:-}
 OUT=${OUT:-/tmp/kernels_compare.csv}
 TMP=$(mktemp -d)
-cargo build -q --release
+NMSPARSE=${NMSPARSE:-}
+if [ -z "$NMSPARSE" ]; then
+  cargo build -q --release
+  NMSPARSE=./target/release/nmsparse
+fi
+PEERS=${PEERS:-1}
 echo "kernel,matrix,system,seconds,checksum" > "$OUT"
 names="Groebner_id2003_aug MIT8 arrow astro-ph bcsstk16 bcsstk33 luxembourg sparse-images-1024 wiki-Vote wing"
 [ "$KERNEL" = mttkrp16 ] && names="splatt-med JF17K-4way"
@@ -40,7 +47,7 @@ with open('$TMP/x.tns','w') as o:
     o.write('# shape %d\n' % n)
     for j in range(n): o.write('%d %r\n' % (j+1, 1 + (j % 17)/16))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "y(i) = A(i,j) * x(j)" -f=A:${FORMAT:-csr} -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS -c $SCHEDULE) ;;
+    out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "y(i) = A(i,j) * x(j)" -f=A:${FORMAT:-csr} -i=A:$f -i=x:$TMP/x.tns -time=$REPS -nthreads=$THREADS -c $SCHEDULE) ;;
   spmm64)
     "$PY" -c "
 n=$cols
@@ -49,7 +56,7 @@ with open('$TMP/B.mtx','w') as o:
     for c in range(64):
         for j in range(n): o.write('%r\n' % (1 + ((7*j + 3*c) % 23)/22))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
+    out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=A:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
   spgemm_AA|spgemm_AAt|outer_AA|outer_AAt)
     # Aᵀ materialised as CSR before timing, as the peers do; rows sorted in the result.
     # Skipped above 5e8 multiplies, as bench_peers.py's --flops-limit does.
@@ -69,8 +76,8 @@ print(int(flops))
     if [ "$flops" -lt 0 ]; then echo "$name: skipped, not square" >&2; continue; fi
     if [ "$flops" -gt 500000000 ]; then echo "$name: skipped, $flops multiplies" >&2; continue; fi
     case "$KERNEL" in
-    spgemm_*) out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
-    outer_*) out=$(./target/release/nmsparse "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csc -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, i, j)" -workspace=${WS:-bucket} -time=$REPS -c) ;;
+    spgemm_*) out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
+    outer_*) out=$("$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csc -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, i, j)" -workspace=${WS:-bucket} -time=$REPS -c) ;;
     esac ;;
   sddmm64)
     "$PY" -c "
@@ -80,7 +87,7 @@ for name, rows, a, b, m in (('X', $rows, 5, 1, 19), ('Y', $cols, 3, 2, 13)):
         for c in range(64):
             for i in range(rows): o.write('%r\n' % (1 + ((a*i + b*c) % m)/(m - 1)))
 "
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS -nthreads=$THREADS -c) ;;
+    out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "C(i,j) = A(i,j) * X(i,k) * Y(j,k)" -f=C:csr -f=A:csr -i=A:$f -i=X:$TMP/X.mtx -i=Y:$TMP/Y.mtx -time=$REPS -nthreads=$THREADS -c) ;;
   add_AAt)
     square=$("$PY" -c "
 import fast_matrix_market as fmm, scipy.sparse as sp, numpy as np
@@ -90,7 +97,7 @@ fmm.mmwrite('$TMP/B.mtx', A.T.tocsr().tocoo())
 print(1)
 ")
     if [ "$square" != 1 ]; then echo "$name: skipped, not square" >&2; continue; fi
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "C(i,j) = A(i,j) + B(i,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -time=$REPS -nthreads=$THREADS -c) ;;
+    out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "C(i,j) = A(i,j) + B(i,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -time=$REPS -nthreads=$THREADS -c) ;;
   mttkrp16)
     order=$(awk '!/^#/ {print NF - 1; exit}' "$f")
     "$PY" -c "
@@ -114,12 +121,13 @@ for m in range(1, $order):
       inputs+=("-i=U$m:$TMP/U$m.mtx")
     done
     csf=$(printf 's%.0s' $(seq 1 "$order"))
-    out=$(OMP_NUM_THREADS=$THREADS ./target/release/nmsparse "$expr" -f=T:$csf -i=T:$f "${inputs[@]}" -time=$REPS -nthreads=$THREADS -c) ;;
+    out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "$expr" -f=T:$csf -i=T:$f "${inputs[@]}" -time=$REPS -nthreads=$THREADS -c) ;;
   *) echo "unknown KERNEL=$KERNEL" >&2; exit 2 ;;
   esac
   secs=$(echo "$out" | awk '/min:/ {print $2/1000}')
   sum=$(echo "$out" | sed -n 's/.*checksum \(.*\)/\1/p')
   echo "$KERNEL,$name,nmsparse,$secs,$sum" >> "$OUT"
+  [ "$PEERS" = 1 ] || continue
   PEER_KERNEL=${KERNEL/outer_/spgemm_}
   "$PY" ../shared/peers/bench_peers.py "$f" --threads $THREADS --kernels "$PEER_KERNEL" --peers scipy,graphblas,mlir --out "$TMP/p.csv" > /dev/null 2>&1 || true
   "$PY" -c "
