@@ -1,32 +1,13 @@
 //! The `nmsparse` command end to end, on the sample data shipped in `data/`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::command::{nmsparse, sample, scratch, stderr, stdout};
 use nmsparse::format::io::read_tensor;
 use nmsparse::format::{Format, Tensor};
-
-fn nmsparse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmsparse")).args(args).output().expect("the binary runs")
-}
-
-fn sample(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(name).to_string_lossy().into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nmsparse-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn info_describes_a_symmetric_matrix() {

@@ -7,43 +7,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::command::{nmsparse, nmsparse_with, sample, scratch, stderr, stdout};
 use common::{Dense, operand, reference, stored_elements, structure_sized};
 use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::io::read_tensor;
 use nmsparse::format::{Format, Tensor};
 use nmsparse::ir::id::Id;
 use nmsparse::{Backend, Program};
-
-fn nmsparse(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nmsparse")).args(args).output().expect("the binary runs")
-}
-
-fn nmsparse_with(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nmsparse"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("the binary runs")
-}
-
-fn sample(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(name).to_string_lossy().into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nmsparse-correctness-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The summary line's checksum and stored count.
 fn summary(o: &Output) -> String {

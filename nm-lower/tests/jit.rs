@@ -15,6 +15,16 @@ fn fresh_dir() -> PathBuf {
     dir
 }
 
+/// No temporary file is left in the cache directory `dir`.
+fn assert_no_temporaries(dir: &std::path::Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn compiler() -> CCompiler {
     CCompiler::from_env().expect("a C compiler (cc) is installed on the test machines")
 }
@@ -49,12 +59,7 @@ fn compiles_runs_and_caches() {
     assert_eq!(omp.outcome(), Outcome::Compiled);
     assert_ne!(omp.path(), first.path());
     // No temporary files are left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_no_temporaries(&dir);
     // Asking for a symbol that is not there is an error, not a crash.
     // SAFETY: the symbol is never called.
     let missing = unsafe { first.function::<DotFn>("nope") };
@@ -165,12 +170,7 @@ fn damaged_cache_entries_are_compiled_again_never_loaded() {
         assert_eq!(again.outcome(), Outcome::Compiled, "a damaged entry of {} bytes was loaded", bytes.len());
         assert_eq!(call_dot(&again, &[1.0, 2.0, 3.0], &[3.0, 4.0, 5.0]), 26.0);
         assert_eq!(std::fs::read(again.path()).unwrap(), entry, "the entry is replaced by a whole one");
-        let leftovers: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
+        assert_no_temporaries(&dir);
     }
 }
 
@@ -198,12 +198,7 @@ fn a_compiler_that_never_returns_is_stopped_at_its_time_limit() {
     assert!(start.elapsed() < std::time::Duration::from_secs(10), "took {:?}", start.elapsed());
     assert!(matches!(err, JitError::Timeout { .. }), "{err}");
     assert!(err.to_string().contains("NMSPARSE_CC_TIMEOUT"), "{err}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_no_temporaries(&dir);
     // Hangs even on `--version`.
     let mute = fake_compiler("sleep 1000");
     let err = CCompiler::with_timeout(mute.to_str().unwrap(), limit).unwrap_err();
@@ -218,12 +213,7 @@ fn a_compiler_that_succeeds_without_an_object_is_named_as_such() {
     let err = cc.compile_in(&dir, DOT, CompileOptions::default()).map(|_| ()).unwrap_err();
     assert!(matches!(err, JitError::NoObject { .. }), "{err}");
     assert!(err.to_string().contains("wrote no object"), "{err}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert_no_temporaries(&dir);
 }
 
 #[test]

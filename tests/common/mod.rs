@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod command;
+
 use nmsparse::format::{CoordinateList, Duplicates, Format, Tensor, TensorError, Value};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::{Expr, ExprId, IndexNotation, parse};
