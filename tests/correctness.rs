@@ -286,7 +286,8 @@ fn peak_of<R>(step: impl FnOnce() -> R) -> (R, u128) {
 }
 
 /// Run by [`memory_estimates_bound_the_measured_peaks`] in a process of its own: reads
-/// `NMSPARSE_MEASURE`'s file, converts it into its format, and prints both peaks.
+/// `NMSPARSE_MEASURE`'s file, builds it in its format, converts that into CSC and DCSR, and
+/// prints the peaks (with the conversions' estimates, which need the tensor).
 #[test]
 #[ignore = "run by memory_estimates_bound_the_measured_peaks in a child process"]
 fn measure_reading_and_building() {
@@ -295,7 +296,16 @@ fn measure_reading_and_building() {
     let (list, read) = peak_of(|| nmsparse::format::io::read_coordinates::<f64>(file).unwrap());
     let format = Format::parse(format, 2).unwrap();
     let (t, build) = peak_of(|| Tensor::from_coordinates(&list, &format, nmsparse::format::Duplicates::Sum).unwrap());
-    println!("peaks {read} {build} {}", t.stored_len());
+    drop(list);
+    // Converted into CSC (the transposing fast path from CSR) and into DCSR (the general one).
+    let mut converts = Vec::new();
+    for target in ["csc", "dcsr"] {
+        let target = Format::parse(target, 2).unwrap();
+        let (copy, peak) = peak_of(|| t.convert(&target).unwrap());
+        converts.push(format!("{peak} {}", t.convert_peak(&target)));
+        drop(copy);
+    }
+    println!("peaks {read} {build} {} {}", converts.join(" "), t.stored_len());
 }
 
 /// The memory check's estimates (reading a file, building a tensor) bound the peaks measured
@@ -342,13 +352,22 @@ fn memory_estimates_bound_the_measured_peaks() {
             .unwrap();
         let out = stdout(&o);
         let at = out.find("peaks ").unwrap_or_else(|| panic!("{out}{}", stderr(&o)));
-        let peaks: Vec<u128> = out[at..].split_whitespace().skip(1).take(3).map(|v| v.parse().unwrap()).collect();
+        let peaks: Vec<u128> = out[at..].split_whitespace().skip(1).take(6).map(|v| v.parse().unwrap()).collect();
         let lines = std::fs::read_to_string(file).unwrap().lines().count() as u128;
         let reading = std::fs::metadata(file).unwrap().len() as u128 + lines * (16 + 8);
         let f = Format::parse(format, 2).unwrap();
         let building = Tensor::<f64>::build_peak(&shape, &f, entries);
         assert!(peaks[0] <= reading + SLACK, "{format}: reading took {} bytes, estimated {reading}", peaks[0]);
         assert!(peaks[1] <= building + SLACK, "{format}: building took {} bytes, estimated {building}", peaks[1]);
-        eprintln!("{format}: reading {} of {reading} bytes, building {} of {building}", peaks[0], peaks[1]);
+        for (k, target) in ["csc", "dcsr"].iter().enumerate() {
+            let (peak, estimate) = (peaks[2 + 2 * k], peaks[3 + 2 * k]);
+            assert!(peak <= estimate + SLACK, "{format} into {target}: took {peak} bytes, estimated {estimate}");
+        }
+        eprintln!(
+            "{format}: reading {} of {reading} bytes, building {} of {building}, converting {:?}",
+            peaks[0],
+            peaks[1],
+            &peaks[2..]
+        );
     }
 }

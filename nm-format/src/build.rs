@@ -183,6 +183,9 @@ impl<T: Value> Tensor<T> {
         if format.order() != self.order() {
             return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
         }
+        crate::memory::ensure_available(self.convert_peak(format), || {
+            format!("a {:?} tensor converted to {}", self.shape, format.name().unwrap_or_else(|| format.to_string()))
+        })?;
         if let Some(t) = self.convert_compressed_matrix(format) {
             return Ok(t);
         }
@@ -194,6 +197,19 @@ impl<T: Value> Tensor<T> {
         let list = self.components(|v| !padding || v != T::ZERO);
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
+    }
+
+    /// An upper bound of the memory, in bytes, that [`Tensor::convert`] allocates besides the
+    /// tensor: what it checks against the memory available before it starts. Between CSR and
+    /// CSC, the new arrays; otherwise the components as a list (coordinates found through a
+    /// position and a parent per level) and the build ([`Tensor::build_peak`]).
+    pub fn convert_peak(&self, format: &Format) -> u128 {
+        if let Some(bytes) = self.compressed_matrix_convert_peak(format) {
+            return bytes;
+        }
+        let e = self.values.len();
+        let words = (self.order() + 1 + self.levels.len()) as u128;
+        e as u128 * (words * 8 + std::mem::size_of::<T>() as u128) + Self::build_peak(&self.shape, format, e)
     }
 
     /// Converts into `format`, first dropping what does not fit its structured N:M levels:

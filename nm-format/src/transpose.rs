@@ -82,7 +82,7 @@ impl<T: Value> Tensor<T> {
     /// The fast path of [`Tensor::convert`] for CSR/CSC sources and targets; `None` when it
     /// does not apply.
     pub(crate) fn convert_compressed_matrix(&self, target: &Format) -> Option<Tensor<T>> {
-        let (from, to) = (outer_dim(&self.format)?, outer_dim(target)?);
+        let (from, to) = self.compressed_matrix_conversion(target)?;
         let [LevelStorage::Dense { size: outer }, LevelStorage::Compressed { pos, crd }] = self.levels.as_slice()
         else {
             return None;
@@ -110,6 +110,21 @@ impl<T: Value> Tensor<T> {
             levels: vec![LevelStorage::Dense { size: new_outer }, LevelStorage::Compressed { pos, crd }],
             values,
         })
+    }
+
+    /// `(from, to)`, the outer dimensions, where [`Self::convert_compressed_matrix`] applies.
+    fn compressed_matrix_conversion(&self, target: &Format) -> Option<(usize, usize)> {
+        let pair = (outer_dim(&self.format)?, outer_dim(target)?);
+        matches!(self.levels.as_slice(), [LevelStorage::Dense { .. }, LevelStorage::Compressed { .. }]).then_some(pair)
+    }
+
+    /// Bytes [`Self::convert_compressed_matrix`] allocates at most: the new rows' counts and
+    /// starts, the new index and value arrays (64-bit indices at most); `None` where it does
+    /// not apply.
+    pub(crate) fn compressed_matrix_convert_peak(&self, target: &Format) -> Option<u128> {
+        let (_, to) = self.compressed_matrix_conversion(target)?;
+        let (rows, e) = (self.shape[to] as u128 + 1, self.values.len() as u128);
+        Some(rows * 16 + e * (8 + std::mem::size_of::<T>() as u128))
     }
 }
 
