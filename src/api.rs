@@ -138,7 +138,7 @@ impl Program {
         let types = self.stmt.check(&self.decls)?;
         let mut cin = concretize_for(&self.stmt, &types);
         if let Some(s) = &self.schedule {
-            cin = cin.schedule(&parse_schedule(s)?)?;
+            cin = cin.schedule_sized(&parse_schedule(s)?, &types.sizes)?;
             cin.check_bounds(&types.sizes)?;
         }
         Ok((cin, types))
@@ -341,6 +341,10 @@ impl Program {
             declared: HashMap::new(),
             views: Vec::new(),
             parts: Vec::new(),
+            schedule_notes: match &self.schedule {
+                Some(s) => parse_schedule(s)?.iter().filter_map(|c| c.note()).collect(),
+                None => Vec::new(),
+            },
             _value: std::marker::PhantomData,
         })
     }
@@ -408,6 +412,8 @@ pub struct Kernel<T> {
     /// Kernels run first, each computing a temporary this kernel reads (`(temporary, kernel)`:
     /// see [`IndexNotation::split_reduced_terms`]).
     parts: Vec<(String, Kernel<T>)>,
+    /// What the schedule's commands that change nothing here say ([`nm_ir::concrete::Command::note`]).
+    schedule_notes: Vec<String>,
     _value: std::marker::PhantomData<T>,
 }
 
@@ -437,6 +443,7 @@ impl<T: Scalar> Kernel<T> {
     /// loop that visits every coordinate, a dense workspace replaced by a sparse one).
     pub fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.parts.iter().flat_map(|(_, k)| k.notes()).collect();
+        notes.extend(self.schedule_notes.iter().cloned());
         if let Engine::Generated { narrow, .. } = &self.engine {
             notes.extend(narrow.lowered.notes.iter().cloned());
         }

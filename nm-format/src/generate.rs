@@ -15,6 +15,8 @@ pub enum Values {
     /// Integers in `-k..=k` without 0: sums and products are exact in floating point, so kernels
     /// can be compared with `==`.
     SmallIntegers(i32),
+    /// Every value 1 (taco's `u` fill).
+    Ones,
 }
 
 impl Values {
@@ -26,6 +28,7 @@ impl Values {
                     return T::from_f64(v);
                 }
             },
+            Values::Ones => T::ONE,
             Values::SmallIntegers(k) => {
                 let k = k.max(1);
                 let v = rng.random_range(1..=k);
@@ -192,4 +195,78 @@ fn choose(r: &mut Pcg64Mcg, n: usize, count: usize) -> Vec<usize> {
     all.truncate(count);
     all.sort_unstable();
     all
+}
+
+/// A `rows×cols` matrix of whole slices: `fraction` of the rows (`by_rows`) or of the columns,
+/// chosen at random, every component of them nonzero (taco's `l` and `v` fills).
+pub fn slices<T: Value>(
+    rows: usize,
+    cols: usize,
+    fraction: f64,
+    by_rows: bool,
+    values: Values,
+    seed: u64,
+) -> CoordinateList<T> {
+    let mut r = rng(seed);
+    let n = if by_rows { rows } else { cols };
+    let count = ((fraction.clamp(0.0, 1.0) * n as f64).ceil() as usize).min(n);
+    let mut chosen: Vec<usize> = (0..n).collect();
+    for i in 0..count {
+        let j = r.random_range(i..n);
+        chosen.swap(i, j);
+    }
+    chosen.truncate(count);
+    chosen.sort_unstable();
+    let mut list = CoordinateList::new(vec![rows, cols]);
+    if by_rows {
+        for &i in &chosen {
+            for j in 0..cols {
+                list.push(&[i, j], values.draw(&mut r));
+            }
+        }
+    } else {
+        for i in 0..rows {
+            for &j in &chosen {
+                list.push(&[i, j], values.draw(&mut r));
+            }
+        }
+    }
+    list
+}
+
+/// The symmetric pattern of a 1-D finite-element matrix with a second neighbour three away
+/// (taco's `f` fill): the diagonal, `(i, i±1)` and `(i, i±3)`, a mirrored pair sharing its
+/// value.
+pub fn fem<T: Value>(rows: usize, cols: usize, values: Values, seed: u64) -> CoordinateList<T> {
+    let mut r = rng(seed);
+    let mut list = CoordinateList::new(vec![rows, cols]);
+    let n = rows.min(cols);
+    for i in 0..n {
+        list.push(&[i, i], values.draw(&mut r));
+        for offset in [1, 3] {
+            if i + offset < n {
+                let v = values.draw(&mut r);
+                list.push(&[i + offset, i], v);
+                list.push(&[i, i + offset], v);
+            }
+        }
+    }
+    list
+}
+
+/// [`fem`]'s pattern on a matrix of `block×block` blocks, each entry of it a whole block whose
+/// row `b` holds the entry's value divided by `b + 1` (taco's `b` fill, blocks of 4).
+pub fn blocked<T: Value>(rows: usize, cols: usize, block: usize, values: Values, seed: u64) -> CoordinateList<T> {
+    let block = block.max(1);
+    let base = fem::<T>(rows / block, cols / block, values, seed);
+    let mut list = CoordinateList::new(vec![rows, cols]);
+    for e in 0..base.len() {
+        let (bi, bj, v) = (base.coords[0][e], base.coords[1][e], base.values[e]);
+        for i in 0..block {
+            for j in 0..block {
+                list.push(&[bi * block + i, bj * block + j], v * T::from_f64(1.0 / (i + 1) as f64));
+            }
+        }
+    }
+    list
 }

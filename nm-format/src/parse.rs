@@ -179,12 +179,22 @@ impl<'a> Parser<'a> {
                 'u' => LevelKind::Compressed(LevelProperties::ORDERED_NONUNIQUE),
                 'q' => LevelKind::SINGLETON,
                 'c' => LevelKind::Singleton(LevelProperties::ORDERED_NONUNIQUE),
+                // taco's zeroless compressed level promises no stored zero: the same storage.
+                'z' => LevelKind::COMPRESSED,
+                'p' => {
+                    return Err(self.error_at(
+                        start + i,
+                        1,
+                        "`p` (taco's padded singleton, a fixed count of children per parent) is not a level \
+                         nmsparse stores: use q (singleton) or c (singleton, not unique)",
+                    ));
+                }
                 _ if i == 0 => {
                     return Err(self.error_at(
                         start,
                         name.len(),
                         "unknown format: expected a name (dense, csr, csc, dcsr, dcsc, coo, csf, nv24, \
-                         bcsr(B), nm(N,M,L)), taco letters (d s u q c) or a map `(d0, ...) -> (...)`",
+                         bcsr(B), nm(N,M,L)), taco letters (d s u z q c) or a map `(d0, ...) -> (...)`",
                     ));
                 }
                 _ => {
@@ -193,7 +203,7 @@ impl<'a> Parser<'a> {
                         c.len_utf8(),
                         format!(
                             "unknown format `{name}`: not a format name, and `{c}` is not a taco level \
-                             letter (d s u q c)"
+                             letter (d s u z q c)"
                         ),
                     ));
                 }
@@ -226,6 +236,22 @@ impl<'a> Parser<'a> {
                 ));
             }
             modes = Some(list);
+            // taco's pack bounds (`dss:0,1,2:1`) group levels' arrays into one allocation: a
+            // layout with no effect on what is stored or computed; checked, then ignored.
+            if self.eat(':') {
+                let bounds_start = self.pos;
+                let mut bounds = vec![self.int()?.1];
+                while self.eat(',') {
+                    bounds.push(self.int()?.1);
+                }
+                if !bounds.windows(2).all(|w| w[0] < w[1]) || bounds.iter().any(|&b| b == 0 || b >= order) {
+                    return Err(self.error_at(
+                        bounds_start,
+                        self.pos - bounds_start,
+                        format!("pack bounds must increase and lie in 1..{order}"),
+                    ));
+                }
+            }
         }
         Format::by_letters(&kinds, modes.as_deref()).map_err(|e| self.error_at(start, self.pos - start, e.to_string()))
     }

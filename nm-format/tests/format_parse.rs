@@ -75,7 +75,7 @@ fn the_map_syntax_reads_what_display_writes() {
 fn errors_point_at_the_offending_text() {
     assert_eq!(
         error("csx", 2),
-        "unknown format `csx`: not a format name, and `x` is not a taco level letter (d s u q c)\n  csx\n    ^"
+        "unknown format `csx`: not a format name, and `x` is not a taco level letter (d s u z q c)\n  csx\n    ^"
     );
     assert_eq!(error("csr", 3), "`csr` is a format for 2-dimensional tensors, not 3\n  csr\n  ^^^");
     assert_eq!(error("nm(2,4)", 2), "expected `,`\n  nm(2,4)\n        ^");
@@ -106,7 +106,7 @@ fn errors_point_at_the_offending_text() {
 fn non_ascii_text_is_an_error_not_a_panic() {
     // Found by the format_parse fuzz target: a non-breaking space after `(`.
     assert!(error("(\u{a0}", 1).contains("expected a name"));
-    assert!(error("ds\u{e9}", 2).ends_with("`é` is not a taco level letter (d s u q c)\n  dsé\n    ^"));
+    assert!(error("ds\u{e9}", 2).ends_with("`é` is not a taco level letter (d s u z q c)\n  dsé\n    ^"));
     let caret = error("(i) -> (i : dénse)", 1);
     assert!(caret.ends_with("\n              ^^^^^"), "{caret:?}");
 }

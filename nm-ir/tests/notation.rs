@@ -152,8 +152,19 @@ fn semantic_errors_name_the_problem() {
         e.to_string(),
         "the size of index variable `i` cannot be inferred: it appears only in compound subscripts; give it with `-d=i:SIZE`\n  a2 = x(i+p)\n       ^^^^^^"
     );
-    let e = semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &decls().tensor("O", TensorType::dense(&[9, 8])));
-    assert!(e.to_string().starts_with("subscript 0 of `I` reaches 0..=10, outside 0..10"), "{e}");
+    // `i` ranges over the values that keep `I(i+p, ...)` in bounds: 8 of O's 9 rows.
+    let s = parse("O(i,j) = I(i+p,j+q) * F(p,q)").unwrap();
+    assert_eq!(s.check(&decls().tensor("O", TensorType::dense(&[9, 8]))).unwrap().sizes, vec![8, 8, 3, 3]);
+    // A size given for it asks for more values than that.
+    let d = decls().tensor("O", TensorType::dense(&[9, 8])).index_size_from("i", 9, "-d=i:9");
+    assert_eq!(
+        semantic("O(i,j) = I(i+p,j+q) * F(p,q)", &d).to_string(),
+        "index variable `i` has size 9 from -d=i:9 but size 8 here\n  O(i,j) = I(i+p,j+q) * F(p,q)\n           ^^^^^^^^^^"
+    );
+    // An offset past the dimension leaves no value in bounds.
+    let d = decls().tensor("x", TensorType::dense(&[10])).tensor("y", TensorType::dense(&[3]));
+    let e = semantic("y(i) = x(i+12)", &d);
+    assert!(e.to_string().starts_with("subscript 0 of `x` reaches 12..=14, outside 0..10"), "{e}");
     let d = decls().tensor("x", TensorType::dense(&[10])).tensor("y", TensorType::dense(&[3]));
     let e = semantic("y(i) = x(i-1)", &d);
     assert_eq!(

@@ -174,7 +174,7 @@ fn illegal_commands_say_why() {
     );
     assert_eq!(
         err("y(i) = A(i,j) * x(j)", "pos(j, jp, x2)"),
-        "pos: no access to `x2` below the loop over `j` has `j` (or what it was fused from) as plain subscripts, so there are no positions to iterate"
+        "pos: no access to `x2` read below the loop over `j` has `j` (or what it was fused from) as plain subscripts, so there are no positions to iterate (pos iterates over the stored entries of a tensor the loop reads)"
     );
     assert_eq!(
         err("y(i) = A(i,j) * x(j)", "parallelize(j, cpu_thread, no_races)"),
@@ -216,16 +216,16 @@ fn schedules_parse_with_carets() {
     let error = |t: &str| parse_schedule(t).unwrap_err().to_string();
     assert_eq!(
         error("tile(i, 4)"),
-        "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll, bound or precompute\n  tile(i, 4)\n  ^^^^"
+        "unknown scheduling command: expected reorder, split, divide, fuse, pos, parallelize, unroll, bound, precompute, mergeby or assemble\n  tile(i, 4)\n  ^^^^"
     );
     assert_eq!(error("split(i, i0, i1)"), "expected `,` between arguments\n  split(i, i0, i1)\n                 ^");
     assert_eq!(
         error("reorder(i, j) reorder(j, i)"),
-        "expected `;` between commands\n  reorder(i, j) reorder(j, i)\n                ^^^^^^^"
+        "expected `,` or `;` between commands\n  reorder(i, j) reorder(j, i)\n                ^^^^^^^"
     );
     assert_eq!(
         error("parallelize(i, cpu, no_races)"),
-        "expected one of: cpu_thread cpu_vector gpu_block gpu_warp gpu_thread\n  parallelize(i, cpu, no_races)\n                 ^^^"
+        "expected one of: NotParallel CPUThread CPUVector GPUBlock GPUWarp GPUThread\n  parallelize(i, cpu, no_races)\n                 ^^^"
     );
     assert_eq!(
         error("precompute(B(i,j) *, j, jw, w)"),
@@ -326,4 +326,68 @@ fn loop_marks_in_cin_text_are_checked() {
     );
     let c = parse_concrete("forall(i, y(i) = x(i), bound(16, min_exact), unroll(2))").unwrap();
     assert_eq!(c.to_string(), "forall(i, y(i) = x(i), unroll(2), bound(16, min_exact))");
+}
+
+/// The strings of taco's schedule-parser tests and the directives of its command-line tests:
+/// commas between commands, whitespace anywhere, nested parentheses inside `precompute`'s
+/// expression, and unbalanced parentheses refused with a caret.
+#[test]
+fn taco_schedule_strings_parse() {
+    let split = Command::Split("i".into(), "i0".into(), "i1".into(), 16);
+    let precompute = Command::Precompute("A(i,j) * x(j)".into(), vec!["i".into()], vec!["i".into()], None, None);
+    assert_eq!(parse_schedule("split(i,i0,i1,16)").unwrap(), vec![split.clone()]);
+    assert_eq!(parse_schedule("precompute(A(i,j)*x(j),i,i)").unwrap(), vec![precompute.clone()]);
+    for text in [
+        "split(i,i0,i1,16),precompute(A(i,j)*x(j),i,i)",
+        "split(i, i0, i1, 16), precompute(A(i, j) * x(j), i, i)",
+        " split ( i , i0 , i1 , 16 ) ; precompute ( A ( i , j ) * x ( j ) , { i } , { i } ) ",
+    ] {
+        assert_eq!(parse_schedule(text).unwrap(), vec![split.clone(), precompute.clone()], "{text}");
+    }
+    assert_eq!(parse_schedule("").unwrap(), vec![]);
+    assert_eq!(
+        parse_schedule("bound(i,100,MaxExact),bound(j,jb,100,MaxConstraint)").unwrap(),
+        vec![
+            Command::Bound("i".into(), "i".into(), 100, nm_ir::concrete::BoundType::MaxExact),
+            Command::Bound("j".into(), "jb".into(), 100, nm_ir::concrete::BoundType::MaxConstraint),
+        ]
+    );
+    assert_eq!(
+        parse_schedule("parallelize(i,NotParallel,Atomics),parallelize(i0,CPUThread,NoRaces)").unwrap(),
+        vec![
+            Command::NotParallel("i".into()),
+            Command::Parallelize("i0".into(), ParallelUnit::CpuThread, OutputRace::NoRaces)
+        ]
+    );
+    let error = |t: &str| parse_schedule(t).unwrap_err().to_string();
+    // taco's "too few right-parens" and "too many right-parens".
+    assert_eq!(error("split(i,i0,i1,16"), "expected `)` closing `split(`\n  split(i,i0,i1,16\n                  ^");
+    assert_eq!(
+        error("reorder(i,j))"),
+        "an unmatched `)`: more right parentheses than left\n  reorder(i,j))\n              ^"
+    );
+    assert!(error("precompute(A(i,j*x(j),i,i)").contains("expected"), "{}", error("precompute(A(i,j*x(j),i,i)"));
+    assert!(error("i,j,k").starts_with("unknown scheduling command"), "{}", error("i,j,k"));
+    assert_eq!(
+        error("bound(k,100,Unknown)"),
+        "expected one of: MinExact MinConstraint MaxExact MaxConstraint\n  bound(k,100,Unknown)\n              ^^^^^^^"
+    );
+    assert_eq!(
+        error("assemble(a,Append,wombat)"),
+        "expected true or false\n  assemble(a,Append,wombat)\n                    ^^^^^^"
+    );
+    // GPU units parse (they are taco's) and are refused when applied, by name.
+    let gpu = run("y(i) = A(i,j) * x(j)", "parallelize(i,GPUBlock,IgnoreRaces)").unwrap_err().to_string();
+    assert!(gpu.starts_with("parallelize(i, gpu_block, ...): GPU units need CUDA code"), "{gpu}");
+}
+
+/// `bound` on the loop's own variable (taco's three-argument form) is checked like a renamed one.
+#[test]
+fn bound_keeps_the_name_when_asked() {
+    let c = run(SPGEMM, "bound(k,100,MaxExact)").unwrap();
+    assert_eq!(round_trip(&c), "forall(i, forall(j, forall(k, C(i,j) += A(i,k) * B(k,j), bound(100, max_exact))))");
+    let sizes = |n: usize| vec![n; c.vars.len()];
+    assert!(c.check_bounds(&sizes(100)).is_ok());
+    let broken = c.check_bounds(&sizes(99)).unwrap_err().to_string();
+    assert!(broken.contains("99"), "{broken}");
 }

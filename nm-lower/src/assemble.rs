@@ -51,6 +51,7 @@ pub fn split(f: &Function) -> Option<Split> {
         vars: f.vars.clone(),
         body: without_stores(&f.body, drop),
         atomic: f.atomic,
+        omp_schedule: f.omp_schedule,
     };
     // Assembly reads no operand values: their prefetches go too.
     let mut unread = values.clone();

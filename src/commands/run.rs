@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nm_format::generate::{Values, uniform};
-use nm_format::io::{read_coordinates, write_tensor};
+use nm_format::io::{ShapeSource, read_coordinates_shaped, write_tensor};
 use nm_format::{Duplicates, Format, Tensor};
 use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
 use nm_ir::graph::IterationGraph;
+use nm_ir::id::Id as _;
 use nm_ir::notation::{Declarations, IndexNotation, TensorType, parse};
 use nm_lower::c::{CKernel, emit};
 use nm_lower::interp::{ArrayData, interpret};
@@ -71,6 +72,26 @@ pub struct RunOptions {
     pub workspace: Option<nm_ism::Config>,
     /// `-device=cpu|cuda|cuda:N`: where the N:M SpMM runs (every other statement runs on the CPU).
     pub device: super::nm::Device,
+    /// `-O=DIR`: every tensor, operands and result, written as `.tns` into DIR.
+    pub output_dir: Option<PathBuf>,
+    /// `-print-evaluate`: the kernel that assembles and computes at once.
+    pub print_evaluate: bool,
+    /// `-print-kernels`: every kernel, as one C library.
+    pub print_kernels: bool,
+    /// `-print-lattice=V`: the merge lattice of the right-hand side along V.
+    pub print_lattice: Option<String>,
+    /// `-write-compute=FILE`.
+    pub write_compute: Option<PathBuf>,
+    /// `-write-assembly=FILE`.
+    pub write_assembly: Option<PathBuf>,
+    /// `-read-source=FILE`: kernels (C with the generated kernels' arguments) run too.
+    pub read_source: Vec<PathBuf>,
+    /// `-verify`: the results of `read_source`'s kernels compared with the generated ones'.
+    pub verify: bool,
+    /// `-prefix=NAME`: prefix of the generated functions' names.
+    pub prefix: String,
+    /// `-schedule=static|dynamic[,CHUNK]`: the OpenMP schedule of parallel loops.
+    pub omp_schedule: Option<nm_lower::ir::OmpSchedule>,
 }
 
 impl RunOptions {
@@ -100,6 +121,16 @@ impl RunOptions {
             prune: Vec::new(),
             workspace: None,
             device: super::nm::Device::Cpu,
+            output_dir: None,
+            print_evaluate: false,
+            print_kernels: false,
+            print_lattice: None,
+            write_compute: None,
+            write_assembly: None,
+            read_source: Vec::new(),
+            verify: false,
+            prefix: String::new(),
+            omp_schedule: None,
         }
     }
 }
@@ -113,21 +144,85 @@ pub enum ValueType {
     F32,
 }
 
-/// How a tensor without an input file is generated (`-g`, taco's fills, seeded).
-fn fill(spec: Option<&str>, sparse: bool) -> Result<(f64, Values), CommandError> {
+/// How a tensor without an input file is generated (`-g`, taco's fills, seeded; values are
+/// small integers, or uniform in [-1, 1) for `r`, `s` and `h`, where taco draws from ±10⁷).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fill {
+    /// A fraction of the elements, chosen uniformly (`d`, `r`, `s`, `h`, a density; `u`: all
+    /// ones).
+    Uniform(f64, Values),
+    /// Whole rows (`l`) or columns (`v`), 1% of them.
+    Slices { by_rows: bool },
+    /// taco's finite-element pattern (`f`).
+    Fem,
+    /// taco's blocked pattern (`b`): the FEM pattern in blocks of 4.
+    Blocked,
+}
+
+impl Fill {
+    /// The share of elements it stores, at most (for the memory check).
+    fn density(self) -> f64 {
+        match self {
+            Fill::Uniform(d, _) => d,
+            Fill::Slices { .. } => 0.01,
+            // Five per row, or sixteen per block row of four.
+            Fill::Fem | Fill::Blocked => 1.0,
+        }
+    }
+
+    /// The tensor's components.
+    fn generate<T: nm_format::Value>(
+        self,
+        name: &str,
+        shape: &[usize],
+        seed: u64,
+    ) -> Result<nm_format::CoordinateList<T>, CommandError> {
+        use nm_format::generate::{blocked, fem, slices};
+        let matrix = |what: &str| match shape {
+            [rows, cols] => Ok((*rows, *cols)),
+            _ => Err(CommandError(format!(
+                "-g={name}:{what}: this fill is for matrices; `{name}` has order {}",
+                shape.len()
+            ))),
+        };
+        Ok(match self {
+            Fill::Uniform(density, values) => uniform::<T>(shape, density, values, seed),
+            Fill::Slices { by_rows } => {
+                let (r, c) = matrix(if by_rows { "l" } else { "v" })?;
+                slices(r, c, 0.01, by_rows, Values::SmallIntegers(9), seed)
+            }
+            Fill::Fem => {
+                let (r, c) = matrix("f")?;
+                fem(r, c, Values::SmallIntegers(9), seed)
+            }
+            Fill::Blocked => {
+                let (r, c) = matrix("b")?;
+                blocked(r, c, 4, Values::SmallIntegers(9), seed)
+            }
+        })
+    }
+}
+
+fn fill(spec: Option<&str>, sparse: bool) -> Result<Fill, CommandError> {
     Ok(match spec {
-        None if sparse => (0.01, Values::SmallIntegers(9)),
-        None | Some("d") => (1.0, Values::SmallIntegers(9)),
-        Some("r" | "u") => (1.0, Values::Uniform),
-        Some("s") => (0.07, Values::Uniform),
-        Some("h") => (0.005, Values::Uniform),
+        None if sparse => Fill::Uniform(0.01, Values::SmallIntegers(9)),
+        None | Some("d") => Fill::Uniform(1.0, Values::SmallIntegers(9)),
+        Some("u") => Fill::Uniform(1.0, Values::Ones),
+        Some("r") => Fill::Uniform(1.0, Values::Uniform),
+        Some("s") => Fill::Uniform(0.07, Values::Uniform),
+        Some("h") => Fill::Uniform(0.005, Values::Uniform),
+        Some("l") => Fill::Slices { by_rows: true },
+        Some("v") => Fill::Slices { by_rows: false },
+        Some("f") => Fill::Fem,
+        Some("b") => Fill::Blocked,
         // A density of its own (small integers, so sums are exact): sweeps over sparsity.
         Some(other) if other.parse::<f64>().is_ok_and(|d| d > 0.0 && d <= 1.0) => {
-            (other.parse().expect("checked"), Values::SmallIntegers(9))
+            Fill::Uniform(other.parse().expect("checked"), Values::SmallIntegers(9))
         }
         Some(other) => {
             return Err(CommandError(format!(
-                "-g=...:{other}: expected d (dense), r (dense random), s (sparse, 7%), h (hypersparse, 0.5%) or a density in (0, 1]"
+                "-g=...:{other}: expected d (dense), u (ones), r (dense random), s (sparse, 7%), h (hypersparse, \
+                 0.5%), l (rows), v (columns), f (FEM), b (blocked) or a density in (0, 1]"
             )));
         }
     })
@@ -225,24 +320,40 @@ fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError>
         )));
     }
     let outputs = named("o", &o.outputs)?;
+    // What the outputs will be written as is checked before anything runs: a failure after
+    // a long computation would lose it.
     for (name, text) in &outputs {
         if name != result {
             return Err(CommandError(format!("{text}: only the result `{result}` is written")));
         }
-        // A scalar is held as a one-element vector, which is what `.tns` gets.
-        if stmt.lhs.subscripts.is_empty() && text.ends_with(".mtx") {
-            return Err(CommandError(format!(
-                "{text}: the result `{result}` is a scalar; write .tns (a one-element vector)"
-            )));
+        let path = std::path::Path::new(text.split_once(':').map_or("", |(_, p)| p));
+        let extension = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match extension.as_deref() {
+            Some("mtx") if stmt.lhs.subscripts.len() > 2 => {
+                return Err(CommandError(format!(
+                    "{text}: Matrix Market holds matrices (and vectors, as n×1); `{result}` has order {}: write .tns",
+                    stmt.lhs.subscripts.len()
+                )));
+            }
+            Some("mtx" | "tns") => {}
+            _ => return Err(CommandError(format!("{text}: unknown file type (expected .mtx or .tns)"))),
+        }
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            return Err(CommandError(format!("{text}: the directory {} does not exist", dir.display())));
         }
     }
     once(&outputs)?;
+    if let Some(dir) = &o.output_dir {
+        std::fs::create_dir_all(dir).map_err(|e| CommandError(format!("-O={}: {e}", dir.display())))?;
+    }
+    // -d names an index variable (`-d=i:100`) or a tensor (`-d=A:10,10`, taco's).
     let vars = list(stmt.vars.iter().map(|(_, v)| v.name.as_str()).collect());
     let dims = named("d", &o.dims)?;
     for (name, text) in &dims {
-        if stmt.var_named(name).is_none() {
+        if stmt.var_named(name).is_none() && stmt.tensor_named(name).is_none() {
             return Err(CommandError(format!(
-                "{text}: the statement has no index variable `{name}` (its variables: {vars})"
+                "{text}: the statement has no index variable or tensor `{name}` (its variables: {vars}; its tensors: {tensors})"
             )));
         }
     }
@@ -259,14 +370,29 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         let (t, fmt) = split_pair("f", f)?;
         formats.insert(t.to_string(), fmt.to_string());
     }
-    let mut sizes: HashMap<String, usize> = HashMap::new();
-    // Where each size came from, for the message of a conflict.
-    let mut origins: HashMap<String, String> = HashMap::new();
+    // Sizes given per variable (`-d=i:100`), and dimensions per tensor (`-d=A:10,10`, taco's).
+    let mut given: HashMap<String, (usize, String)> = HashMap::new();
+    let mut tensor_dims: HashMap<String, Vec<usize>> = HashMap::new();
     for d in &o.dims {
         let (v, n) = split_pair("d", d)?;
-        let n = n.parse().map_err(|_| CommandError(format!("-d={d}: `{n}` is not a size")))?;
-        sizes.insert(v.to_string(), n);
-        origins.insert(v.to_string(), format!("-d={d}"));
+        let size =
+            |n: &str| n.trim().parse::<usize>().map_err(|_| CommandError(format!("-d={d}: `{n}` is not a size")));
+        if stmt.var_named(v).is_some() {
+            given.insert(v.to_string(), (size(n)?, format!("-d={d}")));
+            continue;
+        }
+        let t = stmt.tensor_named(v).expect("checked by check_names");
+        let shape = n.split(',').map(size).collect::<Result<Vec<_>, _>>()?;
+        let access =
+            std::iter::once(&stmt.lhs).chain(stmt.accesses(stmt.rhs)).find(|a| a.tensor == t).expect("accessed");
+        if shape.len() != access.subscripts.len() {
+            return Err(CommandError(format!(
+                "-d={d}: `{v}` has {} dimensions in the statement, {} sizes given",
+                access.subscripts.len(),
+                shape.len()
+            )));
+        }
+        tensor_dims.insert(v.to_string(), shape);
     }
     let mut fills: HashMap<String, String> = HashMap::new();
     for g in &o.generate {
@@ -274,82 +400,76 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         fill(Some(how), false)?;
         fills.insert(t.to_string(), how.to_string());
     }
+    // What is known of each tensor's shape: a file's (stated, or only the smallest holding its
+    // coordinates), or -d's; the extents settle the rest (see `IndexNotation::extents`).
     let mut loaded: HashMap<String, nm_format::CoordinateList<T>> = HashMap::new();
-    let mut files: HashMap<String, String> = HashMap::new();
+    let mut facts = nm_ir::notation::SizeFacts {
+        shapes: vec![None; stmt.tensors.len()],
+        growable: vec![false; stmt.tensors.len()],
+        given: stmt.vars.iter().map(|(_, v)| given.get(&v.name).cloned()).collect(),
+        described: vec![None; stmt.tensors.len()],
+        default: Some(1000),
+    };
     for i in &o.inputs {
         let (t, path) = split_pair("i", i)?;
-        let list = read_coordinates::<T>(PathBuf::from(path))?;
+        let (list, source) = read_coordinates_shaped::<T>(PathBuf::from(path))?;
+        let id = stmt.tensor_named(t).expect("checked by check_names").index();
+        let growable = source == ShapeSource::Inferred;
+        match tensor_dims.get(t) {
+            // A stated shape and -d must agree; a shape the file does not state takes -d's.
+            Some(dims) if growable => {
+                if let Some(d) = (0..dims.len()).find(|&d| list.shape[d] > dims[d]) {
+                    return Err(CommandError(format!(
+                        "-d={t}:{}: {path} has coordinates up to {} in dimension {}",
+                        join_sizes(dims),
+                        list.shape[d],
+                        d + 1
+                    )));
+                }
+                facts.shapes[id] = Some(dims.clone());
+            }
+            Some(dims) if *dims != list.shape => {
+                return Err(CommandError(format!(
+                    "-d={t}:{}: {path} has shape {}",
+                    join_sizes(dims),
+                    join_sizes(&list.shape)
+                )));
+            }
+            _ => {
+                facts.shapes[id] = Some(list.shape.clone());
+                facts.growable[id] = growable;
+            }
+        }
+        facts.described[id] = Some(format!("`{t}`'s file {path}"));
         loaded.insert(t.to_string(), list);
-        files.insert(t.to_string(), path.to_string());
     }
-    // Index-variable sizes from the inputs' shapes, then from -d, else 1000.
-    let mut accesses = vec![&stmt.lhs];
-    accesses.extend(stmt.accesses(stmt.rhs));
-    for a in &accesses {
-        if let Some(list) = loaded.get(stmt.tensor_name(a.tensor)) {
-            for (d, t) in a.subscripts.iter().enumerate() {
-                if let (Some(v), Some(&n)) = (t.as_var(), list.shape.get(d)) {
-                    let (name, tensor) = (stmt.var_name(v).to_string(), stmt.tensor_name(a.tensor));
-                    if !sizes.contains_key(&name) {
-                        sizes.insert(name.clone(), n);
-                        origins.insert(name, format!("`{tensor}`'s file {} (dimension {})", files[tensor], d + 1));
-                    }
-                }
-            }
+    for (t, dims) in &tensor_dims {
+        let id = stmt.tensor_named(t).expect("checked by check_names").index();
+        if facts.shapes[id].is_none() {
+            facts.shapes[id] = Some(dims.clone());
+            facts.described[id] = Some(format!("-d={t}:{}", join_sizes(dims)));
         }
     }
-    // A variable known only through a compound subscript of an input (`I(i+r)` read from a
-    // file, `r` known): the extent that keeps every access in range ("valid" convolution).
-    loop {
-        let mut found = None;
-        'search: for a in &accesses {
-            let Some(list) = loaded.get(stmt.tensor_name(a.tensor)) else { continue };
-            for (d, t) in a.subscripts.iter().enumerate() {
-                let unknown: Vec<_> = t.terms.iter().filter(|(_, v)| !sizes.contains_key(stmt.var_name(*v))).collect();
-                if let ([(c, v)], Some(&n)) = (unknown.as_slice(), list.shape.get(d))
-                    && *c > 0
-                {
-                    let (c, v) = (*c, *v);
-                    let mut top = n as i64 - 1 - t.constant;
-                    for &(c2, w) in &t.terms {
-                        if w != v {
-                            top -= c2.max(0) * (sizes[stmt.var_name(w)] as i64 - 1);
-                        }
-                    }
-                    let tensor = stmt.tensor_name(a.tensor);
-                    let origin = format!("the extent `{tensor}`'s file {} gives dimension {}", files[tensor], d + 1);
-                    found = Some((stmt.var_name(v).to_string(), (top / c + 1).max(0) as usize, origin));
-                    break 'search;
-                }
-            }
-        }
-        match found {
-            Some((v, n, origin)) => {
-                sizes.insert(v.clone(), n);
-                origins.insert(v, origin);
-            }
-            None => break,
-        };
-    }
-    let size_of = |v: nm_ir::notation::IndexVarId| sizes.get(stmt.var_name(v)).copied().unwrap_or(1000);
-    // A generated operand read through compound subscripts is as large as they reach.
-    let extent = |t: &nm_ir::notation::IndexTerm| {
-        let top: i64 = t.terms.iter().map(|&(c, v)| c.max(0) * (size_of(v) as i64 - 1)).sum::<i64>() + t.constant;
-        (top + 1).max(0) as usize
-    };
+    let extents = stmt.extents(&facts).map_err(|e| CommandError(e.to_string()))?;
     let mut shapes: HashMap<String, Vec<usize>> = HashMap::new();
     let mut parsed_formats: HashMap<String, Format> = HashMap::new();
-    for (_, t) in stmt.tensors.iter() {
-        let access = accesses.iter().find(|a| stmt.tensor_name(a.tensor) == t.name).expect("every tensor is accessed");
-        let shape: Vec<usize> = match loaded.get(&t.name) {
-            Some(list) => list.shape.clone(),
-            None => access.subscripts.iter().map(|s| s.as_var().map_or_else(|| extent(s), size_of)).collect(),
-        };
+    for (id, t) in stmt.tensors.iter() {
+        let shape = extents.shapes[id.index()].clone();
         if let Some(text) = formats.get(&t.name) {
             if shape.is_empty() {
                 return Err(CommandError(format!("-f={}:{text}: `{}` is a scalar", t.name, t.name)));
             }
             parsed_formats.insert(t.name.clone(), Format::parse(text, shape.len())?);
+            if text.matches(':').count() == 2 {
+                eprintln!(
+                    "note: -f={}:{text}: taco's pack bounds put levels' arrays in one allocation; each level keeps arrays of its own here (what is stored is the same)",
+                    t.name
+                );
+            }
+        }
+        // A file whose shape grew keeps its coordinates.
+        if let Some(list) = loaded.get_mut(&t.name) {
+            list.shape = shape.clone();
         }
         shapes.insert(t.name.clone(), shape);
     }
@@ -362,17 +482,18 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             )));
         }
     }
+    let sizes: HashMap<String, usize> = given.iter().map(|(v, (n, _))| (v.clone(), *n)).collect();
     let decls = declarations(&stmt, &shapes, &sizes, |name| parsed_formats.get(name).cloned());
-    let decls = origins.iter().fold(decls, |d, (v, origin)| match sizes.get(v) {
-        Some(&n) if stmt.var_named(v).is_some() => d.index_size_from(v, n, origin),
-        _ => d,
-    });
+    let decls = given.iter().fold(decls, |d, (v, (n, origin))| d.index_size_from(v, *n, origin));
     let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
     let mut cin = concretize_for(&stmt, &types);
     if let Some(s) = &o.schedule {
         let commands = parse_schedule(s).map_err(|e| CommandError(e.to_string()))?;
-        cin = cin.schedule(&commands).map_err(|e| CommandError(e.to_string()))?;
+        cin = cin.schedule_sized(&commands, &types.sizes).map_err(|e| CommandError(e.to_string()))?;
         cin.check_bounds(&types.sizes).map_err(|e| CommandError(e.to_string()))?;
+        for note in commands.iter().filter_map(|c| c.note()) {
+            eprintln!("note: {note}");
+        }
     }
     // Stages print as they are reached, so that they show even when a later one fails.
     if o.print_concrete {
@@ -380,6 +501,9 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     }
     if o.print_iteration_graph {
         print!("{}", IterationGraph::build(&stmt, &types).to_dot(&stmt));
+    }
+    if let Some(name) = &o.print_lattice {
+        print!("{}", lattice_text(&cin, &types, name)?);
     }
     // Operands: read or generated (seeded), in each tensor's format.
     let result_id = stmt.lhs.tensor;
@@ -398,9 +522,9 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             None => {
                 // N:M data is generated dense, then pruned into its pattern.
                 let sparse = parsed_formats.contains_key(&t.name) && !structured;
-                let (density, values) = fill(fills.get(&t.name).map(String::as_str), sparse)?;
-                ensure_generatable(&t.name, shape, density)?;
-                uniform::<T>(shape, density, values, 1 + nm_ir::id::Id::index(id) as u64)
+                let how = fill(fills.get(&t.name).map(String::as_str), sparse)?;
+                ensure_generatable(&t.name, shape, how.density())?;
+                how.generate::<T>(&t.name, shape, 1 + nm_ir::id::Id::index(id) as u64)?
             }
         };
         if structured && (generated || o.prune.contains(&t.name)) {
@@ -435,6 +559,15 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             })?
         };
         tensors.push(Some(tensor));
+    }
+    // -O: every operand as a .tns file (the result follows, once computed).
+    if let Some(dir) = &o.output_dir {
+        for ((_, t), x) in stmt.tensors.iter().zip(&tensors) {
+            if let Some(x) = x {
+                let path = dir.join(format!("{}.tns", t.name));
+                write_tensor(&path, x).map_err(|e| CommandError(format!("-O={}: {e}", dir.display())))?;
+            }
+        }
     }
     // C = A·B with B in nm(N,M,L): the hand-written kernel.
     let format_of = |t: nm_ir::notation::TensorId| parsed_formats.get(stmt.tensor_name(t)).cloned();
@@ -545,27 +678,15 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     for note in &lowered.notes {
         eprintln!("note: {note}");
     }
+    // -prefix names the functions; -schedule sets the OpenMP loops' schedule.
+    let mut lowered = lowered;
+    lowered.function.name = format!("{}{}", o.prefix, lowered.function.name);
+    if let Some(schedule) = o.omp_schedule {
+        lowered.function.omp_schedule = schedule;
+    }
     // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
     let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
-    if o.print_loops {
-        print!("{}", lowered.function);
-    }
-    if o.print_assembly {
-        match &halves {
-            Some(h) => print!("{}", emit(&h.assemble)),
-            None => println!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" }),
-        }
-    }
-    if o.print_compute {
-        print!("{}", emit(halves.as_ref().map_or(&lowered.function, |h| &h.compute)));
-    }
-    if let Some(path) = &o.write_source {
-        let source = match &halves {
-            Some(h) => format!("{}\n{}", emit(&h.assemble), emit(&h.compute)),
-            None => emit(&lowered.function),
-        };
-        std::fs::write(path, source).map_err(|e| CommandError(format!("-write-source={}: {e}", path.display())))?;
-    }
+    print_and_write_kernels(o, &lowered.function, halves.as_ref())?;
     if let Some(n) = o.threads
         && n > 1
         && ((lowered.partition.is_none() && !nm_lower::ir::has_parallel_loops(&lowered.function))
@@ -579,7 +700,6 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         CommandError(format!("the result's shape {result_shape:?} has more elements than this machine can address"))
     })?;
     let reps = o.time.unwrap_or(1).max(1);
-    let mut times = Vec::with_capacity(reps);
     let compile_start = Instant::now();
     let cc = || CCompiler::from_env().map_err(|e| CommandError(e.to_string()));
     let jit = |f: &nm_lower::ir::Function| CKernel::compile(f, &cc()?).map_err(|e| CommandError(e.to_string()));
@@ -613,40 +733,141 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     // Assembly once (as taco times it), then compute `reps` times on its structure; a fused
     // kernel with a sparse result from emptied outputs each time (it appends; see `rearm`). A
     // dense result is zeroed by its kernel, so its arrays are reused, as taco reuses them.
-    let (compute, assemble) = kernels.split_last().expect("a kernel");
     let sparse_result = lowered.sparse_result();
-    let mut arrays = arguments(&lowered, &by_id, result_len)?;
-    let mut assemble_time = Duration::ZERO;
-    if threads > 1 && lowered.partition.is_some() {
-        // The worker threads start on their first use and are kept: started here, untimed, so
-        // the single timed assembly measures the kernel (starting them took longer than it).
-        nm_format::workers::run_on(threads, || {});
-    }
-    for k in assemble {
-        assemble_time += run_one(k, &mut arrays)?;
-    }
-    for rep in 0..reps {
-        if assemble.is_empty() && sparse_result && rep > 0 {
-            rearm(&lowered, &mut arrays);
-        }
-        times.push(run_one(compute, &mut arrays)?);
-    }
     let result_format = parsed_formats
         .get(stmt.tensor_name(result_id))
         .cloned()
         .unwrap_or_else(|| Format::dense(result_shape.len().max(1)));
     let shape_for_tensor = if result_shape.is_empty() { vec![1] } else { result_shape.clone() };
-    let result: Tensor<T> = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
+    if threads > 1 && lowered.partition.is_some() {
+        // The worker threads start on their first use and are kept: started here, untimed, so
+        // the single timed assembly measures the kernel (starting them took longer than it).
+        nm_format::workers::run_on(threads, || {});
+    }
+    let execute = |kernels: &[Runner<'_>]| -> Result<Executed<T>, CommandError> {
+        let (compute, assemble) = kernels.split_last().expect("a kernel");
+        let mut arrays = arguments(&lowered, &by_id, result_len)?;
+        let mut assemble_time = Duration::ZERO;
+        for k in assemble {
+            assemble_time += run_one(k, &mut arrays)?;
+        }
+        let mut times = Vec::with_capacity(reps);
+        for rep in 0..reps {
+            if assemble.is_empty() && sparse_result && rep > 0 {
+                rearm(&lowered, &mut arrays);
+            }
+            times.push(run_one(compute, &mut arrays)?);
+        }
+        let result: Tensor<T> = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
+        Ok((result, (!assemble.is_empty()).then_some(assemble_time), times))
+    };
+    let (result, assemble_time, times) = execute(&kernels)?;
+    // taco's -read-source: the same kernels from a file, timed, and compared with -verify.
+    let functions: Vec<&nm_lower::ir::Function> = match &halves {
+        Some(h) => vec![&h.assemble, &h.compute],
+        None => vec![&lowered.function],
+    };
+    for path in &o.read_source {
+        let fail = |e: String| CommandError(format!("-read-source={}: {e}", path.display()));
+        let source = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let cc = cc()?;
+        let mut read = Vec::new();
+        for f in &functions {
+            let kernel = CKernel::compile_source(f, &source, &cc).map_err(|e| match e {
+                nm_lower::jit::JitError::Symbol { name, .. } => fail(format!(
+                    "it defines no function `{name}`; the names follow -prefix, so give the -prefix it was written with"
+                )),
+                e => fail(e.to_string()),
+            })?;
+            read.push(Runner::C(Box::new(kernel)));
+        }
+        let (theirs, their_assembly, their_times) = execute(&read)?;
+        if let Some(t) = o.time {
+            let _ = writeln!(out, "\n{}:", path.display());
+            if let Some(a) = their_assembly {
+                let _ = writeln!(out, "Assemble: {:.3} ms", ms(a));
+            }
+            let _ = writeln!(out, "{}", stats("Compute", &their_times, t));
+        }
+        if o.verify {
+            if theirs.to_coordinates() != result.to_coordinates() {
+                return Err(fail(format!(
+                    "its result differs from the generated kernels': {} stored values against {}",
+                    theirs.stored_len(),
+                    result.stored_len()
+                )));
+            }
+            let _ = writeln!(out, "verified {}: the same result", path.display());
+        }
+    }
     let cached =
         kernels.iter().all(|k| matches!(k, Runner::C(c) if c.compiled().outcome() == nm_lower::jit::Outcome::Cached));
     let timing = Timing {
         compile: compile_time,
         compile_note: if cached { " (cached)" } else { "" },
-        assemble: (!assemble.is_empty()).then_some(assemble_time),
+        assemble: assemble_time,
         compute: times,
     };
     finish(o, &stmt, &result_shape, &result, &timing, out)
 }
+
+/// taco's `-print-lattice=V`: the merge lattice along `V` of each assignment inside the loop
+/// over `V`, with the variables of the loops around that loop bound.
+fn lattice_text(cin: &ConcreteNotation, types: &nm_ir::notation::Types, name: &str) -> Result<String, CommandError> {
+    use nm_ir::concrete::Stmt;
+    let var = cin.vars.iter().find(|(_, v)| v.name == name).map(|(id, _)| id).ok_or_else(|| {
+        let names: Vec<String> = cin.vars.iter().map(|(_, v)| format!("`{}`", v.name)).collect();
+        CommandError(format!(
+            "-print-lattice={name}: the statement has no index variable `{name}` (its variables: {})",
+            names.join(", ")
+        ))
+    })?;
+    // Temporaries a schedule added are dense.
+    let formats: Vec<Option<Format>> =
+        (0..cin.tensors.len()).map(|t| types.tensors.get(t).and_then(|t| t.format.clone())).collect();
+    let scope = cin.scope();
+    let mut out = String::new();
+    // (statement, variables of the loops around the loop over `var`, inside that loop)
+    let mut stack = vec![(cin.root, Vec::new(), false)];
+    while let Some((s, around, inside)) = stack.pop() {
+        match &cin.stmts[s] {
+            Stmt::Forall { var: v, body, .. } => {
+                let mut around = around;
+                if !inside && *v != var {
+                    around.push(*v);
+                }
+                stack.push((*body, around, inside || *v == var));
+            }
+            Stmt::Where { consumer, producer } => {
+                stack.push((*producer, around.clone(), inside));
+                stack.push((*consumer, around, inside));
+            }
+            Stmt::Sequence { first, second } => {
+                stack.push((*second, around.clone(), inside));
+                stack.push((*first, around, inside));
+            }
+            Stmt::Assign { lhs, op, rhs } if inside => {
+                let lattice = nm_ir::lattice::MergeLattice::build(scope, &formats, *rhs, var, &around);
+                let mut assignment = String::new();
+                let _ = scope.write_access(&mut assignment, lhs);
+                let _ = write!(assignment, " {} ", if *op == nm_ir::notation::AssignOp::Assign { "=" } else { "+=" });
+                let _ = scope.write_expr(&mut assignment, *rhs);
+                let _ = write!(out, "merge lattice of `{assignment}` along `{name}`:\n{}", lattice.display(scope));
+            }
+            Stmt::Assign { .. } => {}
+        }
+    }
+    Ok(out)
+}
+
+/// `10,10`
+fn join_sizes(sizes: &[usize]) -> String {
+    sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// A run of the kernels: the result, the assembly's time (when there is an assembly kernel)
+/// and each computation's.
+type Executed<T> = (Tensor<T>, Option<Duration>, Vec<Duration>);
 
 /// What was timed.
 struct Timing {
@@ -752,7 +973,7 @@ fn read_through_copies<T: crate::Scalar>(
         let Ok(types) = stmt.check(&declarations(stmt, known.shapes, known.sizes, format_of)) else { continue };
         let mut cin = concretize_for(stmt, &types);
         if let Some(s) = &o.schedule {
-            match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
+            match parse_schedule(s).ok().and_then(|c| cin.schedule_sized(&c, &types.sizes).ok()) {
                 Some(scheduled) => cin = scheduled,
                 None => continue,
             }
@@ -821,7 +1042,7 @@ fn read_through_views<T: crate::Scalar>(
         };
         let mut cin = concretize_for(&split, &types);
         if let Some(s) = &o.schedule {
-            match parse_schedule(s).ok().and_then(|c| cin.schedule(&c).ok()) {
+            match parse_schedule(s).ok().and_then(|c| cin.schedule_sized(&c, &types.sizes).ok()) {
                 Some(scheduled) => cin = scheduled,
                 None => return Ok(None),
             }
@@ -887,6 +1108,60 @@ fn declarations(
 }
 
 /// The times, the result's summary line and its `-o` files.
+/// The kernels' C and loops as the options ask: printed (`-print-loops`, `-print-assembly`,
+/// `-print-compute`, `-print-evaluate`, `-print-kernels`) and written (`-write-source`,
+/// `-write-compute`, `-write-assembly`). A file holding several kernels is one C library.
+fn print_and_write_kernels(
+    o: &RunOptions,
+    fused: &nm_lower::ir::Function,
+    halves: Option<&nm_lower::assemble::Split>,
+) -> Result<(), CommandError> {
+    let no_assembly =
+        || format!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" });
+    let compute = halves.map_or(fused, |h| &h.compute);
+    let kernels: Vec<&nm_lower::ir::Function> = match halves {
+        Some(h) => vec![&h.assemble, &h.compute],
+        None => vec![fused],
+    };
+    if o.print_loops {
+        print!("{fused}");
+    }
+    if o.print_assembly {
+        match halves {
+            Some(h) => print!("{}", emit(&h.assemble)),
+            None => println!("{}", no_assembly()),
+        }
+    }
+    if o.print_compute {
+        print!("{}", emit(compute));
+    }
+    if o.print_evaluate {
+        print!("{}", emit(fused));
+    }
+    if o.print_kernels {
+        // The assembly and compute kernels, and the one that does both where they differ.
+        let mut all = kernels.clone();
+        if halves.is_some() {
+            all.push(fused);
+        }
+        print!("{}", nm_lower::c::emit_library(&all));
+    }
+    let write = |option: &str, path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| CommandError(format!("-{option}={}: {e}", path.display())))
+    };
+    if let Some(path) = &o.write_source {
+        write("write-source", path, nm_lower::c::emit_library(&kernels))?;
+    }
+    if let Some(path) = &o.write_compute {
+        write("write-compute", path, emit(compute))?;
+    }
+    if let Some(path) = &o.write_assembly {
+        let text = halves.map_or_else(|| format!("{}\n", no_assembly()), |h| emit(&h.assemble));
+        write("write-assembly", path, text)?;
+    }
+    Ok(())
+}
+
 fn finish<T: KernelValue>(
     o: &RunOptions,
     stmt: &IndexNotation,
@@ -919,11 +1194,35 @@ fn finish<T: KernelValue>(
         result.stored_len()
     );
     for spec in &o.outputs {
-        // The name was checked before running (`check_names`).
+        // The name and file type were checked before running (`check_names`).
         let (_, path) = split_pair("o", spec)?;
-        write_tensor(PathBuf::from(path), result)?;
+        let path = PathBuf::from(path);
+        let matrix_market = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("mtx"));
+        if matrix_market && result.order() == 1 {
+            // A vector (or a scalar, held as one) as an n×1 matrix.
+            write_tensor(&path, &as_column(result)?)?;
+        } else {
+            write_tensor(&path, result)?;
+        }
+    }
+    if let Some(dir) = &o.output_dir {
+        let path = dir.join(format!("{}.tns", stmt.tensor_name(result_id)));
+        write_tensor(&path, result).map_err(|e| CommandError(format!("-O={}: {e}", dir.display())))?;
     }
     Ok(out)
+}
+
+/// A vector as an `n×1` matrix, its stored components kept.
+fn as_column<T: KernelValue>(v: &Tensor<T>) -> Result<Tensor<T>, CommandError> {
+    let list = v.to_coordinates();
+    let n = list.len();
+    let column = nm_format::CoordinateList {
+        shape: vec![v.shape()[0], 1],
+        coords: vec![list.coords[0].clone(), vec![0; n]],
+        values: list.values,
+    };
+    let format = if *v.format() == Format::dense(1) { Format::dense(2) } else { Format::csr() };
+    Ok(Tensor::from_coordinates(&column, &format, Duplicates::Sum)?)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -189,6 +189,11 @@ fn every_element<E: Evaluation>(expr: &str, shapes: &[Vec<usize>], given: &[(&st
                 env[v] = rest % out_shape[k];
                 rest /= out_shape[k];
             }
+            // A result dimension larger than its variable's range ("valid" semantics: a
+            // compound subscript narrowed it) has nothing past the range.
+            if free.iter().any(|&v| env[v] >= sizes[v]) {
+                return how.zero();
+            }
             eval(&stmt, stmt.rhs, &mut env, &sizes, shapes, how)
         })
         .collect()

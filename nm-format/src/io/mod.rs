@@ -47,6 +47,25 @@ pub fn read_coordinates<T: Value>(path: impl AsRef<Path>) -> Result<CoordinateLi
     }
 }
 
+/// Where a file's shape comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeSource {
+    /// Stated by the file: a `.mtx` header, a `.tns` `# shape` comment. Authoritative.
+    Declared,
+    /// The smallest that holds the coordinates (a `.tns` file without `# shape`): FROSTT
+    /// files do not state their shape, so a larger size given elsewhere may extend it.
+    Inferred,
+}
+
+/// [`read_coordinates`], and where the shape came from.
+pub fn read_coordinates_shaped<T: Value>(path: impl AsRef<Path>) -> Result<(CoordinateList<T>, ShapeSource), IoError> {
+    let path = path.as_ref();
+    match extension(path).as_deref() {
+        Some("tns") => read_file(path, tns::parse_tns_shaped::<T>),
+        _ => read_coordinates(path).map(|list| (list, ShapeSource::Declared)),
+    }
+}
+
 /// Writes a tensor to a `.mtx` (order 2) or `.tns` file, chosen by extension.
 pub fn write_tensor<T: Value>(path: impl AsRef<Path>, tensor: &Tensor<T>) -> Result<(), IoError> {
     let path = path.as_ref();

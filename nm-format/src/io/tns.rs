@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::lines::{ChunkError, Fields, lines, parse_chunks, parse_index, show};
-use super::{output_components, read_file, write_atomically, write_value};
+use super::{ShapeSource, output_components, read_file, write_atomically, write_value};
 use crate::build::CoordinateList;
 use crate::error::IoError;
 use crate::tensor::Tensor;
@@ -28,13 +28,18 @@ struct Chunk<T> {
 /// A comment `# shape s1 s2 ...` before the first component (as [`write_tns`] writes) gives the
 /// shape; otherwise it is the largest coordinate of each dimension.
 pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
+    parse_tns_shaped(text).map(|(list, _)| list)
+}
+
+/// [`parse_tns`], and whether a `# shape` comment gave the shape.
+pub(crate) fn parse_tns_shaped<T: Value>(text: &[u8]) -> Result<(CoordinateList<T>, ShapeSource), IoError> {
     let err = |line: usize, message: String| IoError::Parse { path: None, line: line + 1, message };
     let is_skipped = |l: &[u8]| l.first() == Some(&b'#') || l.iter().all(u8::is_ascii_whitespace);
     let Some((first, line)) = lines(text).find(|(_, l)| !is_skipped(l)) else {
         // No component: an empty tensor where a `# shape` comment gives its order (as
         // [`write_tns`] writes an empty tensor), else nothing to read.
         return match declared_shape(text, usize::MAX, None).map_err(|(line, m)| err(line, m))? {
-            Some((_, shape)) if !shape.is_empty() => Ok(CoordinateList::new(shape)),
+            Some((_, shape)) if !shape.is_empty() => Ok((CoordinateList::new(shape), ShapeSource::Declared)),
             _ => Err(err(0, "no components: expected lines of 1-based coordinates and a value".into())),
         };
     };
@@ -107,8 +112,9 @@ pub fn parse_tns<T: Value>(text: &[u8]) -> Result<CoordinateList<T>, IoError> {
             return Err(err(line, message));
         }
         list.shape = shape;
+        return Ok((list, ShapeSource::Declared));
     }
-    Ok(list)
+    Ok((list, ShapeSource::Inferred))
 }
 
 /// The `# shape ...` comment among the lines before the first component, if any; with

@@ -21,7 +21,7 @@ impl ConcreteNotation {
         expr: &str,
         i: &str,
         iw: &str,
-        w: &str,
+        w: Option<&str>,
         policy: Option<WorkspacePolicy>,
     ) -> Result<(), ScheduleError> {
         let refuse = |why: String| ScheduleError::CannotPrecompute { why };
@@ -68,8 +68,18 @@ impl ConcreteNotation {
             r -= 1;
         }
         // What the consumer reads once `expr` is replaced by w(i).
-        let w_tensor = self.tensors.push(TensorVar { name: self.fresh_name(w)?, order: 1 });
-        let iw_var = self.fresh_var("precompute", iw)?;
+        // taco's default name, made unique; a name given must be new.
+        let name = match w {
+            Some(w) => self.fresh_name(w)?,
+            None => (1..)
+                .map(|k| if k == 1 { "workspace".to_string() } else { format!("workspace{k}") })
+                .find(|n| self.fresh_name(n).is_ok())
+                .expect("a free name"),
+        };
+        let w_tensor = self.tensors.push(TensorVar { name, order: 1 });
+        // `iw` may be `i` itself (taco's `precompute(expr, i, i)`): the producer's loop then
+        // runs over `i` too.
+        let iw_var = if iw == i { var } else { self.fresh_var("precompute", iw)? };
         let produced = self.rebuild_renamed(target, var, iw_var);
         self.exprs[target] =
             Expr::Access(Access { tensor: w_tensor, subscripts: vec![IndexTerm::var(var)], span: None });
@@ -135,6 +145,110 @@ impl ConcreteNotation {
         Ok(())
     }
 
+    /// Replaces the `where` at `s` by its consumer reading the producer's expression in place
+    /// of the temporary: the same values, computed where they are read, for back ends that
+    /// cannot keep a temporary between two loop nests. Where the producer sums (loops over
+    /// variables the temporary does not have), its loops go inside the consumer's, which is
+    /// right only when the consumer's value is the temporary times factors (a sum distributes
+    /// over products, not over `+`): otherwise the reason is returned and nothing changes.
+    pub fn inline_where(&mut self, s: StmtId) -> Result<(), String> {
+        let Stmt::Where { consumer, producer } = self.stmts[s] else { return Err("not a `where`".into()) };
+        let (producer_loops, produced) = self.loops_to_assign(producer)?;
+        let Stmt::Assign { lhs: w, rhs: e, .. } = self.stmts[produced].clone() else { unreachable!() };
+        let w_name = self.tensors[w.tensor].name.clone();
+        let written: Option<Vec<IndexVarId>> = w.subscripts.iter().map(IndexTerm::as_var).collect();
+        let written = written.ok_or_else(|| format!("`{w_name}` is written through compound subscripts"))?;
+        let sums: Vec<StmtId> =
+            producer_loops.iter().copied().filter(|&l| !written.contains(&self.loop_var(l))).collect();
+        let (consumer_loops, read) = self.loops_to_assign(consumer)?;
+        let Stmt::Assign { lhs, op, rhs } = self.stmts[read].clone() else { unreachable!() };
+        let reads = self.accesses_of(rhs, w.tensor);
+        if !sums.is_empty() {
+            if reads.len() != 1 || !self.is_factor(rhs, reads[0]) {
+                return Err(format!(
+                    "`{w_name}` sums over loops of its own and its consumer does not multiply it by factors only"
+                ));
+            }
+            let consumer_vars: Vec<IndexVarId> = consumer_loops.iter().map(|&l| self.loop_var(l)).collect();
+            if let Some(&l) = sums.iter().find(|&&l| consumer_vars.contains(&self.loop_var(l))) {
+                return Err(format!(
+                    "the consumer of `{w_name}` loops over `{}` too",
+                    self.vars[self.loop_var(l)].name
+                ));
+            }
+        }
+        for &at in &reads {
+            let Expr::Access(a) = self.exprs[at].clone() else { unreachable!("an access") };
+            let mut map = Vec::new();
+            for (&from, to) in written.iter().zip(&a.subscripts) {
+                let to = to.as_var().ok_or_else(|| format!("`{w_name}` is read through compound subscripts"))?;
+                map.push((from, to));
+            }
+            let value = self.rebuild_mapped(e, &map);
+            self.exprs[at] = self.exprs[value].clone();
+        }
+        // The summing loops, innermost, around the consumer's assignment, which now adds.
+        let op = if sums.is_empty() { op } else { AssignOp::Accumulate };
+        let mut body = self.stmts.push(Stmt::Assign { lhs, op, rhs });
+        for &l in sums.iter().rev() {
+            body = self.copy_loop(l, body, None);
+        }
+        for &l in consumer_loops.iter().rev() {
+            body = self.copy_loop(l, body, None);
+        }
+        self.stmts[s] = self.stmts[body].clone();
+        self.temporaries.retain(|&t| t != w.tensor);
+        self.workspaces.retain(|ws| ws.0 != w.tensor);
+        Ok(())
+    }
+
+    /// The loops from `s` down to one assignment, and the assignment.
+    fn loops_to_assign(&self, mut s: StmtId) -> Result<(Vec<StmtId>, StmtId), String> {
+        let mut loops = Vec::new();
+        loop {
+            match &self.stmts[s] {
+                Stmt::Forall { body, .. } => {
+                    loops.push(s);
+                    s = *body;
+                }
+                Stmt::Assign { .. } => return Ok((loops, s)),
+                _ => return Err("a `where` inside a `where`".into()),
+            }
+        }
+    }
+
+    fn loop_var(&self, l: StmtId) -> IndexVarId {
+        match self.stmts[l] {
+            Stmt::Forall { var, .. } => var,
+            _ => unreachable!("a loop"),
+        }
+    }
+
+    /// The nodes below `e` that read `tensor`.
+    fn accesses_of(&self, e: ExprId, tensor: crate::notation::TensorId) -> Vec<ExprId> {
+        match &self.exprs[e] {
+            Expr::Access(a) if a.tensor == tensor => vec![e],
+            Expr::Access(_) | Expr::Literal(_) => vec![],
+            Expr::Neg(a) | Expr::Sum(_, a) => self.accesses_of(*a, tensor),
+            Expr::Binary(_, a, b) => [self.accesses_of(*a, tensor), self.accesses_of(*b, tensor)].concat(),
+        }
+    }
+
+    /// Whether `e` is `node` times factors: only products, negations and numerators of
+    /// quotients lie between them.
+    fn is_factor(&self, e: ExprId, node: ExprId) -> bool {
+        use crate::notation::BinaryOp;
+        if e == node {
+            return true;
+        }
+        match &self.exprs[e] {
+            Expr::Neg(a) => self.is_factor(*a, node),
+            Expr::Binary(BinaryOp::Mul, a, b) => self.is_factor(*a, node) || self.is_factor(*b, node),
+            Expr::Binary(BinaryOp::Div, a, _) => self.is_factor(*a, node),
+            _ => false,
+        }
+    }
+
     /// A new loop like `l` (same variable unless renamed, same marks) around `body`.
     fn copy_loop(&mut self, l: StmtId, body: StmtId, rename: Option<IndexVarId>) -> StmtId {
         let Stmt::Forall { var, attrs, .. } = self.stmts[l] else { unreachable!("loops are foralls") };
@@ -175,22 +289,26 @@ impl ConcreteNotation {
 
     /// A copy of the tree below `e` with `from` renamed to `to`.
     fn rebuild_renamed(&mut self, e: ExprId, from: IndexVarId, to: IndexVarId) -> ExprId {
+        self.rebuild_mapped(e, &[(from, to)])
+    }
+
+    /// A copy of the tree below `e` with every variable renamed as `map` says, all at once.
+    fn rebuild_mapped(&mut self, e: ExprId, map: &[(IndexVarId, IndexVarId)]) -> ExprId {
+        let renamed = |v: IndexVarId| map.iter().find(|(from, _)| *from == v).map_or(v, |&(_, to)| to);
         let node = match self.exprs[e].clone() {
             Expr::Access(mut a) => {
                 for t in &mut a.subscripts {
                     for (_, v) in &mut t.terms {
-                        if *v == from {
-                            *v = to;
-                        }
+                        *v = renamed(*v);
                     }
                 }
                 Expr::Access(a)
             }
             Expr::Literal(v) => Expr::Literal(v),
-            Expr::Neg(a) => Expr::Neg(self.rebuild_renamed(a, from, to)),
-            Expr::Sum(v, a) => Expr::Sum(v, self.rebuild_renamed(a, from, to)),
+            Expr::Neg(a) => Expr::Neg(self.rebuild_mapped(a, map)),
+            Expr::Sum(v, a) => Expr::Sum(v, self.rebuild_mapped(a, map)),
             Expr::Binary(op, a, b) => {
-                let (a, b) = (self.rebuild_renamed(a, from, to), self.rebuild_renamed(b, from, to));
+                let (a, b) = (self.rebuild_mapped(a, map), self.rebuild_mapped(b, map));
                 Expr::Binary(op, a, b)
             }
         };

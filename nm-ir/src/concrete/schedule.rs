@@ -1,7 +1,14 @@
 //! The scheduling language of `taco`, same names and argument order, as rewrites of CIN:
-//! `reorder`, `split`, `fuse`, `pos`, `parallelize`, `unroll`, `bound`. Each command checks
-//! that it is legal and explains a refusal; variables it makes record where they come from
+//! `reorder`, `split`, `divide`, `fuse`, `pos`, `parallelize`, `unroll`, `bound`,
+//! `precompute`, and `mergeby` and `assemble`, which choose how taco's code merges and
+//! assembles and change nothing here ([`Command::note`] says so). Each command checks that it
+//! is legal and explains a refusal; variables it makes record where they come from
 //! ([`Derivation`]), so analyses can recover the unscheduled loop order.
+//!
+//! A schedule is written as taco writes it — commands separated by commas (`split(i,i0,i1,16),
+//! reorder(i0,i1,j)`), its enumerations in taco's spelling (`CPUThread`, `NoRaces`,
+//! `MaxExact`) — or as nmsparse always wrote it, with `;` between commands and lower-case
+//! names (`parallelize(i, cpu_thread, no_races)`).
 
 use std::fmt;
 
@@ -57,23 +64,67 @@ pub enum BoundType {
 }
 
 macro_rules! names {
-    ($t:ty { $($v:ident = $s:literal),* $(,)? }) => {
+    ($t:ty { $($v:ident = $s:literal | $taco:literal),* $(,)? }) => {
         impl $t {
             /// The name used in schedules and CIN text.
             pub fn name(self) -> &'static str {
                 match self { $(Self::$v => $s),* }
             }
-            /// The value with that name.
+            /// The value with that name, in nmsparse's spelling or taco's (`cpu_thread`,
+            /// `CPUThread`).
             pub fn from_name(name: &str) -> Option<Self> {
-                match name { $($s => Some(Self::$v),)* _ => None }
+                match name { $($s | $taco => Some(Self::$v),)* _ => None }
             }
+            /// For messages about CIN text (not every enumeration is written there).
+            #[allow(dead_code)]
             const NAMES: &'static str = concat!($($s, " "),*);
+            /// As taco spells them, for messages about schedules written as taco writes them.
+            #[allow(dead_code)]
+            const TACO_NAMES: &'static str = concat!($($taco, " "),*);
         }
     };
 }
-names!(ParallelUnit { CpuThread = "cpu_thread", CpuVector = "cpu_vector", GpuBlock = "gpu_block", GpuWarp = "gpu_warp", GpuThread = "gpu_thread" });
-names!(OutputRace { NoRaces = "no_races", IgnoreRaces = "ignore_races", Atomics = "atomics", Temporary = "temporary", ParallelReduction = "parallel_reduction" });
-names!(BoundType { MinExact = "min_exact", MinConstraint = "min_constraint", MaxExact = "max_exact", MaxConstraint = "max_constraint" });
+names!(ParallelUnit {
+    CpuThread = "cpu_thread" | "CPUThread",
+    CpuVector = "cpu_vector" | "CPUVector",
+    GpuBlock = "gpu_block" | "GPUBlock",
+    GpuWarp = "gpu_warp" | "GPUWarp",
+    GpuThread = "gpu_thread" | "GPUThread",
+});
+names!(OutputRace {
+    NoRaces = "no_races" | "NoRaces",
+    IgnoreRaces = "ignore_races" | "IgnoreRaces",
+    Atomics = "atomics" | "Atomics",
+    Temporary = "temporary" | "Temporary",
+    ParallelReduction = "parallel_reduction" | "ParallelReduction",
+});
+names!(BoundType {
+    MinExact = "min_exact" | "MinExact",
+    MinConstraint = "min_constraint" | "MinConstraint",
+    MaxExact = "max_exact" | "MaxExact",
+    MaxConstraint = "max_constraint" | "MaxConstraint",
+});
+
+/// How taco's code merges the iterators of a loop (`mergeby`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MergeStrategy {
+    /// Advance every iterator by one (what the lowering here does).
+    TwoFinger,
+    /// Skip ahead by galloping search.
+    Gallop,
+}
+
+/// How taco assembles a result (`assemble`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AssembleStrategy {
+    /// Appended in order.
+    Append,
+    /// Inserted in any order.
+    Insert,
+}
+
+names!(MergeStrategy { TwoFinger = "two_finger" | "TwoFinger", Gallop = "gallop" | "Gallop" });
+names!(AssembleStrategy { Append = "append" | "Append", Insert = "insert" | "Insert" });
 
 /// Marks a schedule puts on a loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -218,9 +269,50 @@ pub enum Command {
     Unroll(String, u64),
     /// `bound(i, ib, value, kind)`.
     Bound(String, String, u64, BoundType),
-    /// `precompute(expr, i, iw, w)` (dense temporary) or `precompute(expr, i, iw, w, policy)`
-    /// (sparse workspace); the expression is kept as its canonical text.
-    Precompute(String, String, String, String, Option<WorkspacePolicy>),
+    /// `precompute(expr, i, iw [, w [, policy]])`: a dense temporary `w` (taco's default name
+    /// `workspace`), or a sparse workspace with a policy; `i` and `iw` may be taco's lists
+    /// (`{i}`), of one variable here, and `iw` may be `i` itself. The expression is kept as
+    /// its canonical text.
+    Precompute(String, Vec<String>, Vec<String>, Option<String>, Option<WorkspacePolicy>),
+    /// `divide(i, i0, i1, parts)`: `i` in `parts` blocks (a split by the extent over `parts`,
+    /// rounded up).
+    Divide(String, String, String, u64),
+    /// `parallelize(i, NotParallel, ...)`: the loop runs on one thread.
+    NotParallel(String),
+    /// `mergeby(i, strategy)`.
+    MergeBy(String, MergeStrategy),
+    /// `assemble(tensor, strategy [, separately_schedulable])`.
+    Assemble(String, AssembleStrategy),
+}
+
+impl Command {
+    /// What a user should hear about the command: taco's commands that only tune the code
+    /// taco generates (how it merges, assembles, unrolls, vectorizes) are accepted and change
+    /// nothing here, and say so.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Command::Unroll(i, factor) => Some(format!(
+                "unroll({i}, {factor}): the loop over `{i}` is not unrolled by hand here; the C compiler unrolls as it sees fit (the result is the same)"
+            )),
+            Command::Parallelize(i, ParallelUnit::CpuVector, _) => Some(format!(
+                "parallelize({i}, CPUVector, ...): vectorizing the loop over `{i}` is left to the C compiler here (the result is the same)"
+            )),
+            Command::Bound(i, _, value, _) => Some(format!(
+                "bound({i}, ..., {value}, ...): the promise is checked against the sizes; loop extents are constants in the generated code already, so it changes nothing else"
+            )),
+            Command::MergeBy(i, MergeStrategy::Gallop) => Some(format!(
+                "mergeby({i}, Gallop): the loop over `{i}` merges its iterators one entry at a time here (the results are the same)"
+            )),
+            Command::Assemble(t, strategy) => Some(format!(
+                "assemble({t}, {}): `{t}` is assembled as its loops allow here (appended in order, a row workspace or a sparse workspace); the result is the same",
+                match strategy {
+                    AssembleStrategy::Append => "Append",
+                    AssembleStrategy::Insert => "Insert",
+                }
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// Parses a schedule: commands separated by `;` (the `-s=` option of the command line).
@@ -229,10 +321,23 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
     let mut out = Vec::new();
     while !p.at_end() {
         let (_, name) = p.name("a scheduling command")?;
-        const COMMANDS: [&str; 8] = ["reorder", "split", "fuse", "pos", "parallelize", "unroll", "bound", "precompute"];
+        const COMMANDS: [&str; 11] = [
+            "reorder",
+            "split",
+            "divide",
+            "fuse",
+            "pos",
+            "parallelize",
+            "unroll",
+            "bound",
+            "precompute",
+            "mergeby",
+            "assemble",
+        ];
         if !COMMANDS.contains(&name.as_str()) {
             return Err(p.error_prev(
-                "unknown scheduling command: expected reorder, split, fuse, pos, parallelize, unroll, bound or precompute",
+                "unknown scheduling command: expected reorder, split, divide, fuse, pos, parallelize, unroll, bound, \
+                 precompute, mergeby or assemble",
             ));
         }
         p.expect(Tok::LParen, &format!("`(` after `{name}`"))?;
@@ -246,14 +351,32 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
                 }
                 Command::Reorder(vars)
             }
-            "split" => {
+            "split" | "divide" => {
                 let i = var(&mut p)?;
                 comma(&mut p)?;
                 let i0 = var(&mut p)?;
                 comma(&mut p)?;
                 let i1 = var(&mut p)?;
                 comma(&mut p)?;
-                Command::Split(i, i0, i1, int(&mut p)?)
+                let n = int(&mut p)?;
+                if name == "split" { Command::Split(i, i0, i1, n) } else { Command::Divide(i, i0, i1, n) }
+            }
+            "mergeby" => {
+                let i = var(&mut p)?;
+                comma(&mut p)?;
+                Command::MergeBy(i, named(&mut p, MergeStrategy::from_name, MergeStrategy::TACO_NAMES)?)
+            }
+            "assemble" => {
+                let (_, t) = p.name("the result tensor")?;
+                comma(&mut p)?;
+                let strategy = named(&mut p, AssembleStrategy::from_name, AssembleStrategy::TACO_NAMES)?;
+                if p.eat(&Tok::Comma) {
+                    let (_, b) = p.name("true or false")?;
+                    if b != "true" && b != "false" {
+                        return Err(p.error_prev("expected true or false"));
+                    }
+                }
+                Command::Assemble(t, strategy)
             }
             "fuse" | "pos" => {
                 let a = var(&mut p)?;
@@ -268,9 +391,18 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
             "parallelize" => {
                 let i = var(&mut p)?;
                 comma(&mut p)?;
-                let unit = named(&mut p, ParallelUnit::from_name, ParallelUnit::NAMES)?;
+                let sequential = matches!(p.peek_name().as_deref(), Some("NotParallel" | "not_parallel"));
+                if sequential {
+                    p.name("NotParallel")?;
+                }
+                let units = format!("NotParallel {}", ParallelUnit::TACO_NAMES);
+                let unit = if sequential { None } else { Some(named(&mut p, ParallelUnit::from_name, &units)?) };
                 comma(&mut p)?;
-                Command::Parallelize(i, unit, named(&mut p, OutputRace::from_name, OutputRace::NAMES)?)
+                let race = named(&mut p, OutputRace::from_name, OutputRace::TACO_NAMES)?;
+                match unit {
+                    Some(unit) => Command::Parallelize(i, unit, race),
+                    None => Command::NotParallel(i),
+                }
             }
             "unroll" => {
                 let i = var(&mut p)?;
@@ -280,11 +412,17 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
             "bound" => {
                 let i = var(&mut p)?;
                 comma(&mut p)?;
-                let ib = var(&mut p)?;
-                comma(&mut p)?;
+                // `bound(i, b, kind)` bounds `i` itself, as `bound(i, i, b, kind)` does.
+                let ib = if matches!(p.peek(), Some(Tok::Int(_))) {
+                    i.clone()
+                } else {
+                    let ib = var(&mut p)?;
+                    comma(&mut p)?;
+                    ib
+                };
                 let v = int(&mut p)?;
                 comma(&mut p)?;
-                Command::Bound(i, ib, v, named(&mut p, BoundType::from_name, BoundType::NAMES)?)
+                Command::Bound(i, ib, v, named(&mut p, BoundType::from_name, BoundType::TACO_NAMES)?)
             }
             "precompute" => {
                 let e = p.expr()?;
@@ -292,23 +430,38 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Command>, ParseError> {
                 let scope = crate::notation::Scope { tensors: &p.tensors, vars: &p.vars, exprs: &p.exprs };
                 scope.write_expr(&mut text, e).expect("writing to a String");
                 comma(&mut p)?;
-                let i = var(&mut p)?;
+                let i = var_list(&mut p)?;
                 comma(&mut p)?;
-                let iw = var(&mut p)?;
-                comma(&mut p)?;
-                let w = p.name("the workspace's name")?.1;
-                let policy = if p.eat(&Tok::Comma) { Some(policy(&mut p)?) } else { None };
+                let iw = var_list(&mut p)?;
+                let w = if p.eat(&Tok::Comma) { Some(p.name("the workspace's name")?.1) } else { None };
+                let policy = if w.is_some() && p.eat(&Tok::Comma) { Some(policy(&mut p)?) } else { None };
                 Command::Precompute(text, i, iw, w, policy)
             }
             _ => unreachable!("checked against COMMANDS"),
         };
         p.expect(Tok::RParen, &format!("`)` closing `{name}(`"))?;
         out.push(cmd);
-        if !p.at_end() {
-            p.expect(Tok::Semicolon, "`;` between commands")?;
+        if p.eat(&Tok::RParen) {
+            return Err(p.error_prev("an unmatched `)`: more right parentheses than left"));
+        }
+        if !p.at_end() && !p.eat(&Tok::Semicolon) {
+            p.expect(Tok::Comma, "`,` or `;` between commands")?;
         }
     }
     Ok(out)
+}
+
+/// An index variable, or taco's list of them in braces (`{i}`, `{i, j}`).
+fn var_list(p: &mut Parser<'_>) -> Result<Vec<String>, ParseError> {
+    if !p.eat(&Tok::LBrace) {
+        return Ok(vec![p.name("an index variable")?.1]);
+    }
+    let mut vars = vec![p.name("an index variable")?.1];
+    while p.eat(&Tok::Comma) {
+        vars.push(p.name("an index variable")?.1);
+    }
+    p.expect(Tok::RBrace, "`}` closing the list of variables")?;
+    Ok(vars)
 }
 
 /// A command that cannot apply, and why.
@@ -357,9 +510,38 @@ pub enum ScheduleError {
         /// The command.
         command: &'static str,
     },
+    /// A command that needs a loop's extent where the sizes are not given (or the loop runs
+    /// over positions).
+    #[error(
+        "{command}: the extent of `{var}` is not known here (the schedule is applied without sizes, or `{var}` runs over positions)"
+    )]
+    UnknownExtent {
+        /// The command.
+        command: &'static str,
+        /// The variable.
+        var: String,
+    },
+    /// `assemble` of a tensor the statement does not write.
+    #[error("assemble: `{tensor}` is not a result of the statement (it writes `{results}`)")]
+    NotAResult {
+        /// The tensor named.
+        tensor: String,
+        /// The results, joined.
+        results: String,
+    },
+    /// `parallelize` on a GPU unit: the kernels generated for expressions are C for the CPU.
+    #[error(
+        "parallelize({var}, {unit}, ...): GPU units need CUDA code, which is generated only for the N:M product; expressions compile to C for the CPU (use CPUThread or CPUVector)"
+    )]
+    GpuUnit {
+        /// The variable.
+        var: String,
+        /// The unit, named.
+        unit: &'static str,
+    },
     /// `pos` on a tensor the loop body does not read with the variable as a plain subscript.
     #[error(
-        "pos: no access to `{tensor}` below the loop over `{var}` has `{var}` (or what it was fused from) as plain subscripts, so there are no positions to iterate"
+        "pos: no access to `{tensor}` read below the loop over `{var}` has `{var}` (or what it was fused from) as plain subscripts, so there are no positions to iterate (pos iterates over the stored entries of a tensor the loop reads)"
     )]
     NoPositions {
         /// The variable.
@@ -426,8 +608,15 @@ impl ConcreteNotation {
     /// on `pos` variables are not checked (their count is the stored entries'); the loops
     /// run over the real coordinates either way.
     pub fn check_bounds(&self, sizes: &[usize]) -> Result<(), ScheduleError> {
-        for (&b, d) in &self.derivations {
-            let Derivation::Bound { parent, value, kind } = *d else { continue };
+        for (_, stmt) in self.stmts.iter() {
+            let Stmt::Forall { var: b, attrs: LoopAttrs { bound: Some((value, kind)), .. }, .. } = *stmt else {
+                continue;
+            };
+            // `bound(i, ib, ...)` renamed the loop; `bound(i, ...)` kept it.
+            let parent = match self.derivations.get(&b) {
+                Some(&Derivation::Bound { parent, .. }) => parent,
+                _ => b,
+            };
             let Some(extent) = self.extent(parent, sizes) else { continue };
             let holds = match kind {
                 BoundType::MinExact | BoundType::MaxExact => extent == value,
@@ -492,15 +681,63 @@ impl ConcreteNotation {
         }
     }
 
-    /// Applies a schedule's commands in order.
+    /// Applies a schedule's commands in order (`divide` needs sizes: see
+    /// [`Self::schedule_sized`]).
     pub fn schedule(&self, commands: &[Command]) -> Result<ConcreteNotation, ScheduleError> {
-        commands.iter().try_fold(self.clone(), |cin, c| cin.apply(c))
+        self.schedule_sized(commands, &[])
+    }
+
+    /// Applies a schedule's commands in order, with the variables' sizes (indexed by variable,
+    /// as [`crate::notation::Types::sizes`]) for `divide`.
+    pub fn schedule_sized(&self, commands: &[Command], sizes: &[usize]) -> Result<ConcreteNotation, ScheduleError> {
+        commands.iter().try_fold(self.clone(), |cin, c| cin.apply_sized(c, sizes))
     }
 
     /// Applies one command, or explains why it is illegal.
     pub fn apply(&self, command: &Command) -> Result<ConcreteNotation, ScheduleError> {
+        self.apply_sized(command, &[])
+    }
+
+    /// Applies one command with the variables' sizes, or explains why it is illegal.
+    pub fn apply_sized(&self, command: &Command, sizes: &[usize]) -> Result<ConcreteNotation, ScheduleError> {
         let mut c = self.clone();
         match command {
+            Command::Divide(i, i0, i1, parts) => {
+                if *parts == 0 {
+                    return Err(ScheduleError::ZeroFactor { command: "divide" });
+                }
+                let (_, var) = c.loop_named("divide", i)?;
+                let Some(extent) = c.extent(var, sizes) else {
+                    return Err(ScheduleError::UnknownExtent { command: "divide", var: i.clone() });
+                };
+                let factor = extent.div_ceil(*parts).max(1);
+                return c.apply_sized(&Command::Split(i.clone(), i0.clone(), i1.clone(), factor), sizes);
+            }
+            Command::NotParallel(i) => {
+                let (s, _) = c.loop_named("parallelize", i)?;
+                if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {
+                    attrs.parallel = None;
+                }
+            }
+            Command::MergeBy(i, _) => {
+                c.loop_named("mergeby", i)?;
+            }
+            Command::Assemble(t, _) => {
+                // The statement's results: what an assignment writes, temporaries aside.
+                let results: Vec<String> = c
+                    .assignments(c.root)
+                    .iter()
+                    .filter_map(|&a| match &c.stmts[a] {
+                        Stmt::Assign { lhs, .. } if !c.temporaries.contains(&lhs.tensor) => {
+                            Some(c.tensors[lhs.tensor].name.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if !results.contains(t) {
+                    return Err(ScheduleError::NotAResult { tensor: t.clone(), results: results.join("`, `") });
+                }
+            }
             Command::Reorder(vars) => c.reorder(vars)?,
             Command::Split(i, i0, i1, factor) => {
                 if *factor == 0 {
@@ -543,12 +780,15 @@ impl ConcreteNotation {
             }
             Command::Bound(i, ib, value, kind) => {
                 let (s, var) = c.loop_named("bound", i)?;
-                let b = c.fresh_var("bound", ib)?;
-                c.rename_loop(s, b);
+                // The same name for the bounded variable keeps the loop's variable.
+                if ib != i {
+                    let b = c.fresh_var("bound", ib)?;
+                    c.rename_loop(s, b);
+                    c.derivations.insert(b, Derivation::Bound { parent: var, value: *value, kind: *kind });
+                }
                 if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {
                     attrs.bound = Some((*value, *kind));
                 }
-                c.derivations.insert(b, Derivation::Bound { parent: var, value: *value, kind: *kind });
             }
             Command::Unroll(i, factor) => {
                 if *factor == 0 {
@@ -559,8 +799,21 @@ impl ConcreteNotation {
                     attrs.unroll = Some(*factor as u32);
                 }
             }
-            Command::Precompute(expr, i, iw, w, policy) => c.precompute(expr, i, iw, w, *policy)?,
+            Command::Precompute(expr, i, iw, w, policy) => {
+                let ([i], [iw]) = (i.as_slice(), iw.as_slice()) else {
+                    return Err(ScheduleError::CannotPrecompute {
+                        why: format!(
+                            "over several variables ({{{}}}): a workspace here has one dimension; precompute over one variable",
+                            i.join(",")
+                        ),
+                    });
+                };
+                c.precompute(expr, i, iw, w.as_deref(), *policy)?
+            }
             Command::Parallelize(i, unit, race) => {
+                if matches!(unit, ParallelUnit::GpuBlock | ParallelUnit::GpuWarp | ParallelUnit::GpuThread) {
+                    return Err(ScheduleError::GpuUnit { var: i.clone(), unit: unit.name() });
+                }
                 let (s, var) = c.loop_named("parallelize", i)?;
                 c.check_parallel(s, var, *race)?;
                 if let Stmt::Forall { attrs, .. } = &mut c.stmts[s] {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use nm_format::Format;
 
-use super::{Access, IndexNotation, IndexVarId};
+use super::{Access, IndexNotation};
 use crate::id::Id;
 
 /// The value type of a tensor.
@@ -154,6 +154,25 @@ pub enum SemanticError {
         /// The statement with a caret, if known.
         rendered: Option<(String, usize, usize)>,
     },
+    /// A tensor whose file states no shape has a coordinate past the size its variable has.
+    #[error(
+        "`{name}` has coordinates up to {needs} in dimension {} (its file states no shape), past the size {size} of `{var}` from {origin}",
+        .dim + 1
+    )]
+    CoordinatesBeyond {
+        /// The tensor.
+        name: String,
+        /// The dimension (0-based).
+        dim: usize,
+        /// The size its coordinates need.
+        needs: usize,
+        /// The variable.
+        var: String,
+        /// The variable's size.
+        size: usize,
+        /// Where that size came from.
+        origin: String,
+    },
     /// An index variable used only in compound subscripts, with no size given.
     #[error("{}", render(rendered, &format!("the size of index variable `{var}` cannot be inferred: it appears only in compound subscripts; give it with `-d={var}:SIZE`")))]
     CannotInfer {
@@ -216,7 +235,7 @@ fn render(rendered: &Option<(String, usize, usize)>, message: &str) -> String {
 }
 
 impl IndexNotation {
-    fn caret(&self, access: &Access) -> Option<(String, usize, usize)> {
+    pub(super) fn caret(&self, access: &Access) -> Option<(String, usize, usize)> {
         let (start, end) = access.span?;
         Some((self.source.clone()?, start, end - start))
     }
@@ -274,48 +293,15 @@ impl IndexNotation {
             }
             tensors[a.tensor.index()] = Some(ty.clone());
         }
-        // Sizes: explicit ones first, then every plain subscript.
-        let mut sizes: Vec<Option<(usize, String)>> = vec![None; self.vars.len()];
-        for (v, var) in self.vars.iter() {
-            if let Some((n, origin)) = decls.sizes.get(&var.name) {
-                sizes[v.index()] = Some((*n, origin.clone()));
-            }
-        }
-        for a in &accesses {
-            let ty = tensors[a.tensor.index()].as_ref().expect("declared above");
-            for (d, s) in a.subscripts.iter().enumerate() {
-                let Some(v) = s.as_var() else { continue };
-                let size = ty.shape[d];
-                match &sizes[v.index()] {
-                    Some((n, _)) if *n == size => {}
-                    Some((n, at)) => {
-                        return Err(SemanticError::SizeConflict {
-                            var: self.var_name(v).to_string(),
-                            first: *n,
-                            first_at: at.clone(),
-                            second: size,
-                            rendered: self.caret(a),
-                        });
-                    }
-                    None => sizes[v.index()] = Some((size, format!("`{}` dimension {d}", self.tensor_name(a.tensor)))),
-                }
-            }
-        }
-        let used: Vec<IndexVarId> = accesses.iter().flat_map(|a| a.subscripts.iter().flat_map(|s| s.vars())).collect();
-        let mut resolved = vec![0usize; self.vars.len()];
-        for (v, var) in self.vars.iter() {
-            match &sizes[v.index()] {
-                Some((n, _)) => resolved[v.index()] = *n,
-                None if used.contains(&v) => {
-                    let first = accesses.iter().find(|a| a.subscripts.iter().any(|t| t.vars().any(|w| w == v)));
-                    return Err(SemanticError::CannotInfer {
-                        var: var.name.clone(),
-                        rendered: first.and_then(|a| self.caret(a)),
-                    });
-                }
-                None => {}
-            }
-        }
+        // Sizes: see `extents`.
+        let facts = super::extents::SizeFacts {
+            shapes: tensors.iter().map(|t| t.as_ref().map(|t| t.shape.clone())).collect(),
+            growable: vec![false; self.tensors.len()],
+            described: Vec::new(),
+            given: self.vars.iter().map(|(_, var)| decls.sizes.get(&var.name).cloned()).collect(),
+            default: None,
+        };
+        let resolved = self.extents(&facts)?.sizes;
         // Compound subscripts stay inside their dimension for every value of their variables.
         for a in &accesses {
             let ty = tensors[a.tensor.index()].as_ref().expect("declared above");

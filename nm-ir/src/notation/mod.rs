@@ -7,6 +7,8 @@
 //! smallest subexpression that contains every use of `k`.
 
 mod check;
+mod extents;
+pub use extents::{Extents, SizeFacts};
 pub(crate) mod parse;
 mod print;
 pub use print::Scope;

@@ -51,6 +51,8 @@ pub(crate) enum Tok {
     Float(f64),
     LParen,
     RParen,
+    LBrace,
+    RBrace,
     Comma,
     Semicolon,
     Plus,
@@ -88,6 +90,8 @@ fn lex(text: &str) -> Result<Vec<Token>, ParseError> {
             }
             '(' => single(Tok::LParen),
             ')' => single(Tok::RParen),
+            '{' => single(Tok::LBrace),
+            '}' => single(Tok::RBrace),
             ',' => single(Tok::Comma),
             ';' => single(Tok::Semicolon),
             '-' => single(Tok::Minus),
@@ -210,6 +214,14 @@ impl<'a> Parser<'a> {
     /// The token `k` ahead of the current one.
     pub(crate) fn peek_ahead(&self, k: usize) -> Option<&Tok> {
         self.tokens.get(self.at + k).map(|t| &t.tok)
+    }
+
+    /// The next token's name, when it is one (not consumed).
+    pub(crate) fn peek_name(&self) -> Option<String> {
+        match self.peek() {
+            Some(Tok::Name(n)) => Some(n.clone()),
+            _ => None,
+        }
     }
 
     pub(crate) fn peek(&self) -> Option<&Tok> {

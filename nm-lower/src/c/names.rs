@@ -108,11 +108,14 @@ pub(super) struct Names {
 }
 
 impl Names {
-    /// Identifiers for every variable and array of `f`, and for the end of each of its loops.
-    pub(super) fn of(f: &Function) -> Names {
+    /// Identifiers for every variable and array of `f`, and for the end of each of its loops,
+    /// none of them the name of a function of `library` (the kernels emitted with `f`).
+    pub(super) fn of(f: &Function, library: &[&str]) -> Names {
         let mut taken: HashSet<String> = RESERVED.iter().map(|s| s.to_string()).collect();
-        taken.insert(f.name.clone());
-        taken.insert(format!("{}_threads", f.name));
+        for name in library.iter().copied().chain([f.name.as_str()]) {
+            taken.insert(name.to_string());
+            taken.insert(format!("{name}_threads"));
+        }
         let mut claim = |name: &str| {
             let base = safe(name);
             let mut unique = base.clone();

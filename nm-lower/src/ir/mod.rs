@@ -496,12 +496,38 @@ pub struct Function {
     /// An array whose accumulating stores are atomic adds: ranges of the outer loop that run on
     /// several threads add into it at the same elements (`parallelize(i, cpu_thread, atomics)`).
     pub atomic: Option<ArrayId>,
+    /// How OpenMP hands out a parallel loop's iterations.
+    pub omp_schedule: OmpSchedule,
+}
+
+/// How OpenMP hands out the iterations of a parallel loop (taco's `-schedule`): in chunks
+/// taken as threads come free (the default: iterations of sparse loops differ in cost), or
+/// fixed in advance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OmpSchedule {
+    /// `schedule(static[, chunk])`.
+    Static(Option<u32>),
+    /// `schedule(dynamic, chunk)`.
+    Dynamic(u32),
+}
+
+impl Default for OmpSchedule {
+    fn default() -> Self {
+        OmpSchedule::Dynamic(16)
+    }
 }
 
 impl Function {
     /// An empty kernel.
     pub fn new(name: &str) -> Self {
-        Self { name: name.to_string(), arrays: Arena::new(), vars: Arena::new(), body: Vec::new(), atomic: None }
+        Self {
+            name: name.to_string(),
+            arrays: Arena::new(),
+            vars: Arena::new(),
+            body: Vec::new(),
+            atomic: None,
+            omp_schedule: OmpSchedule::default(),
+        }
     }
 
     /// Adds an array parameter.

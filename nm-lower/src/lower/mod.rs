@@ -332,6 +332,60 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
     }
 }
 
+/// `cin` with each `where` whose consumer loops over more than copying the temporary out
+/// replaced by its consumer reading the producer's expression (see
+/// [`ConcreteNotation::inline_where`]), said in `notes`: the loops here keep a temporary
+/// between two nests only as a fused workspace or a scalar. `None` when there is none.
+fn inline_unlowered_wheres(
+    cin: &ConcreteNotation,
+    notes: &mut Vec<String>,
+) -> Result<Option<ConcreteNotation>, LowerError> {
+    let mut out: Option<ConcreteNotation> = None;
+    loop {
+        let c = out.as_ref().unwrap_or(cin);
+        let mut stack = vec![c.root];
+        let mut found = None;
+        while let Some(s) = stack.pop() {
+            match &c.stmts[s] {
+                CinStmt::Forall { body, .. } => stack.push(*body),
+                CinStmt::Sequence { first, second } => stack.extend([*first, *second]),
+                CinStmt::Assign { .. } => {}
+                CinStmt::Where { consumer, producer } => {
+                    if matches!(c.stmts[*consumer], CinStmt::Forall { .. })
+                        && fused_workspace(c, *consumer, *producer).is_none()
+                    {
+                        found = Some(s);
+                        break;
+                    }
+                    stack.extend([*consumer, *producer]);
+                }
+            }
+        }
+        let Some(s) = found else { return Ok(out) };
+        let mut next = c.clone();
+        let CinStmt::Where { producer, .. } = c.stmts[s] else { unreachable!() };
+        let temporary = where_temporary(c, producer);
+        next.inline_where(s).or_else(|why| {
+            unsupported(format!("a `where` whose consumer loops over `{temporary}` beyond copying it out: {why}"))
+        })?;
+        notes.push(format!(
+            "`{temporary}` is computed where its consumer reads it: the loops here keep a temporary between two loop nests only as a workspace the consumer copies out (the result is the same)"
+        ));
+        out = Some(next);
+    }
+}
+
+/// The name of the temporary a `where`'s producer writes.
+fn where_temporary(cin: &ConcreteNotation, mut s: nm_ir::concrete::StmtId) -> String {
+    loop {
+        match &cin.stmts[s] {
+            CinStmt::Forall { body, .. } => s = *body,
+            CinStmt::Assign { lhs, .. } => return cin.tensors[lhs.tensor].name.clone(),
+            _ => return "the temporary".into(),
+        }
+    }
+}
+
 /// taco's `precompute` with a dense workspace — `C(i,j) = w(j) where w(jw) += A(i,k) *
 /// B(k,jw)` — as the one assignment `C(i,jw) += A(i,k) * B(k,jw)` under the producer's loops:
 /// the lowering then realizes the workspace itself (a row buffer for a dense result, the row
@@ -437,6 +491,47 @@ fn reduction_asked(cin: &ConcreteNotation) -> Option<ReductionKind> {
     }
 }
 
+/// Refuses what reads a dimension larger than its variable's range (where a compound
+/// subscript narrowed it: see `IndexNotation::extents`) other than as the loops' iterators
+/// stop at the range: a sparse result (its levels would be assembled for the whole dimension),
+/// and `fuse` and `pos` over such a variable (they walk every entry of a level).
+fn check_partial_dimensions(cin: &ConcreteNotation, types: &Types) -> Result<(), LowerError> {
+    let mut accesses: Vec<(Access, bool)> = Vec::new();
+    for (_, s) in cin.stmts.iter() {
+        if let CinStmt::Assign { lhs, rhs, .. } = s {
+            accesses.push((lhs.clone(), !cin.temporaries.contains(&lhs.tensor)));
+            let mut found = Vec::new();
+            collect_accesses_in(&cin.exprs, *rhs, &mut found);
+            accesses.extend(found.into_iter().map(|a| (a, false)));
+        }
+    }
+    for (a, result) in accesses {
+        let Some(ty) = types.tensors.get(a.tensor.index()) else { continue };
+        for (d, t) in a.subscripts.iter().enumerate() {
+            let range = |v: IndexVarId| types.sizes.get(v.index()).copied();
+            let Some(v) = t.as_var().filter(|&v| range(v).is_some_and(|n| ty.shape[d] > n)) else { continue };
+            let (tensor, name) = (&cin.tensors[a.tensor].name, &cin.vars[v].name);
+            let sparse_result = result && ty.format.as_ref().is_some_and(|f| *f != Format::dense(f.order()));
+            let walked = cin.derivations.iter().any(|(w, d)| {
+                matches!(d, Derivation::Fuse { .. } | Derivation::Pos { .. }) && cin.origins(*w).contains(&v)
+            });
+            if sparse_result || walked {
+                return unsupported(format!(
+                    "`{name}` ranges over {} values, fewer than dimension {d} of `{tensor}` has ({}): {}",
+                    types.sizes[v.index()],
+                    ty.shape[d],
+                    if sparse_result {
+                        "a sparse result must have the variables' ranges"
+                    } else {
+                        "`fuse` and `pos` walk the whole dimension"
+                    }
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuses the `parallelize` commands the back ends cannot run as asked: GPU units, and
 /// threads that add into the same elements anywhere but on the outermost loop (whose row
 /// ranges are what runs on threads; an OpenMP loop inside would race on the sums in registers).
@@ -497,7 +592,17 @@ pub fn lower_options(
     } else {
         cin
     };
+    let inlined;
+    let mut notes = Vec::new();
+    let cin = match inline_unlowered_wheres(cin, &mut notes)? {
+        Some(c) => {
+            inlined = c;
+            &inlined
+        }
+        None => cin,
+    };
     check_parallel(cin)?;
+    check_partial_dimensions(cin, types)?;
     // The nest.
     let mut loops = Vec::new();
     let mut s = cin.root;
@@ -542,7 +647,6 @@ pub fn lower_options(
     let result_name = cin.tensors[result].name.clone();
     let mut workspace = None;
     let mut ism = None;
-    let mut notes = Vec::new();
     let assembly = match &result_format {
         None => None,
         Some(format) => {

@@ -17,6 +17,8 @@ struct Iterators {
     segment_ends: Vec<VarId>,
     /// What a subsection iterator hands the loops inside, where it stands on a value.
     subranges: Vec<Option<Subrange>>,
+    /// Whether an iterator's end was moved in, to the loop's range (see `open_iterators`).
+    narrowed: bool,
 }
 
 /// The levels a loop reaches (see [`Lowerer::reached_levels`]): `(access, level)` pairs.
@@ -352,7 +354,7 @@ impl Lowerer<'_> {
         }
         // Positions and ends of the sparse iterators.
         let mut out = guide_setup.clone();
-        let Iterators { setup, cursors, ranges, segment_ends, subranges } =
+        let Iterators { setup, cursors, ranges, segment_ends, subranges, narrowed } =
             self.open_iterators(v, &name, &sparse, &subsections, alone, ranged, split_inner)?;
         out.extend(setup);
         let mut entry_pass = None;
@@ -504,8 +506,9 @@ impl Lowerer<'_> {
             let (k, l) = sparse[0];
             let (mut start, mut stop) = ranges[0].clone();
             let mut setup = guide_setup;
-            if matches!(crd, Coordinates::Mapped { .. }) || split_inner.is_some() {
-                // The range the searches above narrowed (a window, a split's block).
+            if matches!(crd, Coordinates::Mapped { .. }) || split_inner.is_some() || narrowed {
+                // The range the searches above narrowed (a window, a split's block, the
+                // loop's range).
                 setup = std::mem::take(&mut out);
                 (start, stop) = (var(p), var(end));
                 p = self.f.fresh_var(&format!("{}{l}_q", self.access_name(k)), ScalarType::Index);
@@ -524,9 +527,12 @@ impl Lowerer<'_> {
             inner.extend(self.result_after(v, loop_var));
             (self.positions, self.bound) = saved;
             self.bound[v.index()] = None;
-            // A structured level's last block may reach past the dimension (zero padding).
+            // A structured level's last block may reach past the dimension (zero padding), and
+            // its dimension past the loop's range.
+            let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+            let larger = o.shape[o.format.levels()[l].expr.dim()] > self.size(v);
             match &crd {
-                Coordinates::Structured { .. } if !self.size(v).is_multiple_of(self.structured_m(k, l)) => {
+                Coordinates::Structured { .. } if !self.size(v).is_multiple_of(self.structured_m(k, l)) || larger => {
                     body.push(Stmt::If {
                         cond: bin(BinOp::Lt, var(loop_var), int(self.size(v) as i64)),
                         then: inner,
@@ -1069,7 +1075,7 @@ impl Lowerer<'_> {
         split_inner: Option<(VarId, VarId, i64)>,
     ) -> Result<Iterators, LowerError> {
         let mut its = Iterators::default();
-        let Iterators { setup: out, cursors, ranges, segment_ends, subranges } = &mut its;
+        let Iterators { setup: out, cursors, ranges, segment_ends, subranges, narrowed } = &mut its;
         for (n, &(k, l)) in sparse.iter().enumerate() {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
             // (A rows iterator's parent is not resolved: its range is its rows'.)
@@ -1117,7 +1123,8 @@ impl Lowerer<'_> {
             // N - 1 of them, all at the end) must not reach a merge.
             if !alone
                 && let Coordinates::Structured { m, .. } = &crd
-                && !self.size(v).is_multiple_of(*m as usize)
+                && (!self.size(v).is_multiple_of(*m as usize)
+                    || o.shape[o.format.levels()[l].expr.dim()] > self.size(v))
             {
                 out.push(Stmt::While {
                     cond: bin(
@@ -1133,6 +1140,22 @@ impl Lowerer<'_> {
                 // start at the block's first (found by the differential tests: they restarted
                 // from the level's first entry in every block and never reached the later ones).
                 Subsection::Plain => {
+                    // A dimension larger than the loop's range ("valid" semantics: a compound
+                    // subscript narrowed the variable) ends at the first coordinate past it.
+                    let level = o.format.levels()[l];
+                    if o.shape[level.expr.dim()] > self.size(v) && !matches!(crd, Coordinates::Structured { .. }) {
+                        if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) || !level.kind.is_ordered() {
+                            return unsupported(format!(
+                                "reading `{tname}` along `{name}`, which covers only part of its dimension, from a blocked or unordered level"
+                            ));
+                        }
+                        let stop = self.f.fresh_var(&format!("{tname}{l}_inside{n}"), ScalarType::Index);
+                        out.push(Stmt::Decl(stop, var(p)));
+                        let range = int(self.size(v) as i64);
+                        out.extend(lower_bound(&mut self.f, stop, end, &crd, range));
+                        out.push(Stmt::Assign(end, var(stop)));
+                        *narrowed = true;
+                    }
                     if let Some((_, block, factor)) = split_inner {
                         let first = bin(BinOp::Mul, var(block), int(factor));
                         out.extend(lower_bound(&mut self.f, p, end, &crd, first));
