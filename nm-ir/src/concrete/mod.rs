@@ -119,4 +119,15 @@ impl ConcreteNotation {
             }
         }
     }
+
+    /// The loops from `s` down through nested `forall`s, and the first statement below them
+    /// that is not a loop.
+    pub(crate) fn loops_below(&self, mut s: StmtId) -> (Vec<StmtId>, StmtId) {
+        let mut loops = Vec::new();
+        while let Stmt::Forall { body, .. } = &self.stmts[s] {
+            loops.push(s);
+            s = *body;
+        }
+        (loops, s)
+    }
 }

@@ -203,17 +203,10 @@ impl ConcreteNotation {
     }
 
     /// The loops from `s` down to one assignment, and the assignment.
-    fn loops_to_assign(&self, mut s: StmtId) -> Result<(Vec<StmtId>, StmtId), String> {
-        let mut loops = Vec::new();
-        loop {
-            match &self.stmts[s] {
-                Stmt::Forall { body, .. } => {
-                    loops.push(s);
-                    s = *body;
-                }
-                Stmt::Assign { .. } => return Ok((loops, s)),
-                _ => return Err("a `where` inside a `where`".into()),
-            }
+    fn loops_to_assign(&self, s: StmtId) -> Result<(Vec<StmtId>, StmtId), String> {
+        match self.loops_below(s) {
+            (loops, a) if matches!(self.stmts[a], Stmt::Assign { .. }) => Ok((loops, a)),
+            _ => Err("a `where` inside a `where`".into()),
         }
     }
 

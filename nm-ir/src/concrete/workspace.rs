@@ -114,18 +114,11 @@ pub enum WorkspaceError {
 impl ConcreteNotation {
     /// The loops from the root to the single assignment, and the assignment.
     fn perfect_nest(&self) -> Result<(Vec<StmtId>, StmtId), WorkspaceError> {
-        let mut loops = Vec::new();
-        let mut s = self.root;
-        loop {
-            match &self.stmts[s] {
-                Stmt::Forall { body, .. } => {
-                    loops.push(s);
-                    s = *body;
-                }
-                Stmt::Assign { .. } => return Ok((loops, s)),
-                Stmt::Where { .. } => return Err(WorkspaceError::NotAPerfectNest { found: "where" }),
-                Stmt::Sequence { .. } => return Err(WorkspaceError::NotAPerfectNest { found: "sequence" }),
-            }
+        let (loops, s) = self.loops_below(self.root);
+        match &self.stmts[s] {
+            Stmt::Assign { .. } => Ok((loops, s)),
+            Stmt::Sequence { .. } => Err(WorkspaceError::NotAPerfectNest { found: "sequence" }),
+            _ => Err(WorkspaceError::NotAPerfectNest { found: "where" }),
         }
     }
 

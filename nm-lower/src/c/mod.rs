@@ -491,13 +491,17 @@ impl CKernel {
         } else {
             None
         };
-        Ok(CKernel {
+        Ok(CKernel::new(f, compiled, set_threads))
+    }
+
+    fn new(f: &Function, compiled: Compiled, set_threads: Option<unsafe extern "C" fn(libc::c_int)>) -> CKernel {
+        CKernel {
             function: f.clone(),
             compiled,
             pool: Default::default(),
             appended: crate::ir::appended(f),
             set_threads,
-        })
+        }
     }
 
     /// Compiles C written or edited by a user in place of the generated code (taco's
@@ -518,13 +522,7 @@ impl CKernel {
                 .map(|s| *s);
         // Grown as `f`'s own code grows them: the source says how much it wrote, as
         // `-write-source`'s does.
-        Ok(CKernel {
-            function: f.clone(),
-            compiled,
-            pool: Default::default(),
-            appended: crate::ir::appended(f),
-            set_threads,
-        })
+        Ok(CKernel::new(f, compiled, set_threads))
     }
 
     /// Whether the object came from the cache.
