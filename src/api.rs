@@ -5,13 +5,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use nm_format::{Format, Tensor};
+use nm_format::{Format, Tensor, TensorView};
 use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
 use nm_ir::notation::{Declarations, IndexNotation, TensorType, Types, parse};
 use nm_lower::c::CKernel;
 use nm_lower::interp::interpret;
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, Lowered, arguments, lower_options, take_result_tensor};
+use nm_lower::lower::{
+    IndexWidths, KernelValue, LowerOptions, Lowered, lower_options, take_result_tensor, view_arguments,
+};
 
 /// Everything that can go wrong from expression to result, with the stage's own message.
 #[derive(Debug, thiserror::Error)]
@@ -567,11 +569,12 @@ impl<T: Scalar> Kernel<T> {
     /// Refuses operands that would be ignored or ambiguous: a name given twice, a name that is
     /// not an operand (a typo would otherwise leave the real operand missing, or be dropped
     /// silently), the result's name.
-    fn check_operands(&self, operands: &[(&str, &Tensor<T>)]) -> Result<(), Error> {
+    fn check_operands(&self, operands: &[(&str, TensorView<T>)]) -> Result<(), Error> {
         let expected = self.operand_names();
         let result = self.stmt.tensor_name(self.stmt.lhs.tensor);
-        for (k, &(name, _)) in operands.iter().enumerate() {
-            if operands[..k].iter().any(|&(n, _)| n == name) {
+        for (k, (name, _)) in operands.iter().enumerate() {
+            let name = *name;
+            if operands[..k].iter().any(|(n, _)| *n == name) {
                 return Err(Error::Operands(format!("`{name}` is given twice")));
             }
             if name == result {
@@ -596,34 +599,42 @@ impl<T: Scalar> Kernel<T> {
     /// Every operand is given once; a name given twice, one the statement does not read, or
     /// the result's is [`Error::Operands`].
     pub fn run(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+        let views: Vec<(&str, TensorView<T>)> = operands.iter().map(|(n, t)| (*n, t.view())).collect();
+        self.run_views(&views)
+    }
+
+    /// [`Kernel::run`] on operands whose arrays someone else owns ([`TensorView`]), read in
+    /// place: only the operands listed in [`Kernel::conversions`] are copied, and the dense
+    /// operand of the N:M product when it is not a [`Tensor`] (see [`Kernel::describe`]).
+    pub fn run_views(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
         self.check_operands(operands)?;
         self.run_checked(operands)
     }
 
-    /// [`Kernel::run`] on operands already checked.
-    fn run_checked(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+    /// [`Kernel::run_views`] on operands already checked.
+    fn run_checked(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
         if !self.parts.is_empty() {
             let mut temporaries = Vec::with_capacity(self.parts.len());
             for (name, part) in &self.parts {
                 // Each part reads some of the operands.
                 let mine = part.operand_names();
-                let given: Vec<(&str, &Tensor<T>)> =
-                    operands.iter().copied().filter(|(n, _)| mine.iter().any(|m| m == n)).collect();
+                let given: Vec<(&str, TensorView<T>)> =
+                    operands.iter().filter(|(n, _)| mine.iter().any(|m| m == n)).cloned().collect();
                 temporaries.push((name.as_str(), part.run_checked(&given)?));
             }
             let mut all = operands.to_vec();
-            all.extend(temporaries.iter().map(|(n, t)| (*n, t)));
+            all.extend(temporaries.iter().map(|(n, t)| (*n, t.view())));
             return self.run_parts_done(&all);
         }
         self.run_parts_done(operands)
     }
 
     /// [`Kernel::run`] once the parts' temporaries are among the operands.
-    fn run_parts_done(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
+    fn run_parts_done(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
         let mut with_views = operands.to_vec();
         for (view, operand) in &self.views {
-            if let Some(&(_, t)) = operands.iter().find(|(n, _)| n == operand) {
-                with_views.push((view.as_str(), t));
+            if let Some((_, t)) = operands.iter().find(|(n, _)| n == operand) {
+                with_views.push((view.as_str(), t.clone()));
             }
         }
         let operands = with_views.as_slice();
@@ -632,21 +643,21 @@ impl<T: Scalar> Kernel<T> {
         }
         let mut copies = Vec::new();
         for (name, format) in &self.conversions {
-            let Some(&(_, t)) = operands.iter().find(|(n, _)| n == name) else { continue };
+            let Some((_, t)) = operands.iter().find(|(n, _)| n == name) else { continue };
             let (shape, declared) = &self.declared[name];
             let declared = declared.clone().unwrap_or_else(|| Format::dense(shape.len().max(1)));
-            nm_lower::lower::check_operand(name, shape, &declared, t)?;
-            copies.push((name.as_str(), t.convert(format)?));
+            nm_lower::lower::check_operand(name, shape, &declared, t.shape(), t.format())?;
+            copies.push((name.as_str(), t.to_tensor().convert(format)?));
         }
-        let args: Vec<(&str, &Tensor<T>)> = operands
+        let args: Vec<(&str, TensorView<T>)> = operands
             .iter()
-            .map(|&(n, t)| (n, copies.iter().find(|(c, _)| *c == n).map_or(t, |(_, copy)| copy)))
+            .map(|(n, t)| (*n, copies.iter().find(|(c, _)| c == n).map_or_else(|| t.clone(), |(_, copy)| copy.view())))
             .collect();
         self.run_in_place(&args)
     }
 
-    fn run_in_place(&self, operands: &[(&str, &Tensor<T>)]) -> Result<Tensor<T>, Error> {
-        let mut by_id: Vec<Option<&Tensor<T>>> = Vec::new();
+    fn run_in_place(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
+        let mut by_id: Vec<Option<TensorView<T>>> = Vec::new();
         let mut named = Vec::new();
         for (id, t) in self.stmt.tensors.iter() {
             if id == self.stmt.lhs.tensor {
@@ -656,16 +667,16 @@ impl<T: Scalar> Kernel<T> {
             let tensor = operands
                 .iter()
                 .find(|(n, _)| *n == t.name)
-                .map(|(_, x)| *x)
+                .map(|(_, x)| x.clone())
                 .ok_or_else(|| Error::Missing(format!("no tensor given for `{}`", t.name)))?;
+            named.push((t.name.as_str(), tensor.clone()));
             by_id.push(Some(tensor));
-            named.push((t.name.as_str(), tensor));
         }
         let (narrow, wide) = match &self.engine {
             Engine::Generated { narrow, wide } => (narrow, wide),
             Engine::NmSpmm(route) => return self.run_nm_spmm(&named, route),
         };
-        let widths = IndexWidths::of(&named);
+        let widths = IndexWidths::of_views(&named);
         let specialized;
         let kernel = if widths == narrow.widths {
             narrow
@@ -674,7 +685,7 @@ impl<T: Scalar> Kernel<T> {
             &*specialized
         };
         let len: usize = self.result_shape.iter().product();
-        let mut arrays = arguments(&kernel.lowered, &by_id, len)?;
+        let mut arrays = view_arguments(&kernel.lowered, &by_id, len)?;
         if let Ok(mut kept) = kernel.kept.try_lock() {
             for (k, w) in kept.drain(..) {
                 arrays[k] = w;
@@ -702,18 +713,23 @@ impl<T: Scalar> Kernel<T> {
         Ok(take_result_tensor(&kernel.lowered, &mut arrays, &shape, &format)?)
     }
 
-    /// `C = A·B` by nm-spmm, the operands checked against their declarations.
-    fn run_nm_spmm(&self, named: &[(&str, &Tensor<T>)], route: &crate::commands::NmSpmm) -> Result<Tensor<T>, Error> {
+    /// `C = A·B` by nm-spmm, the operands checked against their declarations. nm-spmm takes
+    /// [`Tensor`]s: an operand given as foreign arrays is copied into one.
+    fn run_nm_spmm(
+        &self,
+        named: &[(&str, TensorView<T>)],
+        route: &crate::commands::NmSpmm,
+    ) -> Result<Tensor<T>, Error> {
         let (a, b) = (self.stmt.tensor_name(route.a), self.stmt.tensor_name(route.b));
-        let operand = |name: &str| -> Result<&Tensor<T>, Error> {
-            let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
+        let operand = |name: &str| -> Result<std::borrow::Cow<Tensor<T>>, Error> {
+            let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| t).expect("every operand is given");
             let (shape, format) = &self.shapes[name];
             let format = format.clone().unwrap_or_else(|| Format::dense(shape.len()));
-            nm_lower::lower::check_operand(name, shape, &format, t)?;
-            Ok(t)
+            nm_lower::lower::check_operand(name, shape, &format, t.shape(), t.format())?;
+            Ok(t.to_tensor())
         };
         let (a, b) = (operand(a)?, operand(b)?);
-        Ok(crate::commands::multiply_nm(route, a, b, self.threads)?)
+        Ok(crate::commands::multiply_nm(route, &a, &b, self.threads)?)
     }
 
     /// The kernel for operands with `widths`, lowered and compiled the first time.

@@ -57,6 +57,7 @@ mod tensor;
 mod transpose;
 mod validate;
 mod value;
+mod view;
 pub mod workers;
 
 #[cfg(feature = "proptest")]
@@ -67,6 +68,7 @@ pub use error::{FormatError, IoError, TensorError};
 pub use format::{Format, Level, LevelExpr};
 pub use level::{LevelKind, LevelProperties, metadata_bits};
 pub use nm::NmParts;
-pub use storage::{Indices, LevelStorage, Metadata};
+pub use storage::{Indices, IndicesView, LevelStorage, LevelView, Metadata};
 pub use tensor::{Components, Coords, Tensor};
 pub use value::Value;
+pub use view::TensorView;

@@ -63,6 +63,68 @@ impl Indices {
     }
 }
 
+impl Indices {
+    /// The entries, borrowed.
+    pub fn view(&self) -> IndicesView<'_> {
+        match self {
+            Indices::U32(v) => IndicesView::U32(v),
+            Indices::U64(v) => IndicesView::U64(v),
+        }
+    }
+}
+
+/// Borrowed positions or coordinates: an [`Indices`] someone else owns (a `Vec` of ours, or
+/// an array of another library read in place).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndicesView<'a> {
+    /// 32-bit entries.
+    U32(&'a [u32]),
+    /// 64-bit entries.
+    U64(&'a [u64]),
+}
+
+impl IndicesView<'_> {
+    /// Number of entries.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            IndicesView::U32(v) => v.len(),
+            IndicesView::U64(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no entries.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entry `i`. Panics when `i` is out of bounds, like slice indexing.
+    #[inline]
+    pub fn get(&self, i: usize) -> usize {
+        match self {
+            IndicesView::U32(v) => v[i] as usize,
+            IndicesView::U64(v) => v[i] as usize,
+        }
+    }
+
+    /// Bytes per entry (4 or 8).
+    pub fn width(&self) -> usize {
+        match self {
+            IndicesView::U32(_) => 4,
+            IndicesView::U64(_) => 8,
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_indices(&self) -> Indices {
+        match self {
+            IndicesView::U32(v) => Indices::U32(v.to_vec()),
+            IndicesView::U64(v) => Indices::U64(v.to_vec()),
+        }
+    }
+}
+
 impl From<Vec<u32>> for Indices {
     fn from(v: Vec<u32>) -> Self {
         Indices::U32(v)
@@ -195,11 +257,69 @@ pub enum LevelStorage {
 impl LevelStorage {
     /// A short name of the storage kind, for messages.
     pub fn kind_name(&self) -> &'static str {
+        self.view().kind_name()
+    }
+
+    /// The arrays, borrowed.
+    pub fn view(&self) -> LevelView<'_> {
         match self {
-            LevelStorage::Dense { .. } => "dense",
-            LevelStorage::Compressed { .. } => "compressed",
-            LevelStorage::Singleton { .. } => "singleton",
-            LevelStorage::Structured { .. } => "structured",
+            LevelStorage::Dense { size } => LevelView::Dense { size: *size },
+            LevelStorage::Compressed { pos, crd } => LevelView::Compressed { pos: pos.view(), crd: crd.view() },
+            LevelStorage::Singleton { crd } => LevelView::Singleton { crd: crd.view() },
+            LevelStorage::Structured { size, meta } => LevelView::Structured { size: *size, meta },
+        }
+    }
+}
+
+/// One level's arrays, borrowed: what [`TensorView`](crate::TensorView) reads in place.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LevelView<'a> {
+    /// A dense level of `size` coordinates per parent position.
+    Dense {
+        /// Coordinates per parent position.
+        size: usize,
+    },
+    /// A compressed level.
+    Compressed {
+        /// `pos[p]..pos[p+1]` are the positions below parent position `p`.
+        pos: IndicesView<'a>,
+        /// The coordinate of each position.
+        crd: IndicesView<'a>,
+    },
+    /// A singleton level.
+    Singleton {
+        /// The coordinate of each position.
+        crd: IndicesView<'a>,
+    },
+    /// A structured N:M level.
+    Structured {
+        /// Coordinates per parent position (a multiple of M).
+        size: usize,
+        /// The kept offsets inside each block.
+        meta: &'a Metadata,
+    },
+}
+
+impl LevelView<'_> {
+    /// A short name of the storage kind, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            LevelView::Dense { .. } => "dense",
+            LevelView::Compressed { .. } => "compressed",
+            LevelView::Singleton { .. } => "singleton",
+            LevelView::Structured { .. } => "structured",
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_storage(&self) -> LevelStorage {
+        match *self {
+            LevelView::Dense { size } => LevelStorage::Dense { size },
+            LevelView::Compressed { pos, crd } => {
+                LevelStorage::Compressed { pos: pos.to_indices(), crd: crd.to_indices() }
+            }
+            LevelView::Singleton { crd } => LevelStorage::Singleton { crd: crd.to_indices() },
+            LevelView::Structured { size, meta } => LevelStorage::Structured { size, meta: meta.clone() },
         }
     }
 }

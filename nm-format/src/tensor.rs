@@ -7,8 +7,9 @@ use smallvec::SmallVec;
 use crate::error::{Result, TensorError};
 use crate::format::{Format, LevelExpr};
 use crate::level::LevelKind;
-use crate::storage::{Indices, LevelStorage, Metadata};
+use crate::storage::{IndicesView, LevelStorage, LevelView, Metadata};
 use crate::value::Value;
+use crate::view::TensorView;
 
 /// Coordinates of one component; inline up to order 4.
 pub type Coords = SmallVec<[usize; 4]>;
@@ -40,8 +41,8 @@ pub struct Tensor<T> {
 /// the others compute both from the position, so dense levels cost no memory.
 pub(crate) enum LevelPositions<'a> {
     Dense { size: usize },
-    Compressed { parent: Vec<usize>, crd: &'a Indices },
-    Singleton { crd: &'a Indices },
+    Compressed { parent: Vec<usize>, crd: IndicesView<'a> },
+    Singleton { crd: IndicesView<'a> },
     Structured { n: usize, m: usize, blocks: usize, meta: &'a Metadata },
 }
 
@@ -144,58 +145,19 @@ impl<T: Value> Tensor<T> {
         }
     }
 
-    /// Parent and coordinate of every position of every level, level by level. Positions of a
-    /// level are visited in increasing order when their parents are, so the position is the
-    /// index into these arrays.
-    pub(crate) fn level_positions(&self) -> Vec<LevelPositions<'_>> {
-        let mut parents = 1usize;
-        let mut out = Vec::with_capacity(self.levels.len());
-        for (l, storage) in self.levels.iter().enumerate() {
-            let (lp, positions) = match storage {
-                LevelStorage::Dense { size } => (LevelPositions::Dense { size: (*size).max(1) }, parents * size),
-                LevelStorage::Compressed { pos, crd } => {
-                    let mut parent = Vec::with_capacity(crd.len());
-                    for p in 0..parents {
-                        parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
-                    }
-                    (LevelPositions::Compressed { parent, crd }, crd.len())
-                }
-                LevelStorage::Singleton { crd } => (LevelPositions::Singleton { crd }, parents),
-                LevelStorage::Structured { size, meta } => {
-                    let LevelKind::Structured { n, m } = self.format.levels()[l].kind else { unreachable!() };
-                    let (n, m) = (n as usize, m as usize);
-                    let blocks = (size / m).max(1);
-                    (LevelPositions::Structured { n, m, blocks, meta }, meta.len())
-                }
-            };
-            parents = positions;
-            out.push(lp);
-        }
-        out
+    /// The arrays of each level, borrowed.
+    pub(crate) fn level_views(&self) -> Vec<LevelView<'_>> {
+        self.levels.iter().map(LevelStorage::view).collect()
     }
 
-    /// The tensor coordinates of the component at each position of the last level, as one
-    /// array per dimension (padding positions included).
+    /// The tensor read in place, as kernels read arrays another library owns.
+    pub fn view(&self) -> TensorView<'_, T> {
+        TensorView::of(self)
+    }
+
+    /// See [`component_coordinates`].
     pub(crate) fn component_coordinates(&self) -> Vec<Vec<usize>> {
-        let tree = self.level_positions();
-        let last = self.values.len();
-        let mut coords = vec![vec![0usize; last]; self.order()];
-        // Walk from the last level up, carrying each component's position at level l.
-        let mut at: Vec<usize> = (0..last).collect();
-        for l in (0..self.levels.len()).rev() {
-            let level = &self.format.levels()[l];
-            let dim = &mut coords[level.expr.dim()];
-            let lp = &tree[l];
-            for (c, q) in dim.iter_mut().zip(at.iter_mut()) {
-                let lc = lp.coordinate(*q);
-                *c += match level.expr {
-                    LevelExpr::Dim(_) | LevelExpr::Mod(..) => lc,
-                    LevelExpr::FloorDiv(_, b) => lc * b,
-                };
-                *q = lp.parent(*q);
-            }
-        }
-        coords
+        component_coordinates(&self.format, &self.level_views(), self.values.len())
     }
 
     /// Every stored component in storage order, as `(coordinates, value)`. Explicit zeros are
@@ -299,6 +261,59 @@ impl<T: Value> Iterator for Components<'_, T> {
             }
         }
     }
+}
+
+/// Parent and coordinate of every position of every level, level by level. Positions of a
+/// level are visited in increasing order when their parents are, so the position is the
+/// index into these arrays.
+pub(crate) fn level_positions<'a>(format: &Format, levels: &[LevelView<'a>]) -> Vec<LevelPositions<'a>> {
+    let mut parents = 1usize;
+    let mut out = Vec::with_capacity(levels.len());
+    for (l, storage) in levels.iter().enumerate() {
+        let (lp, positions) = match *storage {
+            LevelView::Dense { size } => (LevelPositions::Dense { size: size.max(1) }, parents * size),
+            LevelView::Compressed { pos, crd } => {
+                let mut parent = Vec::with_capacity(crd.len());
+                for p in 0..parents {
+                    parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
+                }
+                (LevelPositions::Compressed { parent, crd }, crd.len())
+            }
+            LevelView::Singleton { crd } => (LevelPositions::Singleton { crd }, parents),
+            LevelView::Structured { size, meta } => {
+                let LevelKind::Structured { n, m } = format.levels()[l].kind else { unreachable!() };
+                let (n, m) = (n as usize, m as usize);
+                let blocks = (size / m).max(1);
+                (LevelPositions::Structured { n, m, blocks, meta }, meta.len())
+            }
+        };
+        parents = positions;
+        out.push(lp);
+    }
+    out
+}
+
+/// The tensor coordinates of the component at each of the `last` positions of the last
+/// level, as one array per dimension (padding positions included).
+pub(crate) fn component_coordinates(format: &Format, levels: &[LevelView], last: usize) -> Vec<Vec<usize>> {
+    let tree = level_positions(format, levels);
+    let mut coords = vec![vec![0usize; last]; format.order()];
+    // Walk from the last level up, carrying each component's position at level l.
+    let mut at: Vec<usize> = (0..last).collect();
+    for l in (0..levels.len()).rev() {
+        let level = &format.levels()[l];
+        let dim = &mut coords[level.expr.dim()];
+        let lp = &tree[l];
+        for (c, q) in dim.iter_mut().zip(at.iter_mut()) {
+            let lc = lp.coordinate(*q);
+            *c += match level.expr {
+                LevelExpr::Dim(_) | LevelExpr::Mod(..) => lc,
+                LevelExpr::FloorDiv(_, b) => lc * b,
+            };
+            *q = lp.parent(*q);
+        }
+    }
+    coords
 }
 
 /// Product of a shape, or a `TooLarge` error naming `what`.

@@ -4,174 +4,166 @@
 use crate::error::{Result, TensorError};
 use crate::format::Format;
 use crate::level::LevelKind;
-use crate::storage::LevelStorage;
-use crate::tensor::{Tensor, checked_product};
+use crate::storage::{LevelStorage, LevelView};
+use crate::tensor::{Tensor, checked_product, component_coordinates, level_positions};
 use crate::value::Value;
 
 impl<T: Value> Tensor<T> {
     /// Takes ownership of level arrays and values after checking every invariant listed on
     /// [`Tensor`]. Nothing is copied.
     pub fn from_raw(shape: Vec<usize>, format: Format, levels: Vec<LevelStorage>, values: Vec<T>) -> Result<Self> {
-        if shape.len() != format.order() {
-            return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: shape.len() });
-        }
-        if levels.len() != format.levels().len() {
-            return Err(TensorError::LevelCount { expected: format.levels().len(), actual: levels.len() });
-        }
-        checked_product(&format.padded_shape(&shape), "the padded shape")?;
-        let sizes = format.level_sizes(&shape);
-        let mut parents = 1usize;
-        for (l, (level, storage)) in format.levels().iter().zip(&levels).enumerate() {
-            let size = sizes[l];
-            let mismatch =
-                || TensorError::LevelKindMismatch { level: l, expected: level.kind, found: storage.kind_name() };
-            parents = match (level.kind, storage) {
-                (LevelKind::Dense, LevelStorage::Dense { size: given }) => {
-                    check_size(l, size, *given)?;
-                    parents.checked_mul(size).ok_or(TensorError::TooLarge { what: format!("level {l}") })?
-                }
-                (LevelKind::Compressed(props), LevelStorage::Compressed { pos, crd }) => {
-                    if pos.len() != parents + 1 {
-                        return Err(TensorError::PosLength { level: l, expected: parents + 1, actual: pos.len() });
-                    }
-                    if pos.get(0) != 0 {
-                        return Err(TensorError::PosStart { level: l, value: pos.get(0) });
-                    }
-                    for p in 1..pos.len() {
-                        if pos.get(p) < pos.get(p - 1) {
-                            return Err(TensorError::PosNotMonotone {
-                                level: l,
-                                position: p,
-                                value: pos.get(p),
-                                previous: pos.get(p - 1),
-                            });
-                        }
-                    }
-                    let positions = pos.get(parents);
-                    if crd.len() != positions {
-                        return Err(TensorError::CrdLength { level: l, expected: positions, actual: crd.len() });
-                    }
-                    for p in 0..parents {
-                        check_siblings(
-                            l,
-                            size,
-                            props.ordered,
-                            props.unique,
-                            (pos.get(p)..pos.get(p + 1)).map(|q| (q, crd.get(q))),
-                        )?;
-                    }
-                    positions
-                }
-                (LevelKind::Singleton(_), LevelStorage::Singleton { crd }) => {
-                    if crd.len() != parents {
-                        return Err(TensorError::CrdLength { level: l, expected: parents, actual: crd.len() });
-                    }
-                    if let Some(q) = (0..parents).find(|&q| crd.get(q) >= size) {
-                        return Err(TensorError::CoordinateOutOfRange {
-                            level: l,
-                            position: q,
-                            coordinate: crd.get(q),
-                            size,
-                        });
-                    }
-                    parents
-                }
-                (LevelKind::Structured { n, m }, LevelStorage::Structured { size: given, meta }) => {
-                    check_size(l, size, *given)?;
-                    let per_block = n as usize;
-                    let positions = parents
-                        .checked_mul(size / m as usize * per_block)
-                        .ok_or(TensorError::TooLarge { what: format!("level {l}") })?;
-                    if meta.len() != positions {
-                        return Err(TensorError::MetadataLength { level: l, expected: positions, actual: meta.len() });
-                    }
-                    for q in 0..positions {
-                        let value = meta.get(q) as usize;
-                        if value >= m as usize {
-                            return Err(TensorError::MetadataOutOfRange { level: l, position: q, value, m });
-                        }
-                        if q % per_block != 0 {
-                            let previous = meta.get(q - 1) as usize;
-                            if value <= previous {
-                                return Err(TensorError::MetadataNotDistinct {
-                                    level: l,
-                                    position: q,
-                                    value,
-                                    previous,
-                                });
-                            }
-                        }
-                    }
-                    positions
-                }
-                _ => return Err(mismatch()),
-            };
-        }
-        if values.len() != parents {
-            return Err(TensorError::ValuesLength { expected: parents, actual: values.len() });
-        }
-        let tensor = Tensor { shape, format, levels, values };
-        tensor.check_singletons()?;
-        tensor.check_padding()?;
-        Ok(tensor)
+        let views: Vec<LevelView> = levels.iter().map(LevelStorage::view).collect();
+        validate(&shape, &format, &views, &values)?;
+        drop(views);
+        Ok(Tensor { shape, format, levels, values })
     }
+}
 
-    /// Ordered/unique singleton levels compare each position with the previous one when all
-    /// coordinates above are equal (they are siblings then).
-    fn check_singletons(&self) -> Result<()> {
-        let kinds: Vec<LevelKind> = self.format.levels().iter().map(|l| l.kind).collect();
-        if !kinds.iter().any(|k| matches!(k, LevelKind::Singleton(p) if p.ordered || p.unique)) {
-            return Ok(());
+/// Checks every invariant listed on [`Tensor`] of arrays given as views, reporting the first
+/// violation by level, position and value.
+pub(crate) fn validate<T: Value>(shape: &[usize], format: &Format, levels: &[LevelView], values: &[T]) -> Result<()> {
+    if shape.len() != format.order() {
+        return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: shape.len() });
+    }
+    if levels.len() != format.levels().len() {
+        return Err(TensorError::LevelCount { expected: format.levels().len(), actual: levels.len() });
+    }
+    checked_product(&format.padded_shape(shape), "the padded shape")?;
+    let sizes = format.level_sizes(shape);
+    let mut parents = 1usize;
+    for (l, (level, storage)) in format.levels().iter().zip(levels).enumerate() {
+        parents = check_level(l, level.kind, storage, sizes[l], parents)?;
+    }
+    if values.len() != parents {
+        return Err(TensorError::ValuesLength { expected: parents, actual: values.len() });
+    }
+    check_singletons(format, levels)?;
+    check_padding(shape, format, levels, values)
+}
+
+/// Checks level `l` below `parents` positions of the level above; returns its positions.
+fn check_level(l: usize, kind: LevelKind, storage: &LevelView, size: usize, parents: usize) -> Result<usize> {
+    let mismatch = || TensorError::LevelKindMismatch { level: l, expected: kind, found: storage.kind_name() };
+    Ok(match (kind, *storage) {
+        (LevelKind::Dense, LevelView::Dense { size: given }) => {
+            check_size(l, size, given)?;
+            parents.checked_mul(size).ok_or(TensorError::TooLarge { what: format!("level {l}") })?
         }
-        let tree = self.level_positions();
-        for (l, kind) in kinds.iter().enumerate() {
-            let LevelKind::Singleton(props) = kind else {
-                continue;
-            };
-            for q in 1..self.positions_of(l) {
-                // Are all coordinates above level l equal for positions q-1 and q?
-                let (mut a, mut b, mut same) = (tree[l].parent(q - 1), tree[l].parent(q), true);
-                for k in (0..l).rev() {
-                    if tree[k].coordinate(a) != tree[k].coordinate(b) {
-                        same = false;
-                        break;
-                    }
-                    (a, b) = (tree[k].parent(a), tree[k].parent(b));
-                }
-                if same {
-                    let (prev, cur) = (tree[l].coordinate(q - 1), tree[l].coordinate(q));
-                    check_pair(l, q, props.ordered, props.unique, prev, cur)?;
+        (LevelKind::Compressed(props), LevelView::Compressed { pos, crd }) => {
+            if pos.len() != parents + 1 {
+                return Err(TensorError::PosLength { level: l, expected: parents + 1, actual: pos.len() });
+            }
+            if pos.get(0) != 0 {
+                return Err(TensorError::PosStart { level: l, value: pos.get(0) });
+            }
+            for p in 1..pos.len() {
+                if pos.get(p) < pos.get(p - 1) {
+                    return Err(TensorError::PosNotMonotone {
+                        level: l,
+                        position: p,
+                        value: pos.get(p),
+                        previous: pos.get(p - 1),
+                    });
                 }
             }
+            let positions = pos.get(parents);
+            if crd.len() != positions {
+                return Err(TensorError::CrdLength { level: l, expected: positions, actual: crd.len() });
+            }
+            for p in 0..parents {
+                check_siblings(
+                    l,
+                    size,
+                    props.ordered,
+                    props.unique,
+                    (pos.get(p)..pos.get(p + 1)).map(|q| (q, crd.get(q))),
+                )?;
+            }
+            positions
         }
-        Ok(())
-    }
+        (LevelKind::Singleton(_), LevelView::Singleton { crd }) => {
+            if crd.len() != parents {
+                return Err(TensorError::CrdLength { level: l, expected: parents, actual: crd.len() });
+            }
+            if let Some(q) = (0..parents).find(|&q| crd.get(q) >= size) {
+                return Err(TensorError::CoordinateOutOfRange { level: l, position: q, coordinate: crd.get(q), size });
+            }
+            parents
+        }
+        (LevelKind::Structured { n, m }, LevelView::Structured { size: given, meta }) => {
+            check_size(l, size, given)?;
+            let per_block = n as usize;
+            let positions = parents
+                .checked_mul(size / m as usize * per_block)
+                .ok_or(TensorError::TooLarge { what: format!("level {l}") })?;
+            if meta.len() != positions {
+                return Err(TensorError::MetadataLength { level: l, expected: positions, actual: meta.len() });
+            }
+            for q in 0..positions {
+                let value = meta.get(q) as usize;
+                if value >= m as usize {
+                    return Err(TensorError::MetadataOutOfRange { level: l, position: q, value, m });
+                }
+                if q % per_block != 0 {
+                    let previous = meta.get(q - 1) as usize;
+                    if value <= previous {
+                        return Err(TensorError::MetadataNotDistinct { level: l, position: q, value, previous });
+                    }
+                }
+            }
+            positions
+        }
+        _ => return Err(mismatch()),
+    })
+}
 
-    /// Number of positions of level `l` (a singleton level has one per parent position).
-    fn positions_of(&self, l: usize) -> usize {
-        match &self.levels[l] {
-            LevelStorage::Singleton { crd } => crd.len(),
-            _ => unreachable!("only singleton levels are walked here"),
-        }
+/// Ordered/unique singleton levels compare each position with the previous one when all
+/// coordinates above are equal (they are siblings then).
+fn check_singletons(format: &Format, levels: &[LevelView]) -> Result<()> {
+    let kinds: Vec<LevelKind> = format.levels().iter().map(|l| l.kind).collect();
+    if !kinds.iter().any(|k| matches!(k, LevelKind::Singleton(p) if p.ordered || p.unique)) {
+        return Ok(());
     }
-
-    /// Positions outside the logical shape (block padding) must hold zero.
-    fn check_padding(&self) -> Result<()> {
-        if self.format.padded_shape(&self.shape) == self.shape {
-            return Ok(());
-        }
-        let coords = self.component_coordinates();
-        for (q, &v) in self.values.iter().enumerate() {
-            if v != T::ZERO && (0..self.order()).any(|d| coords[d][q] >= self.shape[d]) {
-                return Err(TensorError::NonzeroInPadding {
-                    coordinates: (0..self.order()).map(|d| coords[d][q]).collect(),
-                    shape: self.shape.clone(),
-                    value: v.to_f64(),
-                });
+    let tree = level_positions(format, levels);
+    for (l, kind) in kinds.iter().enumerate() {
+        let (LevelKind::Singleton(props), LevelView::Singleton { crd }) = (kind, &levels[l]) else {
+            continue;
+        };
+        for q in 1..crd.len() {
+            // Are all coordinates above level l equal for positions q-1 and q?
+            let (mut a, mut b, mut same) = (tree[l].parent(q - 1), tree[l].parent(q), true);
+            for k in (0..l).rev() {
+                if tree[k].coordinate(a) != tree[k].coordinate(b) {
+                    same = false;
+                    break;
+                }
+                (a, b) = (tree[k].parent(a), tree[k].parent(b));
+            }
+            if same {
+                let (prev, cur) = (tree[l].coordinate(q - 1), tree[l].coordinate(q));
+                check_pair(l, q, props.ordered, props.unique, prev, cur)?;
             }
         }
-        Ok(())
     }
+    Ok(())
+}
+
+/// Positions outside the logical shape (block padding) must hold zero.
+fn check_padding<T: Value>(shape: &[usize], format: &Format, levels: &[LevelView], values: &[T]) -> Result<()> {
+    if format.padded_shape(shape) == shape {
+        return Ok(());
+    }
+    let coords = component_coordinates(format, levels, values.len());
+    for (q, &v) in values.iter().enumerate() {
+        if v != T::ZERO && (0..shape.len()).any(|d| coords[d][q] >= shape[d]) {
+            return Err(TensorError::NonzeroInPadding {
+                coordinates: (0..shape.len()).map(|d| coords[d][q]).collect(),
+                shape: shape.to_vec(),
+                value: v.to_f64(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn check_size(level: usize, expected: usize, actual: usize) -> Result<()> {

@@ -43,9 +43,15 @@ pub enum Borrowed<'a> {
 
 impl<'a> From<&'a nm_format::Indices> for Borrowed<'a> {
     fn from(i: &'a nm_format::Indices) -> Self {
+        i.view().into()
+    }
+}
+
+impl<'a> From<nm_format::IndicesView<'a>> for Borrowed<'a> {
+    fn from(i: nm_format::IndicesView<'a>) -> Self {
         match i {
-            nm_format::Indices::U32(v) => Borrowed::U32(v),
-            nm_format::Indices::U64(v) => Borrowed::U64(v),
+            nm_format::IndicesView::U32(v) => Borrowed::U32(v),
+            nm_format::IndicesView::U64(v) => Borrowed::U64(v),
         }
     }
 }

@@ -17,13 +17,19 @@ pub struct IndexWidths {
 impl IndexWidths {
     /// The widths of `tensors`' arrays (by name).
     pub fn of<T: nm_format::Value>(tensors: &[(&str, &nm_format::Tensor<T>)]) -> Self {
-        use nm_format::LevelStorage;
+        let views: Vec<(&str, nm_format::TensorView<T>)> = tensors.iter().map(|(n, t)| (*n, t.view())).collect();
+        Self::of_views(&views)
+    }
+
+    /// The widths of `tensors`' arrays (by name), read in place.
+    pub fn of_views<T: nm_format::Value>(tensors: &[(&str, nm_format::TensorView<T>)]) -> Self {
+        use nm_format::LevelView;
         let mut wide = Vec::new();
         for (name, t) in tensors {
             for (l, level) in t.levels().iter().enumerate() {
                 let (pos, crd) = match level {
-                    LevelStorage::Compressed { pos, crd } => (pos.width() == 8, crd.width() == 8),
-                    LevelStorage::Singleton { crd } => (false, crd.width() == 8),
+                    LevelView::Compressed { pos, crd } => (pos.width() == 8, crd.width() == 8),
+                    LevelView::Singleton { crd } => (false, crd.width() == 8),
                     _ => (false, false),
                 };
                 if pos || crd {
@@ -101,11 +107,21 @@ pub fn arguments<'a, T: KernelValue>(
     tensors: &[Option<&'a nm_format::Tensor<T>>],
     result_len: usize,
 ) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
-    use nm_format::LevelStorage;
+    let views: Vec<Option<nm_format::TensorView<'a, T>>> = tensors.iter().map(|t| t.map(|t| t.view())).collect();
+    view_arguments(lowered, &views, result_len)
+}
+
+/// [`arguments`] of operands read in place from arrays someone else owns.
+pub fn view_arguments<'a, T: KernelValue>(
+    lowered: &Lowered,
+    tensors: &[Option<nm_format::TensorView<'a, T>>],
+    result_len: usize,
+) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
+    use nm_format::LevelView;
     // Kernels trust the arrays they are given: every operand must be what it was lowered for.
     for (t, (name, shape, format)) in lowered.tensors.iter().enumerate() {
-        if let Some(x) = tensors.get(t).copied().flatten() {
-            check_operand(name, shape, format, x)?;
+        if let Some(Some(x)) = tensors.get(t) {
+            check_operand(name, shape, format, x.shape(), x.format())?;
         }
     }
     let result_len = if lowered.sparse_result() { 0 } else { result_len };
@@ -118,8 +134,8 @@ pub fn arguments<'a, T: KernelValue>(
         .iter()
         .zip(&lowered.params)
         .map(|((_, decl), t)| {
-            let tensor = tensors.get(t.index()).copied().flatten();
-            let level = |l: usize| tensor.map(|x| &x.levels()[l]);
+            let tensor = tensors.get(t.index()).and_then(|t| t.as_ref());
+            let level = |l: usize| tensor.map(|x| x.levels()[l]);
             Ok(match (&decl.role, decl.output) {
                 (Role::Values { .. }, true) => {
                     let mut zeros = T::wrap(vec![T::ZERO; result_len]);
@@ -128,15 +144,15 @@ pub fn arguments<'a, T: KernelValue>(
                 }
                 (Role::Values { .. }, false) => tensor.map_or_else(|| T::wrap(Vec::new()), |x| T::borrow(x.values())),
                 (Role::Pos { level: l, .. }, false) => match level(*l) {
-                    Some(LevelStorage::Compressed { pos, .. }) => ArrayData::Borrowed(pos.into()),
+                    Some(LevelView::Compressed { pos, .. }) => ArrayData::Borrowed(pos.into()),
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Metadata { level: l, .. }, false) => match level(*l) {
-                    Some(LevelStorage::Structured { meta, .. }) => ArrayData::Borrowed(Borrowed::U64(meta.words())),
+                    Some(LevelView::Structured { meta, .. }) => ArrayData::Borrowed(Borrowed::U64(meta.words())),
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Crd { level: l, .. }, false) => match level(*l) {
-                    Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }) => {
+                    Some(LevelView::Compressed { crd, .. } | LevelView::Singleton { crd }) => {
                         ArrayData::Borrowed(crd.into())
                     }
                     _ => ArrayData::empty(decl.elem),
@@ -164,25 +180,26 @@ pub fn arguments<'a, T: KernelValue>(
 
 /// Checks that tensor `name` has the declared `shape` (a scalar may come as `[1]`) and
 /// `format`: kernels trust the lengths of the arrays they are given.
-pub fn check_operand<T: nm_format::Value>(
+pub fn check_operand(
     name: &str,
     shape: &[usize],
     format: &Format,
-    x: &nm_format::Tensor<T>,
+    actual_shape: &[usize],
+    actual_format: &Format,
 ) -> Result<(), nm_format::TensorError> {
-    let actual = if x.shape() == [1] && shape.is_empty() { &[][..] } else { x.shape() };
+    let actual = if actual_shape == [1] && shape.is_empty() { &[][..] } else { actual_shape };
     if actual != shape {
         return Err(nm_format::TensorError::ShapeMismatch {
             what: format!("tensor `{name}`"),
             expected: shape.to_vec(),
-            actual: x.shape().to_vec(),
+            actual: actual_shape.to_vec(),
         });
     }
-    if x.format() != format {
+    if actual_format != format {
         return Err(nm_format::TensorError::WrongFormat {
             operation: "the kernel",
             needed: format!("{format} for `{name}`"),
-            actual: x.format().to_string(),
+            actual: actual_format.to_string(),
         });
     }
     Ok(())

@@ -40,7 +40,9 @@ mod subsection;
 mod workspace;
 
 use assembly::*;
-pub use boundary::{IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor};
+pub use boundary::{
+    IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor, view_arguments,
+};
 use entries::*;
 use subsection::*;
 use workspace::*;
