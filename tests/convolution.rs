@@ -310,6 +310,27 @@ fn two_rows_iterators_on_one_level_have_arrays_of_their_own() {
 }
 
 #[test]
+fn a_rows_iterator_under_a_followed_level_without_an_entry_reads_nothing() {
+    // D's level 0 is followed along `i`; where it has no entry for `i` (D empty, or a row of
+    // D missing), the rows of level 1 that the window of `2*k+l` reaches are none — the
+    // differential tests found the rows read from `D1_pos` one past its end.
+    for density in [0.0, 0.3] {
+        let case = Case {
+            expr: "A(i) = B(i,k) + C(j,k+i+2,l) * D(i,2*k+l,j+l+2,l)",
+            decls: &[
+                ("A", &[3], "dense", 1.0),
+                ("B", &[3, 2], "dcsc", 0.7),
+                ("C", &[2, 6, 2], "dense", 1.0),
+                ("D", &[3, 4, 5, 2], "sdss", density),
+            ],
+            sizes: &[],
+            seed: 21,
+        };
+        case.check(&[""]);
+    }
+}
+
+#[test]
 fn true_convolutions_with_the_filter_flipped() {
     // `I(i + 2 - r)`: the filter read backwards, as scipy.signal.convolve does. The level is
     // walked in increasing coordinate order, so a loop order where the negative-coefficient
