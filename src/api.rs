@@ -631,13 +631,19 @@ impl<T: Scalar> Kernel<T> {
 
     /// [`Kernel::run`] once the parts' temporaries are among the operands.
     fn run_parts_done(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
-        let mut with_views = operands.to_vec();
-        for (view, operand) in &self.views {
-            if let Some((_, t)) = operands.iter().find(|(n, _)| n == operand) {
-                with_views.push((view.as_str(), t.clone()));
+        let with_views;
+        let operands = if self.views.is_empty() {
+            operands
+        } else {
+            let mut all = operands.to_vec();
+            for (view, operand) in &self.views {
+                if let Some((_, t)) = operands.iter().find(|(n, _)| n == operand) {
+                    all.push((view.as_str(), t.clone()));
+                }
             }
-        }
-        let operands = with_views.as_slice();
+            with_views = all;
+            with_views.as_slice()
+        };
         if self.conversions.is_empty() {
             return self.run_in_place(operands);
         }
@@ -657,8 +663,8 @@ impl<T: Scalar> Kernel<T> {
     }
 
     fn run_in_place(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
-        let mut by_id: Vec<Option<TensorView<T>>> = Vec::new();
-        let mut named = Vec::new();
+        let mut by_id: Vec<Option<&TensorView<T>>> = Vec::with_capacity(self.stmt.tensors.len());
+        let mut named = Vec::with_capacity(operands.len());
         for (id, t) in self.stmt.tensors.iter() {
             if id == self.stmt.lhs.tensor {
                 by_id.push(None);
@@ -667,9 +673,9 @@ impl<T: Scalar> Kernel<T> {
             let tensor = operands
                 .iter()
                 .find(|(n, _)| *n == t.name)
-                .map(|(_, x)| x.clone())
+                .map(|(_, x)| x)
                 .ok_or_else(|| Error::Missing(format!("no tensor given for `{}`", t.name)))?;
-            named.push((t.name.as_str(), tensor.clone()));
+            named.push((t.name.as_str(), tensor));
             by_id.push(Some(tensor));
         }
         let (narrow, wide) = match &self.engine {
@@ -717,12 +723,12 @@ impl<T: Scalar> Kernel<T> {
     /// [`Tensor`]s: an operand given as foreign arrays is copied into one.
     fn run_nm_spmm(
         &self,
-        named: &[(&str, TensorView<T>)],
+        named: &[(&str, &TensorView<T>)],
         route: &crate::commands::NmSpmm,
     ) -> Result<Tensor<T>, Error> {
         let (a, b) = (self.stmt.tensor_name(route.a), self.stmt.tensor_name(route.b));
         let operand = |name: &str| -> Result<std::borrow::Cow<Tensor<T>>, Error> {
-            let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| t).expect("every operand is given");
+            let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
             let (shape, format) = &self.shapes[name];
             let format = format.clone().unwrap_or_else(|| Format::dense(shape.len()));
             nm_lower::lower::check_operand(name, shape, &format, t.shape(), t.format())?;

@@ -7,13 +7,14 @@ use crate::level::LevelKind;
 use crate::storage::{LevelStorage, LevelView};
 use crate::tensor::{Tensor, checked_product, component_coordinates, level_positions};
 use crate::value::Value;
+use crate::view::Levels;
 
 impl<T: Value> Tensor<T> {
     /// Takes ownership of level arrays and values after checking every invariant listed on
     /// [`Tensor`]. Nothing is copied.
     pub fn from_raw(shape: Vec<usize>, format: Format, levels: Vec<LevelStorage>, values: Vec<T>) -> Result<Self> {
-        let views: Vec<LevelView> = levels.iter().map(LevelStorage::view).collect();
-        validate(&shape, &format, &views, &values)?;
+        let views = Levels::new(levels.iter().map(LevelStorage::view));
+        validate(&shape, &format, views.as_slice(), &values)?;
         drop(views);
         Ok(Tensor { shape, format, levels, values })
     }

@@ -13,36 +13,43 @@ use crate::validate::validate;
 use crate::value::Value;
 
 /// A shape, a format, borrowed level arrays and borrowed values, with every invariant of
-/// [`Tensor`].
+/// [`Tensor`]. Everything is borrowed (levels inline up to four), so a view is copied
+/// without allocating: kernels take one per operand per call.
 #[derive(Clone, Debug)]
 pub struct TensorView<'a, T> {
-    shape: Vec<usize>,
-    format: Format,
-    levels: Vec<LevelView<'a>>,
+    shape: &'a [usize],
+    format: &'a Format,
+    levels: Levels<'a>,
     values: &'a [T],
     owner: Option<&'a Tensor<T>>,
 }
 
 impl<'a, T: Value> TensorView<'a, T> {
     /// Borrows arrays after checking every invariant listed on [`Tensor`].
-    pub fn new(shape: Vec<usize>, format: Format, levels: Vec<LevelView<'a>>, values: &'a [T]) -> Result<Self> {
-        validate(&shape, &format, &levels, values)?;
+    pub fn new(
+        shape: &'a [usize],
+        format: &'a Format,
+        levels: impl IntoIterator<Item = LevelView<'a>>,
+        values: &'a [T],
+    ) -> Result<Self> {
+        let levels = Levels::new(levels);
+        validate(shape, format, levels.as_slice(), values)?;
         Ok(TensorView { shape, format, levels, values, owner: None })
     }
 
     pub(crate) fn of(t: &'a Tensor<T>) -> Self {
         TensorView {
-            shape: t.shape().to_vec(),
-            format: t.format().clone(),
-            levels: t.level_views(),
+            shape: t.shape(),
+            format: t.format(),
+            levels: Levels::new(t.levels().iter().map(LevelStorage::view)),
             values: t.values(),
             owner: Some(t),
         }
     }
 
     /// The logical shape (before any block padding).
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
+    pub fn shape(&self) -> &'a [usize] {
+        self.shape
     }
 
     /// Number of dimensions.
@@ -51,13 +58,13 @@ impl<'a, T: Value> TensorView<'a, T> {
     }
 
     /// The storage format.
-    pub fn format(&self) -> &Format {
-        &self.format
+    pub fn format(&self) -> &'a Format {
+        self.format
     }
 
     /// The arrays of each level, outermost first.
     pub fn levels(&self) -> &[LevelView<'a>] {
-        &self.levels
+        self.levels.as_slice()
     }
 
     /// The stored values, indexed by the positions of the last level.
@@ -75,11 +82,45 @@ impl<'a, T: Value> TensorView<'a, T> {
         match self.owner {
             Some(t) => std::borrow::Cow::Borrowed(t),
             None => std::borrow::Cow::Owned(Tensor {
-                shape: self.shape.clone(),
+                shape: self.shape.to_vec(),
                 format: self.format.clone(),
-                levels: self.levels.iter().map(LevelView::to_storage).collect::<Vec<LevelStorage>>(),
+                levels: self.levels.as_slice().iter().map(LevelView::to_storage).collect::<Vec<LevelStorage>>(),
                 values: self.values.to_vec(),
             }),
+        }
+    }
+}
+
+/// The levels of a view: inline up to four (every named format), so copying a view does not
+/// allocate. A plain enum rather than a `SmallVec`, whose associated item type would make
+/// `TensorView` invariant in its lifetime: a view of a long-lived tensor must pass where a
+/// shorter one is expected.
+#[derive(Clone, Debug)]
+pub(crate) enum Levels<'a> {
+    Inline([LevelView<'a>; 4], usize),
+    Heap(Vec<LevelView<'a>>),
+}
+
+impl<'a> Levels<'a> {
+    pub(crate) fn new(levels: impl IntoIterator<Item = LevelView<'a>>) -> Self {
+        let mut inline = [LevelView::Dense { size: 0 }; 4];
+        let mut it = levels.into_iter();
+        for n in 0..4 {
+            match it.next() {
+                Some(level) => inline[n] = level,
+                None => return Levels::Inline(inline, n),
+            }
+        }
+        match it.next() {
+            None => Levels::Inline(inline, 4),
+            Some(fifth) => Levels::Heap(inline.into_iter().chain(std::iter::once(fifth)).chain(it).collect()),
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[LevelView<'a>] {
+        match self {
+            Levels::Inline(levels, n) => &levels[..*n],
+            Levels::Heap(levels) => levels,
         }
     }
 }

@@ -9,7 +9,8 @@ fn a_view_of_valid_arrays_reads_them_in_place() {
         LevelView::Dense { size: 2 },
         LevelView::Compressed { pos: IndicesView::U32(&pos), crd: IndicesView::U32(&crd) },
     ];
-    let view = TensorView::new(vec![2, 3], Format::csr(), levels, &values).expect("valid CSR");
+    let csr = Format::csr();
+    let view = TensorView::new(&[2, 3], &csr, levels, &values).expect("valid CSR");
     assert_eq!(view.values().as_ptr(), values.as_ptr());
     assert!(view.tensor().is_none());
     let owned = view.to_tensor().into_owned();
@@ -22,6 +23,7 @@ fn a_view_of_valid_arrays_reads_them_in_place() {
 #[test]
 fn a_view_of_broken_arrays_is_refused_as_from_raw_refuses_them() {
     let values = [1.0f64, 2.0, 3.0];
+    let csr = Format::csr();
     let cases: [(&[u64], &[u64]); 4] = [
         (&[0, 2, 3], &[0, 3, 1]), // a coordinate past the size
         (&[0, 2, 3], &[2, 0, 1]), // not sorted
@@ -35,16 +37,12 @@ fn a_view_of_broken_arrays_is_refused_as_from_raw_refuses_them() {
                 LevelView::Compressed { pos: IndicesView::U64(pos), crd: IndicesView::U64(crd) },
             ]
         };
-        let by_view = TensorView::new(vec![2, 3], Format::csr(), levels(), &values).unwrap_err();
+        let by_view = TensorView::new(&[2, 3], &csr, levels(), &values).unwrap_err();
         let owned_levels = levels().iter().map(|l| l.to_storage()).collect();
         let by_raw = Tensor::from_raw(vec![2, 3], Format::csr(), owned_levels, values.to_vec()).unwrap_err();
         assert_eq!(by_view, by_raw);
     }
-    let short = TensorView::new(
-        vec![2, 3],
-        Format::dense(2),
-        vec![LevelView::Dense { size: 2 }, LevelView::Dense { size: 3 }],
-        &values,
-    );
+    let dense = Format::dense(2);
+    let short = TensorView::new(&[2, 3], &dense, [LevelView::Dense { size: 2 }, LevelView::Dense { size: 3 }], &values);
     assert!(matches!(short, Err(TensorError::ValuesLength { expected: 6, actual: 3 })));
 }

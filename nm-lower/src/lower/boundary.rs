@@ -17,12 +17,13 @@ pub struct IndexWidths {
 impl IndexWidths {
     /// The widths of `tensors`' arrays (by name).
     pub fn of<T: nm_format::Value>(tensors: &[(&str, &nm_format::Tensor<T>)]) -> Self {
-        let views: Vec<(&str, nm_format::TensorView<T>)> = tensors.iter().map(|(n, t)| (*n, t.view())).collect();
-        Self::of_views(&views)
+        let views: Vec<nm_format::TensorView<T>> = tensors.iter().map(|(_, t)| t.view()).collect();
+        let named: Vec<(&str, &nm_format::TensorView<T>)> = tensors.iter().map(|(n, _)| *n).zip(&views).collect();
+        Self::of_views(&named)
     }
 
     /// The widths of `tensors`' arrays (by name), read in place.
-    pub fn of_views<T: nm_format::Value>(tensors: &[(&str, nm_format::TensorView<T>)]) -> Self {
+    pub fn of_views<T: nm_format::Value>(tensors: &[(&str, &nm_format::TensorView<T>)]) -> Self {
         use nm_format::LevelView;
         let mut wide = Vec::new();
         for (name, t) in tensors {
@@ -108,13 +109,14 @@ pub fn arguments<'a, T: KernelValue>(
     result_len: usize,
 ) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
     let views: Vec<Option<nm_format::TensorView<'a, T>>> = tensors.iter().map(|t| t.map(|t| t.view())).collect();
+    let views: Vec<Option<&nm_format::TensorView<'a, T>>> = views.iter().map(Option::as_ref).collect();
     view_arguments(lowered, &views, result_len)
 }
 
 /// [`arguments`] of operands read in place from arrays someone else owns.
 pub fn view_arguments<'a, T: KernelValue>(
     lowered: &Lowered,
-    tensors: &[Option<nm_format::TensorView<'a, T>>],
+    tensors: &[Option<&nm_format::TensorView<'a, T>>],
     result_len: usize,
 ) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
     use nm_format::LevelView;
@@ -134,7 +136,7 @@ pub fn view_arguments<'a, T: KernelValue>(
         .iter()
         .zip(&lowered.params)
         .map(|((_, decl), t)| {
-            let tensor = tensors.get(t.index()).and_then(|t| t.as_ref());
+            let tensor = tensors.get(t.index()).copied().flatten();
             let level = |l: usize| tensor.map(|x| x.levels()[l]);
             Ok(match (&decl.role, decl.output) {
                 (Role::Values { .. }, true) => {
