@@ -4,7 +4,7 @@
 use crate::error::{Result, TensorError};
 use crate::format::Format;
 use crate::level::LevelKind;
-use crate::storage::{LevelStorage, LevelView};
+use crate::storage::{IndicesView, LevelStorage, LevelView};
 use crate::tensor::{Tensor, checked_product, component_coordinates, level_positions};
 use crate::value::Value;
 use crate::view::Levels;
@@ -49,6 +49,11 @@ fn check_level(l: usize, kind: LevelKind, storage: &LevelView, size: usize, pare
         (LevelKind::Dense, LevelView::Dense { size: given }) => {
             check_size(l, size, given)?;
             parents.checked_mul(size).ok_or(TensorError::TooLarge { what: format!("level {l}") })?
+        }
+        (LevelKind::Compressed(props), LevelView::Compressed { pos, crd })
+            if props.ordered && compressed_is_valid(pos, crd, parents, size, props.unique) =>
+        {
+            crd.len()
         }
         (LevelKind::Compressed(props), LevelView::Compressed { pos, crd }) => {
             if pos.len() != parents + 1 {
@@ -165,6 +170,46 @@ fn check_padding<T: Value>(shape: &[usize], format: &Format, levels: &[LevelView
         }
     }
     Ok(())
+}
+
+/// Whether an ordered compressed level is valid, by a quick pass over its arrays as they are
+/// stored (kernels' operands are checked on every call, so this pass is on their path); the
+/// full check runs only to name what is wrong.
+fn compressed_is_valid(pos: IndicesView, crd: IndicesView, parents: usize, size: usize, unique: bool) -> bool {
+    match (pos, crd) {
+        (IndicesView::U32(p), IndicesView::U32(c)) => sorted_segments(p, c, parents, size, unique),
+        (IndicesView::U32(p), IndicesView::U64(c)) => sorted_segments(p, c, parents, size, unique),
+        (IndicesView::U64(p), IndicesView::U32(c)) => sorted_segments(p, c, parents, size, unique),
+        (IndicesView::U64(p), IndicesView::U64(c)) => sorted_segments(p, c, parents, size, unique),
+    }
+}
+
+/// `pos` starts at 0, never decreases and ends at `crd`'s length; every segment of `crd` is
+/// below `size` and increasing (strictly when `unique`).
+fn sorted_segments<P: Copy + Into<u64>, C: Copy + Into<u64>>(
+    pos: &[P],
+    crd: &[C],
+    parents: usize,
+    size: usize,
+    unique: bool,
+) -> bool {
+    if pos.len() != parents + 1 || pos[0].into() != 0 || pos[parents].into() != crd.len() as u64 {
+        return false;
+    }
+    let size = size as u64;
+    pos.windows(2).all(|w| {
+        let (a, b) = (w[0].into(), w[1].into());
+        if a > b || b > crd.len() as u64 {
+            return false;
+        }
+        let segment = &crd[a as usize..b as usize];
+        let in_order = if unique {
+            segment.windows(2).fold(true, |ok, w| ok & (w[0].into() < w[1].into()))
+        } else {
+            segment.windows(2).fold(true, |ok, w| ok & (w[0].into() <= w[1].into()))
+        };
+        in_order && segment.last().is_none_or(|&last| last.into() < size)
+    })
 }
 
 fn check_size(level: usize, expected: usize, actual: usize) -> Result<()> {
