@@ -114,10 +114,10 @@ impl NativeTensor {
     /// A tensor of a dense numpy array (C order) in `format`.
     #[staticmethod]
     fn from_dense(array: &Bound<'_, PyAny>, format: &str) -> PyResult<NativeTensor> {
-        if let Ok(t) = dense_tensor::<f64>(array, format) {
-            return Ok(NativeTensor::new(AnyTensor::F64(t)));
+        if array.cast::<PyArrayDyn<f32>>().is_ok() {
+            return Ok(NativeTensor::new(AnyTensor::F32(dense_tensor::<f32>(array, format)?)));
         }
-        Ok(NativeTensor::new(AnyTensor::F32(dense_tensor::<f32>(array, format)?)))
+        Ok(NativeTensor::new(AnyTensor::F64(dense_tensor::<f64>(array, format)?)))
     }
 
     /// A tensor of coordinates (one int64 array per dimension) and values; duplicates are
@@ -129,10 +129,10 @@ impl NativeTensor {
         values: &Bound<'_, PyAny>,
         format: &str,
     ) -> PyResult<NativeTensor> {
-        if values.extract::<PyReadonlyArray1<'_, f64>>().is_ok() {
-            return Ok(NativeTensor::new(AnyTensor::F64(coo_tensor::<f64>(shape, &coords, values, format)?)));
+        if values.extract::<PyReadonlyArray1<'_, f32>>().is_ok() {
+            return Ok(NativeTensor::new(AnyTensor::F32(coo_tensor::<f32>(shape, &coords, values, format)?)));
         }
-        Ok(NativeTensor::new(AnyTensor::F32(coo_tensor::<f32>(shape, &coords, values, format)?)))
+        Ok(NativeTensor::new(AnyTensor::F64(coo_tensor::<f64>(shape, &coords, values, format)?)))
     }
 
     #[getter]

@@ -77,3 +77,13 @@ def test_the_nm_product_equals_numpy_on_the_pruned_weights():
     k = nmsparse.compile("Y(i,j) = X(i,k) * W(k,j)", formats={"W": "nm(2,8,32)"}, dtype="float32")
     np.testing.assert_allclose(k(X=X, W=pruned), X @ pruned.to_numpy(), rtol=1e-5, atol=1e-4)
     assert "N:M" in k.describe() or "nm" in k.describe().lower()
+
+
+def test_dense_weights_given_an_nm_format_must_fit_it():
+    W = RNG.standard_normal((64, 64))
+    X = np.ones((4, 64))
+    with pytest.raises(nmsparse.OperandError, match="nm_prune"):
+        nmsparse.evaluate("Y(i,j) = X(i,k) * W(k,j)", formats={"W": "nm(2,8,32)"}, X=X, W=W)
+    pruned = nmsparse.nm_prune(W, 2, 8, l=32)[0].to_numpy()
+    Y = nmsparse.evaluate("Y(i,j) = X(i,k) * W(k,j)", formats={"W": "nm(2,8,32)"}, X=X, W=pruned)
+    np.testing.assert_allclose(Y, X @ pruned, rtol=1e-12)

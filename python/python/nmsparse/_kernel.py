@@ -54,7 +54,11 @@ def _operand(name, x, wanted, dtype, copies):
         array = np.ascontiguousarray(array)
     if wanted is not None and array.ndim > 0 and _format_name(wanted, array.ndim) != "dense":
         copies.append((name, f"stored in {wanted}"))
-        native = _native.NativeTensor.from_dense(array, wanted)
+        try:
+            native = _native.NativeTensor.from_dense(array, wanted)
+        except _native.TensorError as e:
+            hint = " (nmsparse.nm_prune prunes an array to N:M)" if "prune" in str(e) else ""
+            raise _native.OperandError(f"`{name}` in {wanted}: {e}{hint}") from None
         return ("tensor", native), native.format, native.shape
     return ("dense", array.shape, array.reshape(-1)), "dense", array.shape
 
