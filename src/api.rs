@@ -604,8 +604,7 @@ impl<T: Scalar> Kernel<T> {
     }
 
     /// [`Kernel::run`] on operands whose arrays someone else owns ([`TensorView`]), read in
-    /// place: only the operands listed in [`Kernel::conversions`] are copied, and the dense
-    /// operand of the N:M product when it is not a [`Tensor`] (see [`Kernel::describe`]).
+    /// place: only the operands listed in [`Kernel::conversions`] are copied.
     pub fn run_views(&self, operands: &[(&str, TensorView<T>)]) -> Result<Tensor<T>, Error> {
         self.check_operands(operands)?;
         self.run_checked(operands)
@@ -719,23 +718,22 @@ impl<T: Scalar> Kernel<T> {
         Ok(take_result_tensor(&kernel.lowered, &mut arrays, &shape, &format)?)
     }
 
-    /// `C = A·B` by nm-spmm, the operands checked against their declarations. nm-spmm takes
-    /// [`Tensor`]s: an operand given as foreign arrays is copied into one.
+    /// `C = A·B` by nm-spmm, the operands checked against their declarations; the dense
+    /// operand is read in place.
     fn run_nm_spmm(
         &self,
         named: &[(&str, &TensorView<T>)],
         route: &crate::commands::NmSpmm,
     ) -> Result<Tensor<T>, Error> {
         let (a, b) = (self.stmt.tensor_name(route.a), self.stmt.tensor_name(route.b));
-        let operand = |name: &str| -> Result<std::borrow::Cow<Tensor<T>>, Error> {
+        let operand = |name: &str| -> Result<&TensorView<T>, Error> {
             let t = named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("every operand is given");
             let (shape, format) = &self.shapes[name];
             let format = format.clone().unwrap_or_else(|| Format::dense(shape.len()));
             nm_lower::lower::check_operand(name, shape, &format, t.shape(), t.format())?;
-            Ok(t.to_tensor())
+            Ok(t)
         };
-        let (a, b) = (operand(a)?, operand(b)?);
-        Ok(crate::commands::multiply_nm(route, &a, &b, self.threads)?)
+        Ok(crate::commands::multiply_nm(route, operand(a)?, operand(b)?, self.threads)?)
     }
 
     /// The kernel for operands with `widths`, lowered and compiled the first time.

@@ -508,6 +508,16 @@ impl Isa {
 /// `C = A·B` into a new dense tensor: `A` a dense matrix (`m × b.rows`), on `threads` threads.
 /// The one entry point the command, the Rust API and the C library share.
 pub fn multiply<T: Real>(a: &Tensor<T>, b: &NmMatrix<'_, T>, threads: usize) -> Result<Tensor<T>, SpmmError> {
+    multiply_view(&a.view(), b, threads)
+}
+
+/// [`multiply`] with `A` read in place from arrays someone else owns (a numpy array through
+/// the Python package).
+pub fn multiply_view<T: Real>(
+    a: &nm_format::TensorView<'_, T>,
+    b: &NmMatrix<'_, T>,
+    threads: usize,
+) -> Result<Tensor<T>, SpmmError> {
     if a.format() != &nm_format::Format::dense(2) {
         return Err(SpmmError::NotDense(a.format().to_string()));
     }

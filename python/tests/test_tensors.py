@@ -76,6 +76,7 @@ def test_the_nm_product_equals_numpy_on_the_pruned_weights():
     np.testing.assert_allclose(Y, X @ pruned.to_numpy(), rtol=1e-5, atol=1e-4)
     k = nmsparse.compile("Y(i,j) = X(i,k) * W(k,j)", formats={"W": "nm(2,8,32)"}, dtype="float32")
     np.testing.assert_allclose(k(X=X, W=pruned), X @ pruned.to_numpy(), rtol=1e-5, atol=1e-4)
+    assert k.copies == [] and k._addresses(X=X, W=pruned)["X"] == [X.ctypes.data]
     assert "N:M" in k.describe() or "nm" in k.describe().lower()
 
 

@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::time::{Duration, Instant};
 
-use nm_format::{Format, Tensor};
+use nm_format::{Format, Tensor, TensorView};
 use nm_ir::notation::{BinaryOp, Expr, IndexNotation, TensorId};
 use nm_spmm::Isa;
 
@@ -65,19 +65,21 @@ pub(crate) fn describe(s: &NmSpmm) -> String {
 /// `C = A·B` on the CPU by nm-spmm's kernel for the route.
 pub(crate) fn multiply_cpu<T: nm_spmm::Real>(
     route: &NmSpmm,
-    a: &Tensor<T>,
-    b: &Tensor<T>,
+    a: &TensorView<T>,
+    b: &TensorView<T>,
     threads: usize,
 ) -> Result<Tensor<T>, nm_spmm::SpmmError> {
     match route.structured {
-        NmOperand::B(_) => nm_spmm::multiply(a, &nm_spmm::NmMatrix::new(b)?, threads),
+        // The dense A read in place; B packed from its tensor (a copy only for foreign arrays,
+        // which an N:M operand never is: it is built by pruning).
+        NmOperand::B(_) => nm_spmm::multiply_view(a, &nm_spmm::NmMatrix::new(&b.to_tensor())?, threads),
         NmOperand::ANv24 => {
             let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
             if b.shape()[0] != k {
                 return Err(nm_spmm::SpmmError::Inner { m, k, rows: b.shape()[0] });
             }
             let mut c = vec![T::ZERO; m * n];
-            nm_spmm::spmm_nv24(a, b.values(), n, &mut c, threads)?;
+            nm_spmm::spmm_nv24(&a.to_tensor(), b.values(), n, &mut c, threads)?;
             let levels = vec![nm_format::LevelStorage::Dense { size: m }, nm_format::LevelStorage::Dense { size: n }];
             Ok(Tensor::from_raw(vec![m, n], Format::dense(2), levels, c)?)
         }

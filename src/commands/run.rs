@@ -608,7 +608,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             let start = Instant::now();
             let c = match &packed {
                 Some(packed) => nm_spmm::multiply(a, packed, o.threads.unwrap_or(1)),
-                None => super::nm::multiply_cpu(&route, a, b, o.threads.unwrap_or(1)),
+                None => super::nm::multiply_cpu(&route, &a.view(), &b.view(), o.threads.unwrap_or(1)),
             };
             result = Some(c.map_err(|e| CommandError(e.to_string()))?);
             times.push(start.elapsed());
