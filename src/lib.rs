@@ -44,3 +44,8 @@ pub use nm_ir as ir;
 pub use nm_ism as ism;
 pub use nm_lower as lower;
 pub use nm_spmm as spmm;
+
+/// The Rust example of README.md, run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

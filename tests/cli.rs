@@ -909,3 +909,26 @@ fn a_loop_no_operand_makes_sparse_visits_every_coordinate_with_a_note() {
     assert_eq!(checksum(&sparse), checksum(&dense), "{}\n{}", stdout(&sparse), stdout(&dense));
     assert!(!stdout(&sparse).contains("40 stored values"), "{}", stdout(&sparse));
 }
+
+/// Every `nmsparse` command line of README.md's shell blocks runs as written, from the
+/// repository root (where the sample data is).
+#[test]
+fn the_readme_command_lines_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_nmsparse")).parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let mut ran = 0;
+    for block in readme.split("```sh\n").skip(1) {
+        let block = &block[..block.find("```").expect("a closed block")];
+        for line in block.lines().filter(|l| l.starts_with("nmsparse ")) {
+            let o = Command::new("sh").arg("-c").arg(line).current_dir(root).env("PATH", &path).output().unwrap();
+            assert!(o.status.success(), "`{line}` failed:\n{}{}", stdout(&o), stderr(&o));
+            ran += 1;
+        }
+    }
+    assert!(ran >= 4, "README.md shows {ran} command lines");
+}
