@@ -54,3 +54,8 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/rust.md")]
 pub struct RustGuideDoctests;
+
+/// The example of the formats page, run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/formats.md")]
+pub struct FormatsDoctests;

@@ -910,12 +910,18 @@ fn a_loop_no_operand_makes_sparse_visits_every_coordinate_with_a_note() {
     assert!(!stdout(&sparse).contains("40 stored values"), "{}", stdout(&sparse));
 }
 
-/// Every `nmsparse` command line of README.md's shell blocks runs as written, from the
-/// repository root (where the sample data is).
+/// Every `nmsparse` command line in the shell blocks of README.md and docs/ runs as written,
+/// from the repository root (where the sample data is).
 #[test]
-fn the_readme_command_lines_run() {
+fn the_documented_command_lines_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for doc in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = doc.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            readme.push_str(&std::fs::read_to_string(path).unwrap());
+        }
+    }
     let bin = Path::new(env!("CARGO_BIN_EXE_nmsparse")).parent().unwrap().to_path_buf();
     let path = std::env::join_paths(
         std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
@@ -930,5 +936,5 @@ fn the_readme_command_lines_run() {
             ran += 1;
         }
     }
-    assert!(ran >= 4, "README.md shows {ran} command lines");
+    assert!(ran >= 12, "README.md and docs/ show {ran} command lines");
 }
