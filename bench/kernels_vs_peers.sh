@@ -142,7 +142,7 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = {}
 for r in rows:
     by.setdefault(r['matrix'].replace('.mtx', ''), {})[r['system']] = r
-peers = [p for p in ['scipy', 'scipy+sort', 'scipy+numpy', 'numpy-coo', 'graphblas', 'mlir'] if any(p in s for s in by.values())]
+peers = [p for p in ['scipy', 'scipy-prealloc', 'scipy+sort', 'scipy+numpy', 'numpy-coo', 'graphblas', 'mlir'] if any(p in s for s in by.values())]
 print('| matrix | nmsparse (ms) | ' + ' | '.join(p + ' (ms)' for p in peers) + ' | best peer / nmsparse | checksum agrees |')
 print('|---|---:|' + '---:|' * len(peers) + '---:|---|')
 ratios = []
@@ -162,4 +162,8 @@ for m, s in by.items():
     print('| %s | %.3f | %s | %.2f | %s |' % (m, ours * 1e3, cells, best / ours, 'yes' if agree else 'NO'))
 if ratios:
     print('\ngeometric mean of best peer / nmsparse over %d matrices: %.2f' % (len(ratios), math.exp(sum(map(math.log, ratios)) / len(ratios))))
+print('\nTimes: nmsparse, the fastest of its -time runs, which reuse the result between runs (a dense'
+      ' result zeroed by the kernel, a sparse one emptied); scipy, graphblas and mlir allocate their'
+      ' result at every call; scipy-prealloc is scipy\'s kernel into a reused output zeroed at every'
+      ' run (SpMV, SpMM). The best peer is the fastest of all.')
 PYEOF
