@@ -276,10 +276,9 @@ pub fn plan_f32(
     let version = options.version.unwrap_or(if !has_cp_async {
         Version::V2
     } else if size == TileSize::Large && sparsity > PACK_ABOVE && sparsity <= PACK_ABOVE_LARGE {
-        // The large tile's whole A tile at high sparsity: V1 beat V3 on an H100 at 2:8 on
-        // six of the seven shapes that choose this tile (by 0.2–9.8%; 256×11008×4096 lost 1.4%),
-        // while V3 won at 3:8 (1–6%) and 4:8 (24%); 1:4 agreed (4096³: 1.611 against 1.710
-        // ms); BENCHMARKS.md, twenty-fourth session.
+        // The large tile's whole A tile at high sparsity: measured on an H100, V1 beat V3 at
+        // 2:8 on nearly every shape that chooses this tile and at 1:4, while V3 won at 3:8 and
+        // 4:8 (BENCHMARKS.md, "V1 for the large tile").
         Version::V1
     } else {
         Version::V3

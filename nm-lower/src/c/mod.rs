@@ -637,8 +637,8 @@ impl CKernel {
 /// should use, given the operands' `stored` values: `t` threads save `stored·(1 − 1/t)`
 /// multiply-adds and cost `2·len·t` operations (each copy zeroed, then summed), so they pay
 /// where `stored > 2·len·t²/(t − 1)` — more than 8 values per result element on two threads.
-/// Measured on CSC SpMV (BENCHMARKS.md, seventeenth session): two threads were 1.3–1.4× faster
-/// at 14–78 nonzeros per column and 0.8–0.93× at 2–4 (arrow, luxembourg).
+/// Measured on CSC SpMV: two threads paid at tens of nonzeros per column and lost at a few
+/// (BENCHMARKS.md, "CSC SpMV against scipy in the same format").
 pub fn threads_worth_copies(stored: usize, len: usize, threads: usize) -> usize {
     let mut t = threads;
     while t > 1 && (stored as f64) <= 2.0 * len as f64 * (t * t) as f64 / (t - 1) as f64 {

@@ -5,8 +5,8 @@
 //! walk over the entries `c` of the row, with `q` inside and `j = c - q`: no searches past the
 //! first, and the filter's weights stay in registers. Every `O(j)` still receives its terms in
 //! the order of `q` (entries come in the order of `c = j + q`), so the result is the same to
-//! the bit. A 99³ volume at 99% sparsity into a dense result: 0.88 → 0.40 ms, where a row
-//! holds one entry and the searches were most of the work (BENCHMARKS.md, thirtieth session).
+//! the bit. It pays most where a row holds few entries and the searches were most of the work
+//! (BENCHMARKS.md, "a window loop and its resolving loop as one pass over entries").
 
 use super::*;
 
@@ -143,9 +143,9 @@ impl Lowerer<'_> {
         let mut resolved = vec![Stmt::Decl(jv, divide(var(t), cj))];
         // A narrow row workspace of `j` (no list) has an entry's outputs `c - hi + 1 ..= c - lo`
         // marked at once: a word or two, one store each, not one per offset waiting for the
-        // last. Every row then takes the pass, against the windows (BENCHMARKS.md, thirtieth
-        // session): 99³ into CSF 1.9× faster at 80% sparsity, 1.2× at 95–99.9%; 999² into DCSR
-        // 1.2× faster at 99% and 99.9%, 6% slower at 95% and 11% at 80%.
+        // last. Every row then takes the pass, against the windows: faster into CSF at every
+        // sparsity and into DCSR at the highest, a little slower into DCSR below 99% (BENCHMARKS.md,
+        // "a window loop and its resolving loop as one pass over entries").
         let marks = match self.workspace.as_ref().filter(|ws| ws.active) {
             // (At most 64 outputs, so at most two words: `mark_range`.)
             Some(ws) if ws.var == j && ws.list.is_none() && cq == 1 && cj == 1 && inner.is_empty() && filter <= 64 => {

@@ -322,7 +322,7 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
                     }
                     _ => {
                         return unsupported(
-                            "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out (general workspaces arrive with the ISM issue)",
+                            "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out",
                         );
                     }
                 }
