@@ -25,10 +25,7 @@ impl Indices {
     /// Number of entries.
     #[inline]
     pub fn len(&self) -> usize {
-        match self {
-            Indices::U32(v) => v.len(),
-            Indices::U64(v) => v.len(),
-        }
+        self.view().len()
     }
 
     /// Whether there are no entries.
@@ -40,10 +37,7 @@ impl Indices {
     /// Entry `i`. Panics when `i` is out of bounds, like slice indexing.
     #[inline]
     pub fn get(&self, i: usize) -> usize {
-        match self {
-            Indices::U32(v) => v[i] as usize,
-            Indices::U64(v) => v[i] as usize,
-        }
+        self.view().get(i)
     }
 
     /// All entries widened to `usize`.
@@ -56,15 +50,13 @@ impl Indices {
 
     /// Bytes per entry (4 or 8), for code that hands the array to a kernel.
     pub fn width(&self) -> usize {
-        match self {
-            Indices::U32(_) => 4,
-            Indices::U64(_) => 8,
-        }
+        self.view().width()
     }
 }
 
 impl Indices {
     /// The entries, borrowed.
+    #[inline]
     pub fn view(&self) -> IndicesView<'_> {
         match self {
             Indices::U32(v) => IndicesView::U32(v),
