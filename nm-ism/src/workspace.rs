@@ -108,11 +108,10 @@ impl Config {
     pub const START: usize = 1 << 16;
     /// Components per distinct coordinate in its first flush from which `auto` turns dense.
     /// A first flush sees fewer duplicates than the whole (a coordinate's products come
-    /// from all over the reduction): on the shared matrices' outer products (BENCHMARKS.md,
-    /// "Prefetched buckets") the first 512 Ki combined 1.0–1.7 per coordinate where buckets
-    /// won (MIT8, astro-ph, wiki-Vote: 5.1, 3.0, 3.1 over the whole product) and 2.7–12.7
-    /// where the dense array won (Groebner, sparse-images-1024, bcsstk33, bcsstk16: 10.9,
-    /// 28.8, 16.5, 18.0). The threshold was chosen on those seven matrices.
+    /// from all over the reduction): on the shared matrices' outer products, the first flush
+    /// combined few components per coordinate where buckets won and several where the dense
+    /// array won, and the threshold separates the two on those seven matrices (BENCHMARKS.md's
+    /// history, "Prefetched buckets, buffered buckets, `auto` deciding early").
     pub const DENSE_AFTER: usize = 2;
 
     /// Most components buckets hold by default before they are combined: 256 Mi (4 GiB of

@@ -371,8 +371,8 @@ const PREFETCH_AHEAD: usize = 8;
 const PREFETCH_AHEAD_F64: usize = 16;
 /// Kept vectors ahead that the tile passes prefetch B's values for, one prefetch per line: a
 /// group's strip of B streams from L2 for every tile (from L3 where it fell out, as after any
-/// pause between calls), and B read from L1 was the one lever measured to lift f64 (BENCHMARKS.md,
-/// twenty-third session). Each timed right after an OpenBLAS call in one process on an AVX-512
+/// pause between calls), and B read from L1 was the one lever measured to lift f64 (BENCHMARKS.md's
+/// history, "where f64 loses"). Each timed right after an OpenBLAS call in one process on an AVX-512
 /// Xeon, against no prefetch: f32 256 × 4096 × 4096 one thread 113 → 127 GFLOP/s at 4:8, 108 →
 /// 124 at 1:8, two threads 198 → 232 and 198 → 228; f64 1024 × 4096 × 4096 1:8 52.8 → 54.6,
 /// 2:8 54.6 → 57.0; 1024³ level. 16 did as well in f32 and less in f64, 64 a little less in f32.
@@ -548,8 +548,8 @@ pub fn spmm<T: Real>(a: &[T], m: usize, b: &NmMatrix<'_, T>, c: &mut [T], thread
 ///
 /// On a CPU the choice was measured, not assumed, and packing lost everywhere: on a Zen 3
 /// (AVX2, in-process alternation of the two, best of 5) it was 2–28% slower at every pattern
-/// from 4:8 to 1:8, at 1024³–4096³, f32 and f64, 1 and 2 threads (BENCHMARKS.md, "Seventeenth
-/// session: packing A's kept columns on the CPU"). The transposed tile already brings in only the cache lines the kept rows
+/// from 4:8 to 1:8, at 1024³–4096³, f32 and f64, 1 and 2 threads (BENCHMARKS.md, "N:M on the
+/// CPU", and its history: "packing A's kept columns on the CPU"). The transposed tile already brings in only the cache lines the kept rows
 /// touch, so packing saves no traffic; it only adds a copy that the tile's two to four passes
 /// over the group reuse too little. With the copy skipped (wrong results, timing only) the
 /// packed tiles ran level with the whole tile at k = 1024 and 7–15% faster at k = 4096: the

@@ -638,7 +638,7 @@ impl CKernel {
 /// multiply-adds and cost `2·len·t` operations (each copy zeroed, then summed), so they pay
 /// where `stored > 2·len·t²/(t − 1)` — more than 8 values per result element on two threads.
 /// Measured on CSC SpMV: two threads paid at tens of nonzeros per column and lost at a few
-/// (BENCHMARKS.md, "CSC SpMV against scipy in the same format").
+/// (BENCHMARKS.md's history, "CSC SpMV against scipy in the same format").
 pub fn threads_worth_copies(stored: usize, len: usize, threads: usize) -> usize {
     let mut t = threads;
     while t > 1 && (stored as f64) <= 2.0 * len as f64 * (t * t) as f64 / (t - 1) as f64 {

@@ -6,7 +6,7 @@
 //! first, and the filter's weights stay in registers. Every `O(j)` still receives its terms in
 //! the order of `q` (entries come in the order of `c = j + q`), so the result is the same to
 //! the bit. It pays most where a row holds few entries and the searches were most of the work
-//! (BENCHMARKS.md, "a window loop and its resolving loop as one pass over entries").
+//! (BENCHMARKS.md's history, "a window loop and its resolving loop as one pass over entries").
 
 use super::*;
 
@@ -144,8 +144,8 @@ impl Lowerer<'_> {
         // A narrow row workspace of `j` (no list) has an entry's outputs `c - hi + 1 ..= c - lo`
         // marked at once: a word or two, one store each, not one per offset waiting for the
         // last. Every row then takes the pass, against the windows: faster into CSF at every
-        // sparsity and into DCSR at the highest, a little slower into DCSR below 99% (BENCHMARKS.md,
-        // "a window loop and its resolving loop as one pass over entries").
+        // sparsity and into DCSR at the highest, a little slower into DCSR below 99% (BENCHMARKS.md's
+        // history, "a window loop and its resolving loop as one pass over entries").
         let marks = match self.workspace.as_ref().filter(|ws| ws.active) {
             // (At most 64 outputs, so at most two words: `mark_range`.)
             Some(ws) if ws.var == j && ws.list.is_none() && cq == 1 && cj == 1 && inner.is_empty() && filter <= 64 => {

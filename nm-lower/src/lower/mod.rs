@@ -110,8 +110,8 @@ pub struct LowerOptions {
     pub visit_every_coordinate: bool,
 }
 
-/// The sparse workspace policy used unless one is asked for (see BENCHMARKS.md, "Sparse
-/// workspaces": the fastest on outer-product SpGEMM over the test matrices).
+/// The sparse workspace policy used unless one is asked for: the fastest on outer-product
+/// SpGEMM over the test matrices (BENCHMARKS.md, "The workspace policies").
 pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Auto;
 
 impl Lowered {
