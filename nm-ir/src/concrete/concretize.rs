@@ -66,9 +66,8 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
 /// For a compound subscript on a compressed level (`I(i+r, j+q)`, I in CSR), the loops of the
 /// subscript's reduction variables before its result variable: the result variable's loop
 /// then walks the level's entries once per filter position (`j = crd - q`), where the other
-/// way round it visits every `j` with a non-empty window and searches it — 4× slower on a
-/// 999 × 999 image at 80% sparsity (`reorder(i,r,q,j)` 2.0 ms against `reorder(i,r,j,q)`
-/// 8.1 ms, in BENCHMARKS.md's history: "Sparse convolution"). Levels are taken outermost first.
+/// way round it visits every `j` with a non-empty window and searches it, several times slower
+/// (BENCHMARKS.md's history, "Sparse convolution"). Levels are taken outermost first.
 ///
 /// Into a sparse result, a result variable behind a reduction is written out of order, which
 /// its last level takes through a row workspace and the others only through the sparse
