@@ -6,7 +6,9 @@ use nms::format::Tensor;
 use nms::{Backend, Kernel, Program};
 
 use crate::error::{Failure, arg, arg_mut, arg_slice, arg_str, give, guard, nms_status, put_text, release};
-use crate::tensor::{AnyTensor, Dtype, check_order, nms_dtype, nms_tensor};
+use nms::format::AnyTensor;
+
+use crate::tensor::{Dtype, check_order, nms_dtype, nms_tensor};
 
 /// Which back end runs a kernel: `NMS_BACKEND_JIT` or `NMS_BACKEND_INTERP` (an integer:
 /// anything else is `NMS_ERR_INVALID_ARGUMENT`).

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, c_void};
 
-use nms::format::{CoordinateList, Duplicates, Format, Indices, LevelStorage, Tensor, Value};
+use nms::format::{AnyTensor, CoordinateList, Duplicates, Format, Indices, LevelStorage, Tensor, Value, with_tensor};
 
 use crate::error::{
     Failure, arg, arg_out_slice, arg_slice, arg_str, copied, give, guard, nms_status, put, put_text, release, reserve,
@@ -73,29 +73,9 @@ pub struct nms_tensor {
     pub(crate) inner: AnyTensor,
 }
 
-/// A tensor of either value type.
-pub(crate) enum AnyTensor {
-    F32(Tensor<f32>),
-    F64(Tensor<f64>),
-}
-
-/// Runs `$body` with `$t` bound to the typed tensor inside an `AnyTensor`.
-macro_rules! with_tensor {
-    ($any:expr, $t:ident => $body:expr) => {
-        match $any {
-            AnyTensor::F32($t) => $body,
-            AnyTensor::F64($t) => $body,
-        }
-    };
-}
-
-impl AnyTensor {
-    fn dtype(&self) -> Dtype {
-        match self {
-            AnyTensor::F32(_) => Dtype::F32,
-            AnyTensor::F64(_) => Dtype::F64,
-        }
-    }
+/// The value type of a tensor.
+fn dtype_of(t: &AnyTensor) -> Dtype {
+    if t.is_f32() { Dtype::F32 } else { Dtype::F64 }
 }
 
 /// A typed tensor from `values` (of `dtype`) through `make`.
@@ -414,7 +394,7 @@ pub unsafe extern "C" fn nms_tensor_dtype(tensor: *const nms_tensor, out: *mut n
         // SAFETY: the contract above.
         let tensor = unsafe { arg(tensor, "tensor") }?;
         // SAFETY: the contract above.
-        unsafe { put(out, tensor.inner.dtype().code(), "out") }
+        unsafe { put(out, dtype_of(&tensor.inner).code(), "out") }
     })
 }
 
@@ -491,8 +471,8 @@ pub unsafe extern "C" fn nms_tensor_format(tensor: *const nms_tensor, out: *mut 
 /// Fails unless the tensor holds values of `dtype` (the type of the caller's arrays).
 fn expect_dtype(tensor: &nms_tensor, dtype: nms_dtype) -> Result<(), Failure> {
     let asked = Dtype::of(dtype)?;
-    if tensor.inner.dtype() != asked {
-        return Err(Failure::invalid(format!("the tensor holds {}, {asked} was asked", tensor.inner.dtype())));
+    if dtype_of(&tensor.inner) != asked {
+        return Err(Failure::invalid(format!("the tensor holds {}, {asked} was asked", dtype_of(&tensor.inner))));
     }
     Ok(())
 }

@@ -43,6 +43,7 @@
 
 #![deny(missing_docs)]
 
+mod any;
 mod build;
 mod error;
 mod format;
@@ -63,6 +64,7 @@ pub mod workers;
 #[cfg(feature = "proptest")]
 pub mod strategy;
 
+pub use any::AnyTensor;
 pub use build::{CoordinateList, Duplicates, PruneReport};
 pub use error::{FormatError, IoError, TensorError};
 pub use format::{Format, Level, LevelExpr};

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use nm_format::{Format, Indices, IndicesView, LevelStorage, LevelView, Tensor, TensorView};
+use nm_format::{AnyTensor, Format, Indices, IndicesView, LevelStorage, LevelView, Tensor, TensorView};
 use nmsparse::ir::notation::{IndexNotation, SizeFacts, parse};
 use nmsparse::{Backend, Kernel, Program, Scalar};
 use numpy::{IntoPyArray, PyArrayMethods, PyReadonlyArray1};
@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::errors::{ExpressionError, operand_error, to_py};
-use crate::tensor::{AnyTensor, NativeTensor, dtype_name, indices_into_py, parse_format};
+use crate::tensor::{NativeTensor, dtype_name, indices_into_py, parse_format};
 
 enum AnyKernel {
     F32(Kernel<f32>),

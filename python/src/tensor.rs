@@ -1,29 +1,14 @@
 //! `NativeTensor`: an owned tensor of `f32` or `f64` in any format, and the conversions
 //! between its arrays and numpy's.
 
-use nm_format::{CoordinateList, Duplicates, Format, Indices, IndicesView, LevelStorage, Tensor};
+use nm_format::{
+    AnyTensor, CoordinateList, Duplicates, Format, Indices, IndicesView, LevelStorage, Tensor, with_tensor,
+};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::errors::{FileError, format_error, operand_error, tensor_error};
-
-/// A tensor of either value type.
-#[derive(Clone, Debug)]
-pub(crate) enum AnyTensor {
-    F32(Tensor<f32>),
-    F64(Tensor<f64>),
-}
-
-/// Runs `$body` with `$t` bound to the tensor of either type.
-macro_rules! with_tensor {
-    ($any:expr, $t:ident => $body:expr) => {
-        match $any {
-            AnyTensor::F32($t) => $body,
-            AnyTensor::F64($t) => $body,
-        }
-    };
-}
 
 /// Value types by numpy's names.
 pub(crate) fn dtype_name(is_f32: bool) -> &'static str {
@@ -153,7 +138,7 @@ impl NativeTensor {
 
     #[getter]
     fn dtype(&self) -> &'static str {
-        dtype_name(matches!(self.tensor, AnyTensor::F32(_)))
+        dtype_name(self.tensor.is_f32())
     }
 
     /// The tensor as a dense numpy array of its shape (duplicates summed).
@@ -249,20 +234,8 @@ impl NativeTensor {
             t.shape(),
             t.format(),
             t.stored_len(),
-            dtype_name(matches!(self.tensor, AnyTensor::F32(_)))
+            dtype_name(self.tensor.is_f32())
         ))
-    }
-}
-
-impl From<Tensor<f32>> for AnyTensor {
-    fn from(t: Tensor<f32>) -> Self {
-        AnyTensor::F32(t)
-    }
-}
-
-impl From<Tensor<f64>> for AnyTensor {
-    fn from(t: Tensor<f64>) -> Self {
-        AnyTensor::F64(t)
     }
 }
 
