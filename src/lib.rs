@@ -36,7 +36,7 @@ mod api;
 pub mod commands;
 pub mod conversion;
 
-pub use api::{Backend, Error, Kernel, Program, Scalar};
+pub use api::{Backend, Bound, Error, Kernel, Program, Scalar};
 
 pub use nm_cuda as cuda;
 pub use nm_format as format;

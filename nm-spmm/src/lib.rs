@@ -195,8 +195,9 @@ impl<T> std::ops::DerefMut for LineAligned<T> {
 }
 
 impl<'a, T: Real> NmMatrix<'a, T> {
-    /// Borrows `b`'s values and unpacks its metadata.
-    pub fn new(b: &'a Tensor<T>) -> Result<Self, SpmmError> {
+    /// Packs `b`'s values and unpacks its metadata. The packed matrix owns copies of both, so
+    /// it may outlive `b` (its lifetime parameter is the caller's choice).
+    pub fn new(b: &Tensor<T>) -> Result<Self, SpmmError> {
         let (n, m, l) = b.format().nm_params().ok_or_else(|| SpmmError::NotNm(b.format().to_string()))?;
         let LevelStorage::Structured { meta, .. } = &b.levels()[2] else {
             return Err(SpmmError::NotNm(b.format().to_string()));

@@ -8,12 +8,7 @@ mod run;
 pub use convert::{ConvertOptions, ConvertReport, convert};
 pub use info::{Info, info};
 pub use nm::Device;
-pub(crate) use run::why_one_thread;
 pub use run::{Backend, RunOptions, ValueType, run};
-
-pub(crate) use nm::{
-    NmSpmm, describe as describe_nm_spmm, multiply_cpu as multiply_nm, recognise as recognise_nm_spmm,
-};
 
 use std::time::{Duration, Instant};
 

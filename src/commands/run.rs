@@ -8,15 +8,13 @@ use std::time::{Duration, Instant};
 
 use nm_format::generate::{Values, uniform};
 use nm_format::io::{ShapeSource, read_coordinates_shaped, write_tensor};
-use nm_format::{Duplicates, Format, Tensor};
-use nm_ir::concrete::{ConcreteNotation, concretize_for, parse_schedule};
+use nm_format::{Duplicates, Format, Tensor, TensorView};
+use nm_ir::concrete::ConcreteNotation;
 use nm_ir::graph::IterationGraph;
 use nm_ir::id::Id as _;
-use nm_ir::notation::{Declarations, IndexNotation, TensorType, parse};
-use nm_lower::c::{CKernel, emit};
-use nm_lower::interp::{ArrayData, interpret};
-use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, KernelValue, LowerOptions, arguments, lower_options, rearm, result_tensor};
+use nm_ir::notation::{IndexNotation, parse};
+use nm_lower::c::emit;
+use nm_lower::lower::KernelValue;
 
 use super::CommandError;
 
@@ -258,19 +256,6 @@ pub fn run(o: &RunOptions) -> Result<String, CommandError> {
     }
 }
 
-/// Why a kernel asked to run on several threads runs on one: the interpreter, or an outer
-/// loop that neither splits the result by rows nor reduces into a dense result a copy per
-/// thread can hold (the command's note and `Kernel::describe`).
-pub(crate) fn why_one_thread(interpreted: bool) -> &'static str {
-    if interpreted {
-        "the interpreter runs sequentially"
-    } else {
-        "the outer loop neither names disjoint rows of the result nor sums into a dense result \
-         no larger than its extent (a schedule's `parallelize(v, cpu_thread, temporary)` or \
-         `atomics` asks for that on any dense result)"
-    }
-}
-
 /// Refuses an option that names a tensor or an index variable the statement does not have
 /// (`-f=a:csr` for `A`): ignored, the typo would run something else than asked.
 fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError> {
@@ -361,7 +346,7 @@ fn check_names(o: &RunOptions, stmt: &IndexNotation) -> Result<(), CommandError>
 }
 
 fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
-    let mut stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
+    let stmt = parse(&o.expr).map_err(|e| CommandError(e.to_string()))?;
     check_names(o, &stmt)?;
     let mut out = String::new();
     // Formats, inputs, sizes.
@@ -482,20 +467,13 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
             )));
         }
     }
-    let sizes: HashMap<String, usize> = given.iter().map(|(v, (n, _))| (v.clone(), *n)).collect();
-    let decls = declarations(&stmt, &shapes, &sizes, |name| parsed_formats.get(name).cloned());
-    let decls = given.iter().fold(decls, |d, (v, (n, origin))| d.index_size_from(v, *n, origin));
-    let types = stmt.check(&decls).map_err(|e| CommandError(e.to_string()))?;
-    let mut cin = concretize_for(&stmt, &types);
-    if let Some(s) = &o.schedule {
-        let commands = parse_schedule(s).map_err(|e| CommandError(e.to_string()))?;
-        cin = cin.schedule_sized(&commands, &types.sizes).map_err(|e| CommandError(e.to_string()))?;
-        cin.check_bounds(&types.sizes).map_err(|e| CommandError(e.to_string()))?;
-        for note in commands.iter().filter_map(|c| c.note()) {
-            eprintln!("note: {note}");
-        }
-    }
+    let program = program_of(o, &stmt, &shapes, &parsed_formats, &given)?;
     // Stages print as they are reached, so that they show even when a later one fails.
+    let (cin, types) = program.concrete().map_err(error)?;
+    let schedule_notes = program.schedule_notes().map_err(error)?;
+    for note in &schedule_notes {
+        eprintln!("note: {note}");
+    }
     if o.print_concrete {
         println!("{cin}");
     }
@@ -505,11 +483,126 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     if let Some(name) = &o.print_lattice {
         print!("{}", lattice_text(&cin, &types, name)?);
     }
-    // Operands: read or generated (seeded), in each tensor's format.
-    let result_id = stmt.lhs.tensor;
+    let tensors = operands::<T>(o, &stmt, &shapes, &parsed_formats, loaded, &fills, &mut out)?;
+    // -O: every operand as a .tns file (the result follows, once computed).
+    if let Some(dir) = &o.output_dir {
+        for ((_, t), x) in stmt.tensors.iter().zip(&tensors) {
+            if let Some(x) = x {
+                let path = dir.join(format!("{}.tns", t.name));
+                write_tensor(&path, x).map_err(|e| CommandError(format!("-O={}: {e}", dir.display())))?;
+            }
+        }
+    }
+    let views: Vec<(&str, TensorView<T>)> = stmt
+        .tensors
+        .iter()
+        .zip(&tensors)
+        .filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?.view())))
+        .collect();
+    let result_shape = shapes[stmt.tensor_name(stmt.lhs.tensor)].clone();
+    let compile_start = Instant::now();
+    let kernel = program.compile_for::<T>(o.backend, &views).map_err(error)?;
+    let compile = compile_start.elapsed();
+    let kernel = match o.threads {
+        Some(n) => kernel.with_threads(n),
+        None => kernel,
+    };
+    if let super::nm::Device::Cuda(ordinal) = o.device {
+        // C = A·B with B in nm(N,M,L) or A in nv24: nm-cuda on the device.
+        let Some(route) = kernel.nm_route() else {
+            return Err(CommandError(
+                "-device=cuda runs only the N:M SpMM C(i,j) = A(i,k) * B(k,j) with B in nm(N,M,L) and A, C dense \
+                 or A in nv24 and B, C dense; this statement runs on the CPU (drop -device)"
+                    .into(),
+            ));
+        };
+        let at = |t: nm_ir::notation::TensorId| tensors[t.index()].as_ref().expect("operands were built");
+        let run = super::nm::run_cuda(route, at(route.a), at(route.b), ordinal, o.time.unwrap_or(1))?;
+        if o.print_compute || o.print_loops {
+            print!("{}", run.note);
+        }
+        let timing = Timing {
+            compile: run.setup,
+            compile_note: " (device, upload, index tables, kernel compilation)",
+            assemble: None,
+            compute: run.times,
+        };
+        return finish(o, &stmt, &result_shape, &run.result, &timing, out);
+    }
+    report(o, &kernel, &schedule_notes)?;
+    if kernel.threads() > 1 && kernel.parallel() {
+        // The worker threads start on their first use and are kept: started here, untimed, so
+        // the single timed assembly measures the kernel (starting them took longer than it).
+        nm_format::workers::run_on(kernel.threads(), || {});
+    }
+    let reps = o.time.unwrap_or(1).max(1);
+    let (result, prepare, assemble, times) = execute(&kernel, &views, reps)?;
+    for path in &o.read_source {
+        read_source(o, path, &kernel, &views, &result, &mut out)?;
+    }
+    let cached = !kernel.compiled().is_empty()
+        && kernel.compiled().iter().all(|c| c.compiled().outcome() == nm_lower::jit::Outcome::Cached);
+    let (compile, compile_note) = match kernel.nm_route() {
+        // B in nm(N,M,L) is packed once, outside the timed runs; the nv24 kernel packs per run.
+        Some(route) if matches!(route.structured, crate::api::NmOperand::B(_)) => (prepare, " (packing B for nm-spmm)"),
+        Some(_) => (prepare, " (nm-spmm's nv24 kernel)"),
+        None if !kernel.parts().is_empty() => (compile, " (every kernel of the split)"),
+        None if cached => (compile, " (cached)"),
+        None => (compile, ""),
+    };
+    let timing = Timing { compile, compile_note, assemble, compute: times };
+    finish(o, &stmt, &result_shape, &result, &timing, out)
+}
+
+fn error(e: crate::Error) -> CommandError {
+    CommandError(e.to_string())
+}
+
+/// The library's program for the command's statement: every tensor declared in its shape and
+/// format (dense without `-f`), the sizes `-d` gave, the schedule and the code options.
+fn program_of(
+    o: &RunOptions,
+    stmt: &IndexNotation,
+    shapes: &HashMap<String, Vec<usize>>,
+    formats: &HashMap<String, Format>,
+    given: &HashMap<String, (usize, String)>,
+) -> Result<crate::Program, CommandError> {
+    let mut program = crate::Program::new(&o.expr).map_err(error)?;
+    for (_, t) in stmt.tensors.iter() {
+        let shape = &shapes[&t.name];
+        let format = formats.get(&t.name).cloned().unwrap_or_else(|| Format::dense(shape.len().max(1)));
+        program = program.declare(&t.name, shape, format);
+    }
+    for (var, (n, origin)) in given {
+        program = program.index_size_from(var, *n, origin);
+    }
+    if let Some(s) = &o.schedule {
+        program = program.schedule(s);
+    }
+    if let Some(config) = o.workspace {
+        program = program.workspace(config);
+    }
+    // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
+    program = program.separate_assembly(!o.fused).function_prefix(&o.prefix);
+    if let Some(schedule) = o.omp_schedule {
+        program = program.omp_schedule(schedule);
+    }
+    Ok(program)
+}
+
+/// The operands, read or generated (seeded), in each tensor's format (`None` for the result).
+fn operands<T: crate::Scalar>(
+    o: &RunOptions,
+    stmt: &IndexNotation,
+    shapes: &HashMap<String, Vec<usize>>,
+    parsed_formats: &HashMap<String, Format>,
+    mut loaded: HashMap<String, nm_format::CoordinateList<T>>,
+    fills: &HashMap<String, String>,
+    out: &mut String,
+) -> Result<Vec<Option<Tensor<T>>>, CommandError> {
     let mut tensors: Vec<Option<Tensor<T>>> = Vec::new();
     for (id, t) in stmt.tensors.iter() {
-        if id == result_id {
+        if id == stmt.lhs.tensor {
             tensors.push(None);
             continue;
         }
@@ -524,7 +617,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
                 let sparse = parsed_formats.contains_key(&t.name) && !structured;
                 let how = fill(fills.get(&t.name).map(String::as_str), sparse)?;
                 ensure_generatable(&t.name, shape, how.density())?;
-                how.generate::<T>(&t.name, shape, 1 + nm_ir::id::Id::index(id) as u64)?
+                how.generate::<T>(&t.name, shape, 1 + id.index() as u64)?
             }
         };
         if structured && (generated || o.prune.contains(&t.name)) {
@@ -560,255 +653,124 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         };
         tensors.push(Some(tensor));
     }
-    // -O: every operand as a .tns file (the result follows, once computed).
-    if let Some(dir) = &o.output_dir {
-        for ((_, t), x) in stmt.tensors.iter().zip(&tensors) {
-            if let Some(x) = x {
-                let path = dir.join(format!("{}.tns", t.name));
-                write_tensor(&path, x).map_err(|e| CommandError(format!("-O={}: {e}", dir.display())))?;
-            }
-        }
+    Ok(tensors)
+}
+
+/// What the compiled kernel is, as the options ask: its loops and C printed and written, and
+/// the notes on what the library decided (views, a split, threads, the lowering's notes; the
+/// schedule's were said when it was applied).
+fn report<T: crate::Scalar>(
+    o: &RunOptions,
+    kernel: &crate::Kernel<T>,
+    schedule_notes: &[String],
+) -> Result<(), CommandError> {
+    for (view, operand) in kernel.views() {
+        eprintln!(
+            "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}`"
+        );
     }
-    // C = A·B with B in nm(N,M,L): the hand-written kernel.
-    let format_of = |t: nm_ir::notation::TensorId| parsed_formats.get(stmt.tensor_name(t)).cloned();
-    if let Some(route) = super::nm::recognise(&stmt, format_of) {
-        let at = |t: nm_ir::notation::TensorId| tensors[nm_ir::id::Id::index(t)].as_ref();
-        let (Some(a), Some(b)) = (at(route.a), at(route.b)) else { unreachable!("operands were built") };
-        let result_shape = shapes[stmt.tensor_name(result_id)].clone();
-        if let super::nm::Device::Cuda(ordinal) = o.device {
-            let run = super::nm::run_cuda(&route, a, b, ordinal, o.time.unwrap_or(1))?;
-            if o.print_compute || o.print_loops {
-                print!("{}", run.note);
+    if !kernel.parts().is_empty() {
+        let mut kernels: Vec<&crate::Kernel<T>> = kernel.parts().iter().map(|(_, k)| k).collect();
+        kernels.push(kernel);
+        let described: Vec<String> = kernels.iter().map(|k| format!("`{}`", k.statement())).collect();
+        eprintln!("note: no one loop nest runs `{}`: it runs as {}", o.expr.trim(), described.join(", then "));
+        for k in &kernels {
+            if let Some(f) = k.loops().filter(|_| o.print_loops) {
+                print!("// {}\n{f}", k.statement());
             }
-            let timing = Timing {
-                compile: run.setup,
-                compile_note: " (device, upload, index tables, kernel compilation)",
-                assemble: None,
-                compute: run.times,
-            };
-            return finish(o, &stmt, &result_shape, &run.result, &timing, out);
+            if let Some(f) = k.loops().filter(|_| o.print_compute) {
+                print!("// {}\n{}", k.statement(), emit(f));
+            }
         }
-        let note = format!("// {}\n", super::nm::describe(&route));
+    } else if let Some(route) = kernel.nm_route() {
         if o.print_compute || o.print_loops {
-            print!("{note}");
+            println!("// {}", crate::api::describe_nm_route(route));
         }
         if o.threads.is_some_and(|n| n > 1) && o.backend == Backend::Interp {
             eprintln!("note: the N:M SpMM kernel is compiled Rust; -backend=interp does not apply to it");
         }
-        let compile_start = Instant::now();
-        // B in nm(N,M,L) is packed once, outside the timed runs; the nv24 kernel packs per run.
-        let packed = match route.structured {
-            super::nm::NmOperand::B(_) => Some(nm_spmm::NmMatrix::new(b).map_err(|e| CommandError(e.to_string()))?),
-            super::nm::NmOperand::ANv24 => None,
-        };
-        let compile = compile_start.elapsed();
-        let mut times = Vec::new();
-        let mut result = None;
-        for _ in 0..o.time.unwrap_or(1).max(1) {
-            let start = Instant::now();
-            let c = match &packed {
-                Some(packed) => nm_spmm::multiply(a, packed, o.threads.unwrap_or(1)),
-                None => super::nm::multiply_cpu(&route, &a.view(), &b.view(), o.threads.unwrap_or(1)),
-            };
-            result = Some(c.map_err(|e| CommandError(e.to_string()))?);
-            times.push(start.elapsed());
-        }
-        let result = result.expect("one run at least");
-        let compile_note = if packed.is_some() { " (packing B for nm-spmm)" } else { " (nm-spmm's nv24 kernel)" };
-        let timing = Timing { compile, compile_note, assemble: None, compute: times };
-        return finish(o, &stmt, &result_shape, &result, &timing, out);
+    } else if let Some(fused) = kernel.loops() {
+        let functions = kernel.functions();
+        let halves = (functions.len() == 2).then(|| (functions[0], functions[1]));
+        print_and_write_kernels(o, fused, halves)?;
     }
-    if o.device != super::nm::Device::Cpu {
-        return Err(CommandError(
-            "-device=cuda runs only the N:M SpMM C(i,j) = A(i,k) * B(k,j) with B in nm(N,M,L) and A, C dense \
-             or A in nv24 and B, C dense; this statement runs on the CPU (drop -device)"
-                .into(),
-        ));
-    }
-    // Kernels read the operands in place: lower for the index widths they are stored in.
-    let named: Vec<(&str, &Tensor<T>)> =
-        stmt.tensors.iter().zip(&tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
-    let widths = IndexWidths::of(&named);
-    let options = LowerOptions { workspace: o.workspace, ..LowerOptions::default() };
-    let lowered = match lower_options(&cin, &types, T::ELEM, &widths, &options) {
-        Ok(lowered) => lowered,
-        // An operand it cannot read as declared: through a copy in a format it can read.
-        Err(first) => match read_through_copies(
-            &stmt,
-            &Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes },
-            &cin,
-            o,
-            &mut tensors,
-            &options,
-        )? {
-            Some(lowered) => lowered,
-            None => match read_through_views(
-                &mut stmt,
-                &mut shapes,
-                &mut parsed_formats,
-                &sizes,
-                o,
-                &mut tensors,
-                &options,
-            )? {
-                Some(lowered) => lowered,
-                None => {
-                    let result_shape = shapes[stmt.tensor_name(result_id)].clone();
-                    let declared = Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes };
-                    if let Some(out) = run_split(&stmt, &declared, &tensors, &result_shape, o, out.clone())? {
-                        return Ok(out);
-                    }
-                    // Last, as the API: a loop no operand makes sparse visits every
-                    // coordinate (said in a note).
-                    let options = LowerOptions { visit_every_coordinate: true, ..options.clone() };
-                    match lower_options(&cin, &types, T::ELEM, &widths, &options) {
-                        Ok(lowered) => lowered,
-                        Err(_) => {
-                            let declared = Declared { shapes: &shapes, formats: &parsed_formats, sizes: &sizes };
-                            match read_through_copies(&stmt, &declared, &cin, o, &mut tensors, &options)? {
-                                Some(lowered) => lowered,
-                                None => return Err(CommandError(first.to_string())),
-                            }
-                        }
-                    }
-                }
-            },
-        },
-    };
-    for note in &lowered.notes {
+    for note in kernel.notes().iter().filter(|n| !schedule_notes.contains(n)) {
         eprintln!("note: {note}");
     }
-    // -prefix names the functions; -schedule sets the OpenMP loops' schedule.
-    let mut lowered = lowered;
-    lowered.function.name = format!("{}{}", o.prefix, lowered.function.name);
-    if let Some(schedule) = o.omp_schedule {
-        lowered.function.omp_schedule = schedule;
-    }
-    // taco's default: an assembly kernel, then a compute kernel; `-c` fuses them.
-    let halves = if o.fused { None } else { nm_lower::assemble::split(&lowered.function) };
-    print_and_write_kernels(o, &lowered.function, halves.as_ref())?;
-    if let Some(n) = o.threads
-        && n > 1
-        && ((lowered.partition.is_none() && !nm_lower::ir::has_parallel_loops(&lowered.function))
-            || o.backend == Backend::Interp)
+    if let Some(n) = o.threads.filter(|&n| n > 1)
+        && let Some(why) = kernel.why_one_thread()
     {
-        eprintln!("note: -nthreads={n}: {}; running on one thread", why_one_thread(o.backend == Backend::Interp));
+        eprintln!("note: -nthreads={n}: {why}; running on one thread");
     }
-    let by_id: Vec<Option<&Tensor<T>>> = tensors.iter().map(Option::as_ref).collect();
-    let result_shape = shapes[stmt.tensor_name(result_id)].clone();
-    let result_len: usize = result_shape.iter().try_fold(1usize, |a, &n| a.checked_mul(n)).ok_or_else(|| {
-        CommandError(format!("the result's shape {result_shape:?} has more elements than this machine can address"))
-    })?;
-    let reps = o.time.unwrap_or(1).max(1);
-    let compile_start = Instant::now();
-    let cc = || CCompiler::from_env().map_err(|e| CommandError(e.to_string()));
-    let jit = |f: &nm_lower::ir::Function| CKernel::compile(f, &cc()?).map_err(|e| CommandError(e.to_string()));
-    // The kernels to run: the fused one, or assembly then compute.
-    let kernels: Vec<Runner<'_>> = match (&halves, o.backend) {
-        (None, Backend::Jit) => vec![Runner::C(Box::new(jit(&lowered.function)?))],
-        (None, Backend::Interp) => vec![Runner::Interp(&lowered.function)],
-        (Some(h), Backend::Jit) => vec![Runner::C(Box::new(jit(&h.assemble)?)), Runner::C(Box::new(jit(&h.compute)?))],
-        (Some(h), Backend::Interp) => vec![Runner::Interp(&h.assemble), Runner::Interp(&h.compute)],
-    };
-    let compile_time = compile_start.elapsed();
-    // A schedule that parallelizes the outer loop runs on every core unless -nthreads says.
-    let threads = o.threads.unwrap_or(if o.backend == Backend::Jit { lowered.default_threads() } else { 1 });
-    if o.threads.is_none() && threads > 1 {
+    if o.threads.is_none() && kernel.threads() > 1 {
         eprintln!(
-            "note: the schedule parallelizes the outer loop and no -nthreads is given: running on {threads} threads"
+            "note: the schedule parallelizes the outer loop and no -nthreads is given: running on {} threads",
+            kernel.threads()
         );
     }
-    let run_one = |k: &Runner<'_>, arrays: &mut Vec<ArrayData>| -> Result<Duration, CommandError> {
-        let start = Instant::now();
-        match k {
-            Runner::C(c) => match &lowered.partition {
-                Some(p) if threads > 1 => c.run_rows(arrays, p, threads),
-                _ => c.run_on(arrays, threads),
+    Ok(())
+}
+
+/// The result, the time binding took, the assembly's time (when there is an assembly kernel)
+/// and each computation's.
+type Executed<T> = (Tensor<T>, Duration, Option<Duration>, Vec<Duration>);
+
+/// Runs `kernel` on `operands` as taco times it: bound once (the copies said in a note),
+/// assembly once, then compute `reps` times on its structure.
+fn execute<T: crate::Scalar>(
+    kernel: &crate::Kernel<T>,
+    operands: &[(&str, TensorView<T>)],
+    reps: usize,
+) -> Result<Executed<T>, CommandError> {
+    kernel
+        .bind(operands, |bound| {
+            if !kernel.conversions().is_empty() {
+                eprintln!("note: {} (copy: {:.3} ms)", kernel.describe_conversions(), ms(bound.prepare_time()));
             }
-            .map_err(|e| CommandError(e.to_string()))?,
-            Runner::Interp(f) => interpret(f, arrays).map_err(|e| CommandError(e.to_string()))?,
+            let assemble = bound.assemble()?;
+            let times = (0..reps).map(|_| bound.compute()).collect::<Result<Vec<_>, _>>()?;
+            Ok((bound.result()?, bound.prepare_time(), assemble, times))
+        })
+        .map_err(error)
+}
+
+/// taco's `-read-source`: the kernels compiled from a file instead, timed, and their result
+/// compared with the generated kernels' with `-verify`.
+fn read_source<T: crate::Scalar>(
+    o: &RunOptions,
+    path: &std::path::Path,
+    kernel: &crate::Kernel<T>,
+    operands: &[(&str, TensorView<T>)],
+    result: &Tensor<T>,
+    out: &mut String,
+) -> Result<(), CommandError> {
+    let fail = |e: String| CommandError(format!("-read-source={}: {e}", path.display()));
+    let source = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let theirs = kernel.from_source(&source).map_err(|e| match e {
+        crate::Error::Jit(nm_lower::jit::JitError::Symbol { name, .. }) => fail(format!(
+            "it defines no function `{name}`; the names follow -prefix, so give the -prefix it was written with"
+        )),
+        e => fail(e.to_string()),
+    })?;
+    let (theirs, _, their_assembly, their_times) = execute(&theirs, operands, o.time.unwrap_or(1).max(1))?;
+    if let Some(t) = o.time {
+        let _ = writeln!(out, "\n{}:", path.display());
+        if let Some(a) = their_assembly {
+            let _ = writeln!(out, "Assemble: {:.3} ms", ms(a));
         }
-        Ok(start.elapsed())
-    };
-    // Assembly once (as taco times it), then compute `reps` times on its structure; a fused
-    // kernel with a sparse result from emptied outputs each time (it appends; see `rearm`). A
-    // dense result is zeroed by its kernel, so its arrays are reused, as taco reuses them.
-    let sparse_result = lowered.sparse_result();
-    let result_format = parsed_formats
-        .get(stmt.tensor_name(result_id))
-        .cloned()
-        .unwrap_or_else(|| Format::dense(result_shape.len().max(1)));
-    let shape_for_tensor = if result_shape.is_empty() { vec![1] } else { result_shape.clone() };
-    if threads > 1 && lowered.partition.is_some() {
-        // The worker threads start on their first use and are kept: started here, untimed, so
-        // the single timed assembly measures the kernel (starting them took longer than it).
-        nm_format::workers::run_on(threads, || {});
+        let _ = writeln!(out, "{}", stats("Compute", &their_times, t));
     }
-    let execute = |kernels: &[Runner<'_>]| -> Result<Executed<T>, CommandError> {
-        let (compute, assemble) = kernels.split_last().expect("a kernel");
-        let mut arrays = arguments(&lowered, &by_id, result_len)?;
-        let mut assemble_time = Duration::ZERO;
-        for k in assemble {
-            assemble_time += run_one(k, &mut arrays)?;
+    if o.verify {
+        if theirs.to_coordinates() != result.to_coordinates() {
+            return Err(fail(format!(
+                "its result differs from the generated kernels': {} stored values against {}",
+                theirs.stored_len(),
+                result.stored_len()
+            )));
         }
-        let mut times = Vec::with_capacity(reps);
-        for rep in 0..reps {
-            if assemble.is_empty() && sparse_result && rep > 0 {
-                rearm(&lowered, &mut arrays);
-            }
-            times.push(run_one(compute, &mut arrays)?);
-        }
-        let result: Tensor<T> = result_tensor(&lowered, &arrays, &shape_for_tensor, &result_format)?;
-        Ok((result, (!assemble.is_empty()).then_some(assemble_time), times))
-    };
-    let (result, assemble_time, times) = execute(&kernels)?;
-    // taco's -read-source: the same kernels from a file, timed, and compared with -verify.
-    let functions: Vec<&nm_lower::ir::Function> = match &halves {
-        Some(h) => vec![&h.assemble, &h.compute],
-        None => vec![&lowered.function],
-    };
-    for path in &o.read_source {
-        let fail = |e: String| CommandError(format!("-read-source={}: {e}", path.display()));
-        let source = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let cc = cc()?;
-        let mut read = Vec::new();
-        for f in &functions {
-            let kernel = CKernel::compile_source(f, &source, &cc).map_err(|e| match e {
-                nm_lower::jit::JitError::Symbol { name, .. } => fail(format!(
-                    "it defines no function `{name}`; the names follow -prefix, so give the -prefix it was written with"
-                )),
-                e => fail(e.to_string()),
-            })?;
-            read.push(Runner::C(Box::new(kernel)));
-        }
-        let (theirs, their_assembly, their_times) = execute(&read)?;
-        if let Some(t) = o.time {
-            let _ = writeln!(out, "\n{}:", path.display());
-            if let Some(a) = their_assembly {
-                let _ = writeln!(out, "Assemble: {:.3} ms", ms(a));
-            }
-            let _ = writeln!(out, "{}", stats("Compute", &their_times, t));
-        }
-        if o.verify {
-            if theirs.to_coordinates() != result.to_coordinates() {
-                return Err(fail(format!(
-                    "its result differs from the generated kernels': {} stored values against {}",
-                    theirs.stored_len(),
-                    result.stored_len()
-                )));
-            }
-            let _ = writeln!(out, "verified {}: the same result", path.display());
-        }
+        let _ = writeln!(out, "verified {}: the same result", path.display());
     }
-    let cached =
-        kernels.iter().all(|k| matches!(k, Runner::C(c) if c.compiled().outcome() == nm_lower::jit::Outcome::Cached));
-    let timing = Timing {
-        compile: compile_time,
-        compile_note: if cached { " (cached)" } else { "" },
-        assemble: assemble_time,
-        compute: times,
-    };
-    finish(o, &stmt, &result_shape, &result, &timing, out)
+    Ok(())
 }
 
 /// taco's `-print-lattice=V`: the merge lattice along `V` of each assignment inside the loop
@@ -865,10 +827,6 @@ fn join_sizes(sizes: &[usize]) -> String {
     sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
-/// A run of the kernels: the result, the assembly's time (when there is an assembly kernel)
-/// and each computation's.
-type Executed<T> = (Tensor<T>, Option<Duration>, Vec<Duration>);
-
 /// What was timed.
 struct Timing {
     compile: Duration,
@@ -879,234 +837,6 @@ struct Timing {
     compute: Vec<Duration>,
 }
 
-/// What the command knows of a statement's tensors and index variables.
-struct Declared<'a> {
-    shapes: &'a HashMap<String, Vec<usize>>,
-    formats: &'a HashMap<String, Format>,
-    sizes: &'a HashMap<String, usize>,
-}
-
-/// A sum whose terms need loop orders of their own (`A(i,j) = B(i,k) * C(k,j) + D(i,j)` into
-/// CSR): run as the API runs it ([`crate::Kernel::parts`]), each reduced term into a
-/// temporary by a kernel of its own, then the sum; the timings cover every kernel. `None`
-/// when the statement does not split or a part does not lower.
-fn run_split<T: crate::Scalar>(
-    stmt: &IndexNotation,
-    declared: &Declared<'_>,
-    tensors: &[Option<Tensor<T>>],
-    result_shape: &[usize],
-    o: &RunOptions,
-    out: String,
-) -> Result<Option<String>, CommandError> {
-    if o.schedule.is_some() || stmt.split_reduced_terms().is_none() {
-        return Ok(None);
-    }
-    let error = |e: crate::Error| CommandError(e.to_string());
-    let mut program = crate::Program::new(&o.expr).map_err(error)?;
-    for (_, t) in stmt.tensors.iter() {
-        let shape = &declared.shapes[&t.name];
-        let format = declared.formats.get(&t.name).cloned().unwrap_or_else(|| Format::dense(shape.len().max(1)));
-        program = program.declare(&t.name, shape, format);
-    }
-    for (name, &n) in declared.sizes {
-        if stmt.var_named(name).is_some() {
-            program = program.index_size(name, n);
-        }
-    }
-    let compile_start = Instant::now();
-    let kernel = match program.compile::<T>(o.backend) {
-        Ok(kernel) if !kernel.parts().is_empty() => kernel.with_threads(o.threads.unwrap_or(1)),
-        Ok(_) | Err(crate::Error::Lower(_)) => return Ok(None),
-        Err(e) => return Err(error(e)),
-    };
-    let compile = compile_start.elapsed();
-    let mut kernels: Vec<(&IndexNotation, &crate::Kernel<T>)> =
-        kernel.parts().iter().map(|(_, k)| (k.statement(), k)).collect();
-    kernels.push((kernel.statement(), &kernel));
-    let described: Vec<String> = kernels.iter().map(|(s, _)| format!("`{s}`")).collect();
-    eprintln!("note: no one loop nest runs `{stmt}`: it runs as {}", described.join(", then "));
-    for note in kernel.notes() {
-        eprintln!("note: {note}");
-    }
-    for (s, k) in &kernels {
-        if o.print_loops
-            && let Some(f) = k.loops()
-        {
-            print!("// {s}\n{f}");
-        }
-        if o.print_compute
-            && let Some(f) = k.loops()
-        {
-            print!("// {s}\n{}", emit(f));
-        }
-    }
-    let named: Vec<(&str, &Tensor<T>)> =
-        stmt.tensors.iter().zip(tensors).filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?))).collect();
-    let mut times = Vec::new();
-    let mut result = None;
-    for _ in 0..o.time.unwrap_or(1).max(1) {
-        let start = Instant::now();
-        result = Some(kernel.run(&named).map_err(error)?);
-        times.push(start.elapsed());
-    }
-    let result = result.expect("one run at least");
-    let timing = Timing { compile, compile_note: " (every kernel of the split)", assemble: None, compute: times };
-    finish(o, stmt, result_shape, &result, &timing, out).map(Some)
-}
-
-/// Lowers with some operands read through a copy (see [`crate::conversion`]): the first
-/// candidate that lowers replaces those operands in `tensors` by their copies, with a note on
-/// stderr; `None` when none lowers.
-fn read_through_copies<T: crate::Scalar>(
-    stmt: &IndexNotation,
-    known: &Declared<'_>,
-    scheduled: &ConcreteNotation,
-    o: &RunOptions,
-    tensors: &mut [Option<Tensor<T>>],
-    options: &LowerOptions,
-) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
-    let declared = |n: &str| known.formats.get(n).cloned();
-    let loop_order = scheduled.unscheduled_loop_order();
-    for conversion in crate::conversion::candidates(stmt, declared, &loop_order) {
-        let format_of =
-            |name: &str| conversion.iter().find(|(n, _)| n == name).map(|(_, f)| f.clone()).or_else(|| declared(name));
-        let Ok(types) = stmt.check(&declarations(stmt, known.shapes, known.sizes, format_of)) else { continue };
-        let mut cin = concretize_for(stmt, &types);
-        if let Some(s) = &o.schedule {
-            match parse_schedule(s).ok().and_then(|c| cin.schedule_sized(&c, &types.sizes).ok()) {
-                Some(scheduled) => cin = scheduled,
-                None => continue,
-            }
-        }
-        // Whether it lowers does not depend on index widths: copy only for the one that does.
-        if lower_options(&cin, &types, T::ELEM, &IndexWidths::default(), options).is_err() {
-            continue;
-        }
-        let start = Instant::now();
-        let mut copies: Vec<(usize, Tensor<T>)> = Vec::new();
-        for (id, t) in stmt.tensors.iter() {
-            if let (Some((_, f)), Some(x)) =
-                (conversion.iter().find(|(n, _)| *n == t.name), &tensors[nm_ir::id::Id::index(id)])
-            {
-                copies.push((nm_ir::id::Id::index(id), x.convert(f)?));
-            }
-        }
-        let copy_time = start.elapsed();
-        let named: Vec<(&str, &Tensor<T>)> = stmt
-            .tensors
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, t))| {
-                let x = copies.iter().find(|(c, _)| *c == i).map(|(_, c)| c).or(tensors[i].as_ref())?;
-                Some((t.name.as_str(), x))
-            })
-            .collect();
-        let Ok(lowered) = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options) else { continue };
-        eprintln!("note: {} (copy: {:.3} ms)", crate::conversion::describe(&conversion, declared), ms(copy_time));
-        for (i, copy) in copies {
-            tensors[i] = Some(copy);
-        }
-        return Ok(Some(lowered));
-    }
-    Ok(None)
-}
-
-/// Lowers with the reads of a sparse operand in another order than its first given views of
-/// their own (`B(i,j) + B(j,i)`: see [`IndexNotation::with_views`]), each bound to the operand's
-/// data and read in place or through a copy like any operand; on success `stmt`, `shapes`,
-/// `parsed_formats` and `tensors` take the views in. `None` when there is no such read or it
-/// does not lower either.
-fn read_through_views<T: crate::Scalar>(
-    stmt: &mut IndexNotation,
-    shapes: &mut HashMap<String, Vec<usize>>,
-    parsed_formats: &mut HashMap<String, Format>,
-    sizes: &HashMap<String, usize>,
-    o: &RunOptions,
-    tensors: &mut Vec<Option<Tensor<T>>>,
-    options: &LowerOptions,
-) -> Result<Option<nm_lower::lower::Lowered>, CommandError> {
-    let Some((split, views)) = stmt.with_views(|name| parsed_formats.contains_key(name)) else { return Ok(None) };
-    // The declarations are small: tried on copies. The tensors are not: each view's data is
-    // appended to `tensors` (the views' ids follow the statement's) and taken off on failure.
-    let (mut shapes2, mut formats2) = (shapes.clone(), parsed_formats.clone());
-    let operands = tensors.len();
-    for (view, operand) in &views {
-        shapes2.insert(view.clone(), shapes[operand].clone());
-        formats2.insert(view.clone(), parsed_formats[operand].clone());
-        let source = stmt.tensor_named(operand).expect("a view's operand is in the statement");
-        tensors.push(tensors[nm_ir::id::Id::index(source)].clone());
-    }
-    let lowered = (|| {
-        let Ok(types) = split.check(&declarations(&split, &shapes2, sizes, |n| formats2.get(n).cloned())) else {
-            return Ok(None);
-        };
-        let mut cin = concretize_for(&split, &types);
-        if let Some(s) = &o.schedule {
-            match parse_schedule(s).ok().and_then(|c| cin.schedule_sized(&c, &types.sizes).ok()) {
-                Some(scheduled) => cin = scheduled,
-                None => return Ok(None),
-            }
-        }
-        let named: Vec<(&str, &Tensor<T>)> = split
-            .tensors
-            .iter()
-            .zip(tensors.iter())
-            .filter_map(|((_, t), x)| Some((t.name.as_str(), x.as_ref()?)))
-            .collect();
-        let in_place = lower_options(&cin, &types, T::ELEM, &IndexWidths::of(&named), options).ok();
-        // Said before a copy's note, which may name the view.
-        for (view, operand) in &views {
-            eprintln!(
-                "note: `{operand}` is read in two orders: its reads in another order than the first are named `{view}`"
-            );
-        }
-        match in_place {
-            Some(lowered) => Ok(Some(lowered)),
-            None => {
-                let known = Declared { shapes: &shapes2, formats: &formats2, sizes };
-                read_through_copies(&split, &known, &cin, o, tensors, options)
-            }
-        }
-    })()?;
-    match lowered {
-        Some(lowered) => {
-            (*stmt, *shapes, *parsed_formats) = (split, shapes2, formats2);
-            Ok(Some(lowered))
-        }
-        None => {
-            tensors.truncate(operands);
-            Ok(None)
-        }
-    }
-}
-
-/// The declarations of `stmt`'s tensors (`shapes`, in `format`: `None`, or a scalar, is dense) and
-/// index variables (`sizes`).
-fn declarations(
-    stmt: &IndexNotation,
-    shapes: &HashMap<String, Vec<usize>>,
-    sizes: &HashMap<String, usize>,
-    format: impl Fn(&str) -> Option<Format>,
-) -> Declarations {
-    let mut decls = Declarations::new();
-    // The sizes known (`-d`, an input's shape): a variable only in compound subscripts has no
-    // other (its `-d` went unseen, and the check asked for the `-d` it had been given).
-    for (name, &n) in sizes {
-        if stmt.var_named(name).is_some() {
-            decls = decls.index_size(name, n);
-        }
-    }
-    for (_, t) in stmt.tensors.iter() {
-        let shape = &shapes[&t.name];
-        let ty = match format(&t.name) {
-            Some(f) if !shape.is_empty() => TensorType::sparse(shape, f),
-            _ => TensorType::dense(shape),
-        };
-        decls = decls.tensor(&t.name, ty);
-    }
-    decls
-}
-
 /// The times, the result's summary line and its `-o` files.
 /// The kernels' C and loops as the options ask: printed (`-print-loops`, `-print-assembly`,
 /// `-print-compute`, `-print-evaluate`, `-print-kernels`) and written (`-write-source`,
@@ -1114,13 +844,13 @@ fn declarations(
 fn print_and_write_kernels(
     o: &RunOptions,
     fused: &nm_lower::ir::Function,
-    halves: Option<&nm_lower::assemble::Split>,
+    halves: Option<(&nm_lower::ir::Function, &nm_lower::ir::Function)>,
 ) -> Result<(), CommandError> {
     let no_assembly =
         || format!("// no assembly kernel: {}", if o.fused { "fused by -c" } else { "the result is dense" });
-    let compute = halves.map_or(fused, |h| &h.compute);
+    let compute = halves.map_or(fused, |(_, compute)| compute);
     let kernels: Vec<&nm_lower::ir::Function> = match halves {
-        Some(h) => vec![&h.assemble, &h.compute],
+        Some((assemble, compute)) => vec![assemble, compute],
         None => vec![fused],
     };
     if o.print_loops {
@@ -1128,7 +858,7 @@ fn print_and_write_kernels(
     }
     if o.print_assembly {
         match halves {
-            Some(h) => print!("{}", emit(&h.assemble)),
+            Some((assemble, _)) => print!("{}", emit(assemble)),
             None => println!("{}", no_assembly()),
         }
     }
@@ -1156,7 +886,7 @@ fn print_and_write_kernels(
         write("write-compute", path, emit(compute))?;
     }
     if let Some(path) = &o.write_assembly {
-        let text = halves.map_or_else(|| format!("{}\n", no_assembly()), |h| emit(&h.assemble));
+        let text = halves.map_or_else(|| format!("{}\n", no_assembly()), |(assemble, _)| emit(assemble));
         write("write-assembly", path, text)?;
     }
     Ok(())
@@ -1245,10 +975,4 @@ fn stats(what: &str, times: &[Duration], reps: usize) -> String {
     format!(
         "{what}:  {mean:.3} ms (mean over {reps} runs)\n  stdev:  {stdev:.3} ms\n  median: {median:.3} ms\n  min:    {min:.3} ms"
     )
-}
-
-/// A kernel ready to run on one back end.
-enum Runner<'a> {
-    C(Box<CKernel>),
-    Interp(&'a nm_lower::ir::Function),
 }
