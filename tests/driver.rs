@@ -32,8 +32,11 @@ const CASES: [Case<'static>; 8] = [
     ),
 ];
 
+/// A case made ready: the program, its operands by name and the dense reference's result.
+type Prepared<'a> = (Program, Vec<(&'a str, Tensor<f64>)>, Vec<f64>);
+
 /// The program, its operands and the dense reference's result.
-fn case(seed: u64, (expr, decls): Case<'_>) -> (Program, Vec<(&str, Tensor<f64>)>, Vec<f64>) {
+fn case(seed: u64, (expr, decls): Case<'_>) -> Prepared<'_> {
     let stmt = nmsparse::ir::notation::parse(expr).unwrap();
     let mut d = Dense { shapes: vec![Vec::new(); stmt.tensors.len()], arrays: vec![None; stmt.tensors.len()] };
     let mut program = Program::new(expr).unwrap();
