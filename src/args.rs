@@ -257,7 +257,7 @@ pub fn parse(args: &[String]) -> Result<Request, String> {
 
 /// `-nthreads`: 1 to `MAX_THREADS`, where more would only make the threads wait for each other.
 fn threads(text: &str) -> Result<usize, String> {
-    let max = nm_format::workers::MAX_THREADS;
+    let max = nm_runtime::workers::MAX_THREADS;
     match text.parse::<usize>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("-nthreads={text}: `{text}` is not a thread count from 1 to {max}")),

@@ -43,6 +43,7 @@ pub use nm_format as format;
 pub use nm_ir as ir;
 pub use nm_ism as ism;
 pub use nm_lower as lower;
+pub use nm_runtime as runtime;
 pub use nm_spmm as spmm;
 
 /// The Rust example of README.md, run as a doctest.

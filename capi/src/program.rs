@@ -303,7 +303,7 @@ pub unsafe extern "C" fn nms_kernel_free(kernel: *mut nms_kernel) {
 
 /// A thread count of 1 to `MAX_THREADS`, else why not.
 pub(crate) fn check_threads(threads: usize) -> Result<(), Failure> {
-    let max = nms::format::workers::MAX_THREADS;
+    let max = nms::runtime::workers::MAX_THREADS;
     if (1..=max).contains(&threads) {
         Ok(())
     } else {

@@ -183,7 +183,7 @@ impl<T: Value> Tensor<T> {
         if format.order() != self.order() {
             return Err(TensorError::OrderMismatch { format_order: format.order(), shape_order: self.order() });
         }
-        crate::memory::ensure_available(self.convert_peak(format), || {
+        nm_runtime::memory::ensure_available(self.convert_peak(format), || {
             format!("a {:?} tensor converted to {}", self.shape, format.name().unwrap_or_else(|| format.to_string()))
         })?;
         if let Some(t) = self.convert_compressed_matrix(format) {
@@ -520,7 +520,7 @@ impl Builder<'_> {
             levels.push(storage);
             parents = positions;
         }
-        let mut values = crate::memory::huge_vec(parents)?;
+        let mut values = nm_runtime::memory::huge_vec(parents)?;
         values.resize(parents, T::ZERO);
         for (&q, &v) in at.iter().zip(&entries.values) {
             values[q] += v;
@@ -532,9 +532,10 @@ impl Builder<'_> {
     /// Refuses, before anything is sorted or allocated, a tensor whose building would take
     /// more memory than the system has ([`general_peak`]).
     fn check_memory<T: Value>(&self, entries: usize) -> Result<()> {
-        crate::memory::ensure_available(general_peak::<T>(self.shape, self.format, entries), || {
+        nm_runtime::memory::ensure_available(general_peak::<T>(self.shape, self.format, entries), || {
             format!("a {:?} tensor in {}", self.shape, self.format.name().unwrap_or_else(|| self.format.to_string()))
         })
+        .map_err(Into::into)
     }
 
     fn merge_duplicates<T: Value>(&self, entries: &mut Entries<T>, duplicates: Duplicates) -> Result<()> {

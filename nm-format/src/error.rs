@@ -333,3 +333,9 @@ fn path_prefix(path: &Option<PathBuf>) -> String {
 
 /// Shortcut for results carrying a [`TensorError`].
 pub type Result<T, E = TensorError> = std::result::Result<T, E>;
+
+impl From<nm_runtime::memory::NotAvailable> for TensorError {
+    fn from(e: nm_runtime::memory::NotAvailable) -> Self {
+        TensorError::TooLarge { what: e.what }
+    }
+}

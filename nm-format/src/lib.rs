@@ -50,7 +50,6 @@ mod format;
 pub mod generate;
 pub mod io;
 mod level;
-pub mod memory;
 mod nm;
 pub mod parse;
 mod storage;
@@ -59,7 +58,6 @@ mod transpose;
 mod validate;
 mod value;
 mod view;
-pub mod workers;
 
 #[cfg(feature = "proptest")]
 pub mod strategy;

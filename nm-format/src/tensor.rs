@@ -181,7 +181,7 @@ impl<T: Value> Tensor<T> {
     /// non-unique format stores twice are summed.
     pub fn to_dense(&self) -> Result<Vec<T>> {
         let len = checked_product(&self.shape, "the dense array")?;
-        crate::memory::ensure_available(len as u128 * std::mem::size_of::<T>() as u128, || {
+        nm_runtime::memory::ensure_available(len as u128 * std::mem::size_of::<T>() as u128, || {
             format!("a dense {:?} array", self.shape)
         })?;
         let mut dense = Vec::new();

@@ -40,8 +40,8 @@ impl<T: Value> Tensor<T> {
         let too_large =
             || format!("a {:?} matrix in {}", list.shape, format.name().unwrap_or_else(|| format.to_string()));
         let bytes = compressed_matrix_peak::<T>(n_outer, n_inner, list.len());
-        if let Err(e) = crate::memory::ensure_available(bytes, too_large) {
-            return Some(Err(e));
+        if let Err(e) = nm_runtime::memory::ensure_available(bytes, too_large) {
+            return Some(Err(e.into()));
         }
         // `pos[r]`: where row r starts, then (as the cursor entries are placed with) where it
         // ends.
@@ -187,7 +187,7 @@ impl<T: Value> Rows<'_, T> {
     fn merge<P: Narrow, C: Narrow>(self) -> Result<(Indices, Indices, Vec<T>)> {
         let n_outer = self.pos.len() - 1;
         let mut crd: Vec<C> = Vec::with_capacity(self.entries.len());
-        let mut values = crate::memory::huge_vec(self.entries.len())?;
+        let mut values = nm_runtime::memory::huge_vec(self.entries.len())?;
         let mut new_pos: Vec<P> = Vec::with_capacity(n_outer + 1);
         new_pos.push(P::from_usize(0));
         let mut row_start = 0;

@@ -136,7 +136,7 @@ impl Config {
     /// merges read again: MIT8's outer product (79 M products, 15.6 M nonzeros) took 1,633 ms
     /// flushing every 4 Mi components, 924 ms buffering them all; wiki-Vote 64 → 54 ms.
     pub fn buckets() -> usize {
-        let budget = nm_format::memory::available().map_or(0, |bytes| bytes / 8 / 16);
+        let budget = nm_runtime::memory::available().map_or(0, |bytes| bytes / 8 / 16);
         (budget.min(Self::BUCKETS_AT_MOST as u128) as usize).max(Self::CAPACITY)
     }
 }
@@ -427,7 +427,7 @@ impl<V: Value> Workspace<V> {
         let space = layout.space();
         let dense = if config.policy == Policy::Dense {
             let bytes = Self::dense_bytes(extents).unwrap_or(u128::MAX);
-            if nm_format::memory::available().is_some_and(|a| bytes > a) || bytes > isize::MAX as u128 {
+            if nm_runtime::memory::available().is_some_and(|a| bytes > a) || bytes > isize::MAX as u128 {
                 return Err(IsmError::OutOfMemory(format!(
                     "a dense workspace over {extents:?} needs {:.1} GiB",
                     bytes as f64 / (1u64 << 30) as f64
@@ -589,7 +589,7 @@ impl<V: Value> Workspace<V> {
         let (stride, _) = self.layout.first();
         let len = (self.layout.extents().first().copied().unwrap_or(1) as u128) * stride as u128;
         let bytes = len * (std::mem::size_of::<V>() + 1) as u128;
-        if nm_format::memory::available().is_none_or(|a| bytes > a / 4) || bytes > isize::MAX as u128 {
+        if nm_runtime::memory::available().is_none_or(|a| bytes > a / 4) || bytes > isize::MAX as u128 {
             return false;
         }
         if self.dense.is_none() {

@@ -210,9 +210,9 @@ impl ArrayData<'_> {
     }
 
     /// Asks Linux for transparent huge pages over this array's whole capacity (see
-    /// [`nm_format::memory::advise_huge_pages`]).
+    /// [`nm_runtime::memory::advise_huge_pages`]).
     pub(crate) fn advise_huge_pages(&mut self) {
-        owned!(self, v => nm_format::memory::advise_huge_pages(v), borrowed => ())
+        owned!(self, v => nm_runtime::memory::advise_huge_pages(v), borrowed => ())
     }
 
     /// Reserves room for `extra` more elements, or says memory ran out (a borrowed array never
@@ -348,7 +348,7 @@ fn sum_slices<T: Copy + Default + Send + Sync + std::ops::Add<Output = T>>(
     let chunks: Vec<Mutex<(usize, &mut [T])>> =
         dest.chunks_mut(4096).enumerate().map(|(c, d)| Mutex::new((c * 4096, d))).collect();
     let next = AtomicUsize::new(0);
-    nm_format::workers::run_on(threads.min(chunks.len()).max(1), || {
+    nm_runtime::workers::run_on(threads.min(chunks.len()).max(1), || {
         while let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
             let mut chunk = chunk.lock().unwrap_or_else(|e| e.into_inner());
             let (first, to) = &mut *chunk;
@@ -384,7 +384,7 @@ fn join_slices<T: Copy + Send + Sync>(
     }
     let groups: Vec<Mutex<Copies<'_, T>>> = groups.into_iter().map(Mutex::new).collect();
     let (next, written) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    nm_format::workers::run_on(threads, || {
+    nm_runtime::workers::run_on(threads, || {
         // Group by group until none is left (fewer threads than groups may run).
         while let Some(group) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
             for (to, from) in std::mem::take(&mut *group.lock().unwrap_or_else(|e| e.into_inner())) {

@@ -145,7 +145,7 @@ impl Dense for f64 {
 /// peer then runs on the operands numpy would give it. On 4 KiB pages OpenBLAS's DGEMM ran
 /// 9–14% slower at 4096³ and 1024 × 11008 × 4096 on an AVX-512 Xeon, and the N:M kernel level.
 fn numpy_like<T>(values: impl ExactSizeIterator<Item = T>) -> Vec<T> {
-    let mut v = nm_format::memory::huge_vec(values.len()).expect("room for an operand");
+    let mut v = nm_runtime::memory::huge_vec(values.len()).expect("room for an operand");
     v.extend(values);
     v
 }

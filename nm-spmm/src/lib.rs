@@ -161,14 +161,14 @@ struct LineAligned<T> {
 
 impl<T: Real> LineAligned<T> {
     /// `len` zeros, on transparent huge pages where they take 4 MiB or more
-    /// ([`nm_format::memory::advise_huge_pages`]): B's packed values are read whole by every
+    /// ([`nm_runtime::memory::advise_huge_pages`]): B's packed values are read whole by every
     /// row block. f64 1:8, one thread, against 4 KiB pages (separate processes, two rounds):
     /// 1024 × 11008 × 4096 57.4/56.7 → 58.0/58.3 GFLOP/s, 2048³ 57.8/54.0 → 58.2/58.0, 1024³
     /// level.
     fn zeros(len: usize) -> Self {
         let total = len + CACHE_LINE / std::mem::size_of::<T>();
         let mut storage = Vec::with_capacity(total);
-        nm_format::memory::advise_huge_pages(&mut storage);
+        nm_runtime::memory::advise_huge_pages(&mut storage);
         storage.resize(total, T::ZERO);
         let start = storage.as_ptr().align_offset(CACHE_LINE).min(storage.len() - len);
         LineAligned { storage, start, len }
@@ -529,9 +529,10 @@ pub fn multiply_view<T: Real>(
     let n = b.cols;
     // On huge pages, as numpy puts its large arrays (and nmsparse its tensors' values).
     // A request too large to reserve is an error, where `vec!` aborted.
-    let mut c = nm_format::memory::huge_vec(
+    let mut c = nm_runtime::memory::huge_vec(
         m.checked_mul(n).ok_or_else(|| nm_format::TensorError::TooLarge { what: format!("a {m}×{n} product") })?,
-    )?;
+    )
+    .map_err(nm_format::TensorError::from)?;
     c.resize(m * n, T::ZERO);
     spmm(a.values(), m, b, &mut c, threads.max(1))?;
     let levels = vec![LevelStorage::Dense { size: m }, LevelStorage::Dense { size: n }];
@@ -685,7 +686,7 @@ fn row_blocks<T: Send, S: kept_scratch::Scratch>(
         }
         kept_scratch::keep(scratch);
     };
-    nm_format::workers::run_on(threads.min(blocks), work);
+    nm_runtime::workers::run_on(threads.min(blocks), work);
 }
 
 /// `C`'s memory, handed to the threads, each of which writes its own rows.

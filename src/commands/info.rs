@@ -165,7 +165,7 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
         }
         // CSR and CSC keep a position per row (column): suggested where those fit in memory.
         let positions_fit = |n: usize| {
-            nm_format::memory::ensure_available((n as u128 + 1) * std::mem::size_of::<usize>() as u128, String::new)
+            nm_runtime::memory::ensure_available((n as u128 + 1) * std::mem::size_of::<usize>() as u128, String::new)
                 .is_ok()
         };
         if positions_fit(t.shape()[0]) {

@@ -29,6 +29,12 @@ impl From<nm_format::TensorError> for CommandError {
     }
 }
 
+impl From<nm_runtime::memory::NotAvailable> for CommandError {
+    fn from(e: nm_runtime::memory::NotAvailable) -> Self {
+        nm_format::TensorError::from(e).into()
+    }
+}
+
 impl From<nm_format::FormatError> for CommandError {
     fn from(e: nm_format::FormatError) -> Self {
         CommandError(e.to_string())

@@ -238,7 +238,7 @@ fn ensure_generatable(name: &str, shape: &[usize], density: f64) -> Result<(), C
     let nonzeros = (density.clamp(0.0, 1.0) * total as f64).round() as u128;
     let per_entry = 3 * 8 * (shape.len() as u128 + 1);
     let drawn = if nonzeros * 3 > total { total * 8 } else { 0 };
-    nm_format::memory::ensure_available(nonzeros * per_entry + drawn, || {
+    nm_runtime::memory::ensure_available(nonzeros * per_entry + drawn, || {
         format!("generating `{name}` ({nonzeros} nonzeros of {shape:?})")
     })?;
     Ok(())
@@ -533,7 +533,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
     if kernel.threads() > 1 && kernel.parallel() {
         // The worker threads start on their first use and are kept: started here, untimed, so
         // the single timed assembly measures the kernel (starting them took longer than it).
-        nm_format::workers::run_on(kernel.threads(), || {});
+        nm_runtime::workers::run_on(kernel.threads(), || {});
     }
     let reps = o.time.unwrap_or(1).max(1);
     let (result, prepare, assemble, times) = execute(&kernel, &views, reps)?;

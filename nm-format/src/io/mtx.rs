@@ -166,8 +166,8 @@ pub fn parse_mtx_with<T: Value>(text: &[u8], options: MtxOptions) -> Result<Matr
     let per_line = if symmetry == MtxSymmetry::General { 1 } else { 2 };
     let lines = count_lines(body) as u128 + 1;
     let bytes = lines * per_line * (16 + std::mem::size_of::<T>() as u128);
-    crate::memory::ensure_available(bytes, || format!("the {lines} lines of entries of a Matrix Market file"))
-        .map_err(|source| IoError::Tensor { path: None, source })?;
+    nm_runtime::memory::ensure_available(bytes, || format!("the {lines} lines of entries of a Matrix Market file"))
+        .map_err(|source| IoError::Tensor { path: None, source: source.into() })?;
     let data = match layout {
         MtxLayout::Coordinate => coordinate_body(body, &header, options),
         MtxLayout::Array => array_body(body, &header),

@@ -53,8 +53,8 @@ pub(crate) fn parse_tns_shaped<T: Value>(text: &[u8]) -> Result<(CoordinateList<
     // Each line an entry, held twice while the chunks are joined: coordinates and value.
     let count = super::lines::count_lines(text) as u128 + 1;
     let bytes = count * 2 * (order as u128 * 8 + std::mem::size_of::<T>() as u128);
-    crate::memory::ensure_available(bytes, || format!("the {count} lines of a .tns file"))
-        .map_err(|source| IoError::Tensor { path: None, source })?;
+    nm_runtime::memory::ensure_available(bytes, || format!("the {count} lines of a .tns file"))
+        .map_err(|source| IoError::Tensor { path: None, source: source.into() })?;
     let chunks = parse_chunks(text, |chunk| -> Result<Chunk<T>, ChunkError> {
         let mut out =
             Chunk { coords: Vec::with_capacity(chunk.len() / 8), values: Vec::with_capacity(chunk.len() / 16) };

@@ -689,7 +689,7 @@ impl CKernel {
         let extent = partition.extent;
         // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
         // the workers run; no more copies of a reduction's result than half the free memory.
-        let mut threads = threads.min(extent).min(nm_format::workers::MAX_THREADS);
+        let mut threads = threads.min(extent).min(nm_runtime::workers::MAX_THREADS);
         let reduction = partition.reduction;
         let per_thread = reduction.filter(|r| r.kind == ReductionKind::PerThread).map(|r| r.values.index());
         if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
@@ -705,7 +705,7 @@ impl CKernel {
         if let Some(k) = per_thread.filter(|_| threads > 1) {
             // At most half the free memory, where the copies are large enough to check.
             let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
-            if let Some(free) = nm_format::memory::available_for(bytes * threads as u128) {
+            if let Some(free) = nm_runtime::memory::available_for(bytes * threads as u128) {
                 threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
             }
         }
@@ -821,7 +821,7 @@ impl CKernel {
             };
             *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
         };
-        nm_format::workers::run_on(threads, || match per_thread {
+        nm_runtime::workers::run_on(threads, || match per_thread {
             // Each copy of the result takes every `threads`-th range, in order, whichever worker
             // claims it (fewer workers than asked claim several).
             Some(k) => loop {
@@ -991,7 +991,7 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
         // Only growth that matters is checked (a sparse result grows by doubling, so a large
         // one always gets here). Measured: checking every grow of 32 row ranges tripled
         // luxembourg's two-thread A·Aᵀ.
-        if let Some(avail) = nm_format::memory::available_for(bytes).filter(|&a| bytes > a) {
+        if let Some(avail) = nm_runtime::memory::available_for(bytes).filter(|&a| bytes > a) {
             return fail(format!(
                 "growing an output to {n} elements needs {:.1} GiB more, {:.1} GiB available",
                 bytes as f64 / GIB,

@@ -41,7 +41,7 @@ impl IsmResult {
         let mut config = config;
         if config.policy == nm_ism::Policy::Dense {
             let bytes = extents.iter().fold((value.size() + 1) as u128, |b, &e| b.saturating_mul(e as u128));
-            if let Some(avail) = nm_format::memory::available().filter(|&a| bytes > a / 2) {
+            if let Some(avail) = nm_runtime::memory::available().filter(|&a| bytes > a / 2) {
                 const GIB: f64 = (1u64 << 30) as f64;
                 notes.push(format!(
                     "a dense workspace for `{name}` would take {:.1} GiB of {:.1} GiB available: using a sparse `{DEFAULT_POLICY}` workspace",

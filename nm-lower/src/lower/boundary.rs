@@ -127,7 +127,7 @@ pub fn view_arguments<'a, T: KernelValue>(
         }
     }
     let result_len = if lowered.sparse_result() { 0 } else { result_len };
-    nm_format::memory::ensure_available(result_len as u128 * std::mem::size_of::<T>() as u128, || {
+    nm_runtime::memory::ensure_available(result_len as u128 * std::mem::size_of::<T>() as u128, || {
         format!("a dense result of {result_len} values")
     })?;
     lowered

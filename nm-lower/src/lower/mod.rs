@@ -119,7 +119,7 @@ impl Lowered {
     /// the schedule put the outer loop's row ranges on threads (`parallelize`), else one.
     pub fn default_threads(&self) -> usize {
         let scheduled = self.partition.as_ref().is_some_and(|p| p.scheduled);
-        if scheduled || crate::ir::has_parallel_loops(&self.function) { nm_format::workers::cores() } else { 1 }
+        if scheduled || crate::ir::has_parallel_loops(&self.function) { nm_runtime::workers::cores() } else { 1 }
     }
 
     /// Whether the kernel assembles a sparse result (it writes a `pos` array).

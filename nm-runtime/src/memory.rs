@@ -1,7 +1,14 @@
 //! A check before allocating storage sized by user data: refuse, with an error saying how
 //! much was needed, rather than let the allocator abort or the kernel kill the process.
 
-use crate::error::{Result, TensorError};
+/// A request larger than the memory the system can still give (or than a vector can hold):
+/// what it was for, how much it needed and how much there was.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{what}")]
+pub struct NotAvailable {
+    /// What the memory was for, with the sizes.
+    pub what: String,
+}
 
 /// Memory the system can still give, in bytes (`MemAvailable` on Linux; unknown elsewhere).
 /// Kernels that grow their outputs check it too: with overcommit, an allocation that succeeds
@@ -25,10 +32,10 @@ pub fn available_for(bytes: u128) -> Option<u128> {
 }
 
 /// Fails when `bytes` (from [`CHECKED_FROM`] on) exceed what the system has available.
-pub fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<()> {
+pub fn ensure_available(bytes: u128, what: impl FnOnce() -> String) -> Result<(), NotAvailable> {
     const GIB: f64 = (1u64 << 30) as f64;
     match available_for(bytes) {
-        Some(avail) if bytes > avail => Err(TensorError::TooLarge {
+        Some(avail) if bytes > avail => Err(NotAvailable {
             what: format!("{} ({:.1} GiB needed, {:.1} GiB available)", what(), bytes as f64 / GIB, avail as f64 / GIB),
         }),
         _ => Ok(()),
@@ -61,9 +68,9 @@ pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
 
 /// An empty vector with room for `n` elements, advised for huge pages (see
 /// [`advise_huge_pages`]): where tensors put their values, which kernels then read in place.
-pub fn huge_vec<T>(n: usize) -> Result<Vec<T>> {
+pub fn huge_vec<T>(n: usize) -> Result<Vec<T>, NotAvailable> {
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| TensorError::TooLarge { what: format!("{n} values") })?;
+    v.try_reserve_exact(n).map_err(|_| NotAvailable { what: format!("{n} values") })?;
     advise_huge_pages(&mut v);
     Ok(v)
 }
