@@ -22,6 +22,13 @@ pub struct Bound<'k, 'a, T: Scalar> {
     state: State<'k, 'a, T>,
 }
 
+/// Whether a computation is timed.
+#[derive(Clone, Copy)]
+enum Clock {
+    On,
+    Off,
+}
+
 /// What a bound kernel runs.
 enum State<'k, 'a, T> {
     /// Generated code on argument arrays built once.
@@ -100,7 +107,9 @@ impl<T: Scalar> Kernel<T> {
             with_views = all;
             with_views.as_slice()
         };
-        let start = Instant::now();
+        // Timed only where there is something to prepare: a clock read is a good part of a
+        // small kernel's call.
+        let start = (!self.conversions.is_empty() || matches!(self.engine, Engine::NmSpmm(_))).then(Instant::now);
         let mut copies = Vec::new();
         for (name, format) in &self.conversions {
             let Some((_, t)) = operands.iter().find(|(n, _)| n == name) else { continue };
@@ -109,11 +118,19 @@ impl<T: Scalar> Kernel<T> {
             check_operand(name, shape, &declared, t.shape(), t.format())?;
             copies.push((name.as_str(), t.to_tensor().convert(format)?));
         }
-        let args: Vec<(&str, TensorView<T>)> = operands
-            .iter()
-            .map(|(n, t)| (*n, copies.iter().find(|(c, _)| c == n).map_or_else(|| t.clone(), |(_, copy)| copy.view())))
-            .collect();
-        let mut bound = Bound::new(self, &args, start)?;
+        let with_copies;
+        let args = if copies.is_empty() {
+            operands
+        } else {
+            with_copies = operands
+                .iter()
+                .map(|(n, t)| {
+                    (*n, copies.iter().find(|(c, _)| c == n).map_or_else(|| t.clone(), |(_, copy)| copy.view()))
+                })
+                .collect::<Vec<_>>();
+            with_copies.as_slice()
+        };
+        let mut bound = Bound::new(self, args, start)?;
         let outcome = f(&mut bound);
         bound.keep_workspaces();
         outcome
@@ -121,8 +138,13 @@ impl<T: Scalar> Kernel<T> {
 }
 
 impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
-    /// The state that runs `kernel` (without parts) on `operands`, copies made since `start`.
-    fn new(kernel: &'k Kernel<T>, operands: &[(&str, TensorView<'a, T>)], start: Instant) -> Result<Self, Error> {
+    /// The state that runs `kernel` (without parts) on `operands`, copies made since `start`
+    /// (`None`: nothing to prepare, not timed).
+    fn new(
+        kernel: &'k Kernel<T>,
+        operands: &[(&str, TensorView<'a, T>)],
+        start: Option<Instant>,
+    ) -> Result<Self, Error> {
         let stmt = &kernel.stmt;
         let mut by_id: Vec<Option<&TensorView<'a, T>>> = Vec::with_capacity(stmt.tensors.len());
         let mut named = Vec::with_capacity(operands.len());
@@ -167,7 +189,7 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
                 State::Generated { specialization, arrays, assembled: false, computed: false }
             }
         };
-        Ok(Bound { kernel, prepare_time: start.elapsed(), state })
+        Ok(Bound { kernel, prepare_time: start.map_or(Duration::ZERO, |s| s.elapsed()), state })
     }
 
     /// What binding spent on the operands: making the copies of [`Kernel::conversions`], or
@@ -194,22 +216,31 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
     /// Runs the kernel once (after the assembly kernel, run first if it has not run) and
     /// returns its time. Each run computes the result anew from the operands.
     pub fn compute(&mut self) -> Result<Duration, Error> {
+        self.compute_with(Clock::On).map(|time| time.unwrap_or_default())
+    }
+
+    /// [`Bound::compute`], timing only the kernel and only when asked (a clock read is a
+    /// good part of a small kernel's call).
+    fn compute_with(&mut self, clock: Clock) -> Result<Option<Duration>, Error> {
         self.assemble()?;
         let threads = self.kernel.threads;
-        let start = Instant::now();
+        let start = match clock {
+            Clock::On => Some(Instant::now()),
+            Clock::Off => None,
+        };
         match &mut self.state {
             State::Generated { specialization, arrays, computed, .. } => {
                 // A fused kernel appends to a sparse result: it starts again from empty
-                // outputs. A dense result is zeroed by its kernel, and a compute kernel writes
-                // into the structure assembly made.
+                // outputs (untimed, as taco times only the kernel). A dense result is zeroed by
+                // its kernel, and a compute kernel writes into the structure assembly made.
                 if *computed && specialization.halves.is_none() && specialization.lowered.sparse_result() {
                     rearm(&specialization.lowered, arrays);
                 }
                 let last = specialization.functions().len() - 1;
-                let start = Instant::now();
+                let start = start.map(|_| Instant::now());
                 run_function(specialization, last, arrays, threads)?;
                 *computed = true;
-                return Ok(start.elapsed());
+                return Ok(start.map(|s| s.elapsed()));
             }
             State::NmSpmm(run) => {
                 run.result = Some(nm_route::multiply(run.route, &run.a, &run.b, run.packed.as_ref(), threads)?);
@@ -219,7 +250,7 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
                 *result = Some(self.kernel.run_checked(&views)?);
             }
         }
-        Ok(start.elapsed())
+        Ok(start.map(|s| s.elapsed()))
     }
 
     /// The result of the last [`Bound::compute`] (which runs first if it has not run).
@@ -239,7 +270,7 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
 
     /// Computes once and takes the result out (what [`Kernel::run`] returns).
     pub(super) fn run_once(&mut self) -> Result<Tensor<T>, Error> {
-        self.compute()?;
+        self.compute_with(Clock::Off)?;
         let (shape, format) = self.result_shape_and_format();
         match &mut self.state {
             State::Generated { specialization, arrays, .. } => {

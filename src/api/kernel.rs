@@ -183,10 +183,10 @@ impl<T: Scalar> Kernel<T> {
     /// bit — or where it is a reduction into a dense result: each thread adds into its own copy,
     /// the copies are summed in thread order (the same sums for the same thread count; another
     /// count may round differently), or the ranges add atomically where the schedule says
-    /// `atomics`. Otherwise on one thread. At most [`MAX_THREADS`](nm_format::workers::MAX_THREADS) run
+    /// `atomics`. Otherwise on one thread. At most [`MAX_THREADS`](nm_runtime::workers::MAX_THREADS) run
     /// (more would only wait for one another): a larger count is taken as that.
     pub fn with_threads(mut self, threads: usize) -> Self {
-        self.threads = threads.clamp(1, nm_format::workers::MAX_THREADS);
+        self.threads = threads.clamp(1, nm_runtime::workers::MAX_THREADS);
         self.parts = std::mem::take(&mut self.parts).into_iter().map(|(n, k)| (n, k.with_threads(threads))).collect();
         self
     }
