@@ -4,8 +4,9 @@
 
 use nm_format::generate::{Values, uniform};
 use nm_format::{Duplicates, Format, Indices, LevelStorage, Tensor};
+use nm_lower::args::{ArgumentError, ArrayData, Borrowed};
 use nm_lower::c::{CKernel, emit};
-use nm_lower::interp::{ArrayData, Borrowed, InterpError, interpret};
+use nm_lower::interp::{InterpError, interpret};
 use nm_lower::ir::build::{bin, float, int, load, var};
 use nm_lower::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
 use nm_lower::jit::CCompiler;
@@ -328,7 +329,10 @@ fn outputs_read_or_accumulated_are_not_appended() {
 fn bad_arguments_and_out_of_bounds_accesses_are_errors() {
     let f = spmv(3, ElemType::F64, ScalarType::F64, 1.0, false);
     let mut too_few = vec![ArrayData::I32(vec![0, 0, 0, 0])];
-    assert!(matches!(interpret(&f, &mut too_few), Err(InterpError::ArgumentCount { expected: 5, given: 1, .. })));
+    assert!(matches!(
+        interpret(&f, &mut too_few),
+        Err(InterpError::Arguments(ArgumentError::Count { expected: 5, given: 1, .. }))
+    ));
     let mut wrong = vec![
         ArrayData::I64(vec![0, 0, 0, 0]),
         ArrayData::I32(vec![]),
@@ -457,7 +461,7 @@ fn operands_are_passed_in_place_and_outputs_must_be_writable() {
     let values = [0.0; 3];
     arrays[0] = ArrayData::Borrowed(Borrowed::F64(&values));
     let e = interpret(&lowered.function, &mut arrays).unwrap_err();
-    assert!(matches!(&e, InterpError::ReadOnly { array } if array == "y_vals"), "{e}");
+    assert!(matches!(&e, InterpError::Arguments(ArgumentError::ReadOnly { array }) if array == "y_vals"), "{e}");
     let k = CKernel::compile(&lowered.function, &cc()).unwrap();
     assert!(k.run(&mut arrays).is_err());
 }

@@ -6,8 +6,9 @@ use nm_format::generate::{Values, uniform};
 use nm_format::{Duplicates, Format, Tensor};
 use nm_ir::concrete::{concretize, parse_schedule};
 use nm_ir::notation::{Declarations, TensorType, parse};
+use nm_lower::args::ArrayData;
 use nm_lower::c::CKernel;
-use nm_lower::interp::{ArrayData, interpret};
+use nm_lower::interp::interpret;
 use nm_lower::ir::{ElemType, Role};
 use nm_lower::jit::CCompiler;
 use nm_lower::lower::{LowerError, arguments, lower};
@@ -638,7 +639,7 @@ fn row_ranges_where_the_outer_loop_names_result_rows() {
 /// from zero each call, the atomic result is zeroed by the caller), then whole again.
 #[test]
 fn reductions_over_the_outer_loop_add_into_the_result_from_every_range() {
-    use nm_lower::lower::ReductionKind::{Atomic, PerThread};
+    use nm_lower::args::ReductionKind::{Atomic, PerThread};
     let n = 40;
     let mv = |a: &[f64], x: &[f64]| -> Vec<f64> { (0..n).map(|i| (0..n).map(|j| a[i * n + j] * x[j]).sum()).collect() };
     let csc = || Some(Format::csc());

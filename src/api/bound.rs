@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nm_format::{Format, Tensor, TensorView};
-use nm_lower::interp::{ArrayData, interpret};
+use nm_lower::args::ArrayData;
+use nm_lower::interp::interpret;
 use nm_lower::lower::{IndexWidths, check_operand, rearm, result_tensor, take_result_tensor, view_arguments};
 use nm_spmm::NmMatrix;
 

@@ -13,10 +13,10 @@
 
 use std::fmt::Write as _;
 
-use crate::interp::{ArrayData, InterpError};
+use crate::args::{ArgumentError, ArrayData};
+use crate::args::{Partition, ReductionKind};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp};
 use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
-use crate::lower::{Partition, ReductionKind};
 use nm_ir::id::Id;
 
 mod names;
@@ -440,7 +440,7 @@ pub enum RunError {
     Jit(#[from] JitError),
     /// The arrays do not match the kernel's parameters.
     #[error(transparent)]
-    Arguments(#[from] InterpError),
+    Arguments(#[from] ArgumentError),
     /// The kernel could not grow an output: the message says how much it needed.
     #[error("kernel `{0}` ran out of memory: {1}")]
     OutOfMemory(String, String),
@@ -534,7 +534,7 @@ impl CKernel {
     /// updated in place, grown if the kernel grew them.
     pub fn run(&self, arrays: &mut [ArrayData]) -> Result<(), RunError> {
         let f = &self.function;
-        crate::interp::check_arguments(f, arrays)?;
+        crate::args::check_arguments(f, arrays)?;
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
             .enumerate()
@@ -550,7 +550,7 @@ impl CKernel {
         for (id, _) in f.arrays.iter().filter(|(_, a)| matches!(a.role, Role::Workspace { .. })) {
             let k = nm_ir::id::Id::index(id);
             let ArrayData::Workspace(w) = &mut arrays[k] else { continue };
-            let targets = crate::ism::Targets::of(f, id)
+            let targets = crate::args::Targets::of(f, id)
                 .ok_or_else(|| RunError::OutOfMemory(f.name.clone(), "a workspace without result arrays".into()))?;
             let mut host = Box::new(FinishHost { targets, workspace: w });
             let slot = host.workspace_slot();
@@ -679,7 +679,7 @@ impl CKernel {
     /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
     /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
     /// the same order. Ranges that add into the same elements (a
-    /// [`Reduction`](crate::lower::Reduction)) sum into a copy of the result per thread (no
+    /// [`Reduction`](crate::args::Reduction)) sum into a copy of the result per thread (no
     /// more threads than [`threads_worth_copies`] allows where the schedule did not ask for
     /// them), each taking every `threads`-th range, the copies then
     /// added in thread order (the same sums for the same thread count), or add atomically.
@@ -712,7 +712,7 @@ impl CKernel {
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
         }
-        crate::interp::check_arguments(f, arrays)?;
+        crate::args::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
         // An assembly or compute half (see `crate::assemble`) writes only some of the result's
         // arrays; the ones it does not write are shared like inputs.
@@ -901,8 +901,8 @@ impl CKernel {
 
 /// What a workspace's `finish` needs: where the result goes, and the workspace.
 struct FinishHost {
-    targets: crate::ism::Targets,
-    workspace: *mut crate::ism::WorkspaceData,
+    targets: crate::args::Targets,
+    workspace: *mut crate::args::WorkspaceData,
 }
 
 impl FinishHost {

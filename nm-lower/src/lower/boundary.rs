@@ -164,7 +164,7 @@ pub fn view_arguments<'a, T: KernelValue>(
                     ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64), 1])
                 }
                 (Role::Workspace { extents, config, .. }, _) => {
-                    match crate::ism::WorkspaceData::new(decl.elem, extents, *config) {
+                    match crate::args::WorkspaceData::new(decl.elem, extents, *config) {
                         Ok(w) => ArrayData::Workspace(w),
                         Err(e) => return Err(nm_format::TensorError::TooLarge { what: e.to_string() }),
                     }
@@ -224,7 +224,7 @@ pub fn rearm(lowered: &Lowered, arrays: &mut [ArrayData]) {
 /// back from the kernel's output arrays and validated by `Tensor::from_raw`.
 pub fn result_tensor<T: KernelValue>(
     lowered: &Lowered,
-    arrays: &[crate::interp::ArrayData],
+    arrays: &[crate::args::ArrayData],
     shape: &[usize],
     format: &Format,
 ) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
@@ -236,7 +236,7 @@ pub fn result_tensor<T: KernelValue>(
 /// allocation's page faults otherwise, more than many kernels take to compute it).
 pub fn take_result_tensor<T: KernelValue>(
     lowered: &Lowered,
-    arrays: &mut [crate::interp::ArrayData],
+    arrays: &mut [crate::args::ArrayData],
     shape: &[usize],
     format: &Format,
 ) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
@@ -258,12 +258,12 @@ fn result_values(lowered: &Lowered) -> Option<usize> {
 
 fn assemble_result<T: KernelValue>(
     lowered: &Lowered,
-    arrays: &[crate::interp::ArrayData],
+    arrays: &[crate::args::ArrayData],
     shape: &[usize],
     format: &Format,
     taken: Option<Vec<T>>,
 ) -> Result<nm_format::Tensor<T>, nm_format::TensorError> {
-    use crate::interp::ArrayData;
+    use crate::args::ArrayData;
     use nm_format::{Indices, LevelStorage, Tensor};
     let result = lowered.params[0];
     let find = |want: &dyn Fn(&Role) -> bool| {

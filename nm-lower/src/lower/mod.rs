@@ -47,7 +47,7 @@ use entries::*;
 use subsection::*;
 use workspace::*;
 
-use crate::interp::{ArrayData, Borrowed};
+use crate::args::{ArrayData, Borrowed, Partition, Reduction, ReductionKind};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
 
@@ -129,53 +129,6 @@ impl Lowered {
             .iter()
             .any(|(_, d)| d.output && matches!(d.role, Role::Pos { .. } | Role::Crd { .. } | Role::Workspace { .. }))
     }
-}
-
-/// A kernel whose outermost loop is `for i in bounds[0]..bounds[1]` over a dense coordinate
-/// that names disjoint parts of the result: disjoint rows of a dense result, or the rows of a
-/// CSR-like result (dense, then compressed) — each row range can run on its own thread. For a
-/// sparse result every row in the range stores its `pos` entry (counted from the range's
-/// first entry), so ranges assemble into separate `crd`/values arrays that are concatenated
-/// with their `pos` shifted. Or a reduction into a dense result (see [`Reduction`]), whose
-/// ranges add into the same elements.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Partition {
-    /// Coordinates of the outermost loop.
-    pub extent: usize,
-    /// The `[first, end)` parameter.
-    pub bounds: ArrayId,
-    /// A sparse result's `pos`, `crd` and values (`None`: a dense result).
-    pub rows: Option<(ArrayId, ArrayId, ArrayId)>,
-    /// Whether the schedule put the outermost loop on CPU threads (`parallelize`): its row
-    /// ranges are what runs on them, so a caller that was given no thread count uses every core.
-    pub scheduled: bool,
-    /// How ranges combine that add into the same elements of a dense result (the outer loop is
-    /// a reduction: `y(i) = A(i,j)·x(j)` with A in CSC, a dot product); `None`: ranges write
-    /// disjoint rows. The kernel zeroes the result only when `bounds[2]` is nonzero (a whole
-    /// run); a caller running ranges prepares the result as the kind says.
-    pub reduction: Option<Reduction>,
-}
-
-/// The ranges of a [`Partition`] add into the same elements of the dense result `values`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reduction {
-    /// The result's values.
-    pub values: ArrayId,
-    /// How the threads' sums meet.
-    pub kind: ReductionKind,
-}
-
-/// How the threads running a reduction's ranges add into the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReductionKind {
-    /// Each thread adds its ranges, taken in a fixed order, into its own zeroed copy of the
-    /// result; the copies are then summed into it in thread order (taco's `temporary`, and
-    /// `parallel_reduction` on CPU threads, as OpenMP's `reduction` clause): the same sums for
-    /// the same thread count, run after run.
-    PerThread,
-    /// Every range adds into the shared result with atomic adds (`atomics`); the order of
-    /// the additions, so the rounding, varies from run to run.
-    Atomic,
 }
 
 struct Lowerer<'a> {

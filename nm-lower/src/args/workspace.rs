@@ -5,7 +5,7 @@
 use nm_format::LevelKind;
 use nm_ism::{Config, IsmError, Workspace};
 
-use crate::interp::ArrayData;
+use crate::args::ArrayData;
 use crate::ir::{ArrayId, ElemType, Function, Role};
 
 /// A workspace argument, of the kernel's value type.
