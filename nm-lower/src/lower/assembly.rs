@@ -1,7 +1,11 @@
 //! Sparse results: assembled in append order (dense levels located, compressed levels
 //! appending), or through a sparse workspace (insert, sort, merge).
 
-use super::*;
+use super::{DEFAULT_POLICY, LowerError, unsupported};
+use crate::ir::build::{bin, int, load, var};
+use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, VarId};
+use nm_format::{Format, LevelKind};
+use nm_ir::notation::{IndexVarId, TensorId};
 
 /// A result assembled through a sparse workspace: the workspace argument and, per result
 /// dimension, the stride of its coordinate in a key.

@@ -2,7 +2,11 @@
 //! borrowed in place, checked against what they were lowered for), and its result read back
 //! as a tensor.
 
-use super::*;
+use super::Lowered;
+use crate::args::{ArrayData, Borrowed};
+use crate::ir::{ElemType, Role};
+use nm_format::{Format, LevelKind};
+use nm_ir::id::Id;
 
 /// The index widths a kernel is specialized for. Kernels read operands in place, as their
 /// tensors store them (nm-format keeps 32-bit positions and coordinates whenever the entries

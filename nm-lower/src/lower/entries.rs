@@ -8,7 +8,14 @@
 //! the bit. It pays most where a row holds few entries and the searches were most of the work
 //! (BENCHMARKS.md's history, "a window loop and its resolving loop as one pass over entries").
 
-use super::*;
+use super::subsection::{Coordinates, Subsection, coefficient, lower_bound};
+use super::workspace::mark_range;
+use super::{LowerError, Lowerer};
+use crate::ir::build::{bin, int, var};
+use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
+use nm_ir::id::Id;
+use nm_ir::lattice::MergeLattice;
+use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId, Scope};
 
 /// The largest filter whose offsets are written out one by one.
 const UNROLLED: i64 = 8;

@@ -28,8 +28,8 @@
 use nm_format::{Format, LevelKind};
 use nm_ir::concrete::{ConcreteNotation, Derivation, Stmt as CinStmt};
 use nm_ir::id::{Arena, Id};
-use nm_ir::lattice::{MergeLattice, PointExpr};
-use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, Scope, TensorId, Types};
+use nm_ir::lattice::PointExpr;
+use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
 
 mod assembly;
 mod boundary;
@@ -39,17 +39,16 @@ mod result;
 mod subsection;
 mod workspace;
 
-use assembly::*;
+use assembly::{Assembly, IsmResult};
 pub use boundary::{
     IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor, view_arguments,
 };
-use entries::*;
-use subsection::*;
-use workspace::*;
+use subsection::Subrange;
+use workspace::{NARROW, RowList, RowWorkspace, SORT_BELOW};
 
-use crate::args::{ArrayData, Borrowed, Partition, Reduction, ReductionKind};
-use crate::ir::build::{bin, float, int, load, var};
-use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
+use crate::args::{Partition, Reduction, ReductionKind};
+use crate::ir::build::{bin, int, load};
+use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, VarId};
 
 /// A statement this lowering does not handle (yet).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -2,7 +2,16 @@
 //! the merge lattice says; a `split`'s blocks (ranges of them on threads where the variable
 //! sums into a dense result), a `fuse` of dense loops, or the positions of a `pos` variable.
 
-use super::*;
+use super::entries::{EntryPass, WindowLoop};
+use super::subsection::{Coordinates, Subrange, Subsection, coefficient, lower_bound, settle};
+use super::{LowerError, Lowerer, Operand, PositionSpace, is_factor, unsupported};
+use crate::ir::build::{bin, float, int, load, var};
+use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
+use nm_format::LevelKind;
+use nm_ir::concrete::Derivation;
+use nm_ir::id::Id;
+use nm_ir::lattice::MergeLattice;
+use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId, Scope};
 
 /// A loop's sparse iterators (see [`Lowerer::open_iterators`]), one entry each.
 #[derive(Default)]

@@ -2,7 +2,14 @@
 //! stored, rows summed in a stack buffer), assembled results appended, and the expression
 //! of an assignment.
 
-use super::*;
+use super::subsection::{Coordinates, lower_bound};
+use super::workspace::{one_if, set_marks, word};
+use super::{LowerError, Lowerer, is_factor, unsupported};
+use crate::ir::build::{bin, float, int, load, var};
+use crate::ir::{ArrayId, BinOp, Expr, Role, ScalarType, Stmt, UnOp, VarId};
+use nm_format::LevelKind;
+use nm_ir::id::Id;
+use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId};
 
 /// Whether `s` (its own expressions, not nested statements) loads from `array`.
 pub(super) fn stmt_loads(s: &Stmt, array: ArrayId) -> bool {

@@ -3,7 +3,12 @@
 //! the loop of a variable reaches the level, and the rows iterators that keep one window
 //! start per row of an outer level.
 
-use super::*;
+use super::Lowerer;
+use crate::ir::build::{bin, int, load, var};
+use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, VarId};
+use nm_format::LevelKind;
+use nm_ir::id::Id;
+use nm_ir::notation::IndexVarId;
 
 /// Where an iterator's coordinates come from.
 #[derive(Clone, Debug)]

@@ -1,7 +1,10 @@
 //! The row workspace: a dense row for the last level of a sparse result that the loops
 //! write out of order, its marks a bitmap, appended in coordinate order after each row.
 
-use super::*;
+use super::{LowerError, Lowerer};
+use crate::ir::build::{bin, float, int, load, var};
+use crate::ir::{ArrayId, BinOp, Expr, ScalarType, Stmt, UnOp, VarId};
+use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
 /// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
