@@ -435,6 +435,35 @@ fn what_is_not_lowered_yet_is_refused_by_name() {
     );
 }
 
+/// Each refusal says its kind, which tells the driver what may help (a copy in another order
+/// for a discordant loop order; nothing for a schedule it cannot lower).
+#[test]
+fn refusals_say_their_kind() {
+    let csr_mv = |schedule: &str| {
+        run(
+            "y(i) = A(i,j) * x(j)",
+            schedule,
+            ("y", &[4]),
+            &[("A", &[4, 3], Some(Format::csr()), 1), ("x", &[3], None, 2)],
+        )
+        .unwrap_err()
+    };
+    assert!(matches!(csr_mv("reorder(j, i)"), LowerError::LoopOrder(_)));
+    assert!(matches!(csr_mv("fuse(i, j, f)"), LowerError::Schedule(_)));
+    let e = run(
+        "y(i) = b(i) - A(i,j) * x(j)",
+        "",
+        ("y", &[4]),
+        &[("b", &[4], None, 1), ("A", &[4, 3], Some(Format::parse("sd", 2).unwrap()), 2), ("x", &[3], None, 3)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, LowerError::Where(_)), "{e}");
+    let sv = Some(Format::parse("s", 1).unwrap());
+    let e = run("O(i) = I(5-i+p) * F(p)", "reorder(p, i)", ("O", &[4]), &[("I", &[8], sv, 1), ("F", &[3], None, 2)])
+        .unwrap_err();
+    assert!(matches!(e, LowerError::Subscript(_)), "{e}");
+}
+
 #[test]
 fn where_producers_follow_compressed_levels_along_outer_loops() {
     // `t = Σ_j A(i,j)·x(j)` inside the loop over `i` (a dense `b` makes it visit every row):

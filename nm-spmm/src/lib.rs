@@ -28,7 +28,7 @@
 //!   the call runs ([`Isa::detect`]); `L` is a compile-time constant for `L` ∈ {1, 4, 8, 16,
 //!   32}, any other `L` runs a generic loop.
 //! - **Cache blocking**: rows are taken in blocks that share each column group's vectors of `B`
-//!   while they are in cache, sized by B and by the L2 the CPU reports ([`cache::l2_bytes`]);
+//!   while they are in cache, sized by B and by the L2 the CPU reports;
 //!   **threads** take row blocks, of whole tiles spread evenly, dynamically.
 //!
 //! Ragged shapes are handled: `k` and `n` need not be multiples of `M` and `L` (B's padding is

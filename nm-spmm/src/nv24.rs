@@ -13,7 +13,7 @@ use crate::{Real, SpmmError};
 ///
 /// Each row of `C` is summed in chunks of columns held in an accumulator while the row's
 /// kept entries stream past (one broadcast of `A` and one row segment of `B` per entry); the
-/// chunk loop is compiled for AVX-512 / AVX2 and chosen at run time like [`spmm`]'s.
+/// chunk loop is compiled for AVX-512 / AVX2 and chosen at run time like [`spmm`](crate::spmm)'s.
 pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads: usize) -> Result<(), SpmmError> {
     if a.format() != &nm_format::Format::nv24(2) {
         return Err(SpmmError::NotNv24(a.format().to_string()));

@@ -5,7 +5,7 @@ use nm_format::{LevelStorage, Tensor};
 use crate::isa::KEPT_AT_STRIDE;
 use crate::{Real, SpmmError};
 
-/// A `k×n` matrix in `nm(N,M,L)`, packed for [`spmm`]: panels of kept vectors per column
+/// A `k×n` matrix in `nm(N,M,L)`, packed for [`spmm`](crate::spmm): panels of kept vectors per column
 /// group, with the row of B each came from.
 #[derive(Clone, Debug)]
 pub struct NmMatrix<'a, T> {

@@ -1,7 +1,7 @@
 //! Sparse results: assembled in append order (dense levels located, compressed levels
 //! appending), or through a sparse workspace (insert, sort, merge).
 
-use super::{DEFAULT_POLICY, LowerError, unsupported};
+use super::{DEFAULT_POLICY, LowerError, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, VarId};
 use nm_format::{Format, LevelKind};
@@ -35,10 +35,10 @@ impl IsmResult {
         let levels = format.levels();
         for level in levels {
             if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
-                return unsupported(format!("blocked levels in the result `{name}`"));
+                return refuse(LowerError::Format, format!("blocked levels in the result `{name}`"));
             }
             if let LevelKind::Structured { .. } = level.kind {
-                return unsupported(format!("a structured N:M result `{name}` written out of order"));
+                return refuse(LowerError::LoopOrder, format!("a structured N:M result `{name}` written out of order"));
             }
         }
         let extents = format.level_sizes(shape);
@@ -66,7 +66,7 @@ impl IsmResult {
             }
         }
         let layout = nm_ism::KeyLayout::new(&extents, config.policy)
-            .or_else(|e| unsupported(format!("a sparse workspace for `{name}` {shape:?}: {e}")))?;
+            .or_else(|e| refuse(LowerError::Workspace, format!("a sparse workspace for `{name}` {shape:?}: {e}")))?;
         let kinds = levels.iter().map(|l| l.kind).collect();
         let slot =
             f.array(&format!("{name}_ws"), value, Role::Workspace { extents: extents.clone(), kinds, config }, true);
@@ -124,11 +124,14 @@ impl Assembly {
         };
         for (l, level) in levels.iter().enumerate() {
             if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
-                return unsupported(format!("blocked levels in the result `{name}`"));
+                return refuse(LowerError::Format, format!("blocked levels in the result `{name}`"));
             }
             match level.kind {
                 LevelKind::Dense if l + 1 == n || a.kinds[..l].iter().any(|k| *k != LevelKind::Dense) => {
-                    return unsupported(format!("a dense level below or after compressed ones in the result `{name}`"));
+                    return refuse(
+                        LowerError::Format,
+                        format!("a dense level below or after compressed ones in the result `{name}`"),
+                    );
                 }
                 LevelKind::Dense => {}
                 LevelKind::Compressed(p) if p.unique && p.ordered => {
@@ -148,7 +151,7 @@ impl Assembly {
                     a.count[l] = Some(f.var(&format!("{name}{l}_n"), ScalarType::Index));
                     a.cap[l] = Some(f.var(&format!("{name}{l}_cap"), ScalarType::Index));
                 }
-                other => return unsupported(format!("{other} levels in the result `{name}`")),
+                other => return refuse(LowerError::Format, format!("{other} levels in the result `{name}`")),
             }
         }
         Ok(a)

@@ -12,7 +12,7 @@
 //! all dense are located where they are read, so they never constrain the loop order.
 //! Compound subscripts (`I(i+r, j+q)`, sparse convolution) iterate a compressed level by its
 //! non-empty subsections (see `Subsection`). What is not lowered is refused with
-//! [`LowerError::Unsupported`] naming what is missing.
+//! a [`LowerError`] of its kind naming what is missing.
 //!
 //! Each operand is decomposed into its arrays at the kernel boundary — per compressed level
 //! `T{l}_pos` and `T{l}_crd`, then `T_vals` — tagged with their roles; the result is `R_vals`,
@@ -50,17 +50,45 @@ use crate::args::{Partition, Reduction, ReductionKind};
 use crate::ir::build::{bin, int, load};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, VarId};
 
-/// A statement this lowering does not handle (yet).
+/// A statement this lowering does not handle, by kind: what the driver may try instead
+/// depends on it (an operand read through a copy in another order helps a discordant loop
+/// order or a level kind read here, a split of the statement helps a `where` it cannot place,
+/// nothing helps a schedule it cannot lower). Each says what is missing; every message starts
+/// the same way, so users see one kind of refusal.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LowerError {
-    /// Something the first lowering class does not cover.
+    /// The loops bind a variable before an operand's (or the result's) level that needs it is
+    /// reached: the loop order is discordant with a format.
     #[error("cannot lower this statement yet: {0}")]
-    Unsupported(String),
+    LoopOrder(String),
+    /// A level kind, or a mix of them, read or written where the lowering has no code for it
+    /// (blocked levels, a dense level below compressed ones in a result, N:M in a sum).
+    #[error("cannot lower this statement yet: {0}")]
+    Format(String),
+    /// A compound subscript on a level it cannot iterate by subsections.
+    #[error("cannot lower this statement yet: {0}")]
+    Subscript(String),
+    /// A `where`, `sequence` or `sum` whose producer or consumer it cannot place.
+    #[error("cannot lower this statement yet: {0}")]
+    Where(String),
+    /// A scheduling command it cannot lower (a split of a split, GPU units, nested threads).
+    #[error("cannot lower this statement yet: {0}")]
+    Schedule(String),
+    /// A variable ranges over fewer values than a dimension it indexes.
+    #[error("cannot lower this statement yet: {0}")]
+    Extent(String),
+    /// The result is read on the right-hand side.
+    #[error("cannot lower this statement yet: {0}")]
+    ResultRead(String),
+    /// A sparse workspace that cannot be made for the result (its extents, memory).
+    #[error("cannot lower this statement yet: {0}")]
+    Workspace(String),
 }
 
-fn unsupported<T>(what: impl Into<String>) -> Result<T, LowerError> {
-    Err(LowerError::Unsupported(what.into()))
+/// Refuses with `kind` (a [`LowerError`] variant) and what is missing.
+fn refuse<T>(kind: fn(String) -> LowerError, what: impl Into<String>) -> Result<T, LowerError> {
+    Err(kind(what.into()))
 }
 
 /// How one tensor's arrays appear in the kernel.
@@ -273,7 +301,8 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
                         break;
                     }
                     _ => {
-                        return unsupported(
+                        return refuse(
+                            LowerError::Where,
                             "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out",
                         );
                     }
@@ -281,8 +310,10 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
             }
             Ok(chain)
         }
-        CinStmt::Forall { .. } => unsupported("loops inside a `where` consumer, other than copying out a workspace"),
-        CinStmt::Sequence { .. } => unsupported("`sequence`"),
+        CinStmt::Forall { .. } => {
+            refuse(LowerError::Where, "loops inside a `where` consumer, other than copying out a workspace")
+        }
+        CinStmt::Sequence { .. } => refuse(LowerError::Where, "`sequence`"),
     }
 }
 
@@ -320,7 +351,10 @@ fn inline_unlowered_wheres(
         let CinStmt::Where { producer, .. } = c.stmts[s] else { unreachable!() };
         let temporary = where_temporary(c, producer);
         next.inline_where(s).or_else(|why| {
-            unsupported(format!("a `where` whose consumer loops over `{temporary}` beyond copying it out: {why}"))
+            refuse(
+                LowerError::Where,
+                format!("a `where` whose consumer loops over `{temporary}` beyond copying it out: {why}"),
+            )
         })?;
         notes.push(format!(
             "`{temporary}` is computed where its consumer reads it: the loops here keep a temporary between two loop nests only as a workspace the consumer copies out (the result is the same)"
@@ -470,16 +504,19 @@ fn check_partial_dimensions(cin: &ConcreteNotation, types: &Types) -> Result<(),
                 matches!(d, Derivation::Fuse { .. } | Derivation::Pos { .. }) && cin.origins(*w).contains(&v)
             });
             if sparse_result || walked {
-                return unsupported(format!(
-                    "`{name}` ranges over {} values, fewer than dimension {d} of `{tensor}` has ({}): {}",
-                    types.sizes[v.index()],
-                    ty.shape[d],
-                    if sparse_result {
-                        "a sparse result must have the variables' ranges"
-                    } else {
-                        "`fuse` and `pos` walk the whole dimension"
-                    }
-                ));
+                return refuse(
+                    LowerError::Extent,
+                    format!(
+                        "`{name}` ranges over {} values, fewer than dimension {d} of `{tensor}` has ({}): {}",
+                        types.sizes[v.index()],
+                        ty.shape[d],
+                        if sparse_result {
+                            "a sparse result must have the variables' ranges"
+                        } else {
+                            "`fuse` and `pos` walk the whole dimension"
+                        }
+                    ),
+                );
             }
         }
     }
@@ -496,20 +533,24 @@ fn check_parallel(cin: &ConcreteNotation) -> Result<(), LowerError> {
         let name = &cin.vars[*var].name;
         match attrs.parallel {
             Some((ParallelUnit::GpuBlock | ParallelUnit::GpuWarp | ParallelUnit::GpuThread, _)) => {
-                return unsupported(format!(
-                    "GPU loops (`parallelize({name}, gpu_...)`): the CPU back ends run this statement"
-                ));
+                return refuse(
+                    LowerError::Schedule,
+                    format!("GPU loops (`parallelize({name}, gpu_...)`): the CPU back ends run this statement"),
+                );
             }
             Some((
                 ParallelUnit::CpuThread,
                 race @ (OutputRace::Atomics | OutputRace::Temporary | OutputRace::ParallelReduction),
             )) if id != cin.root => {
-                return unsupported(format!(
-                    "`parallelize({name}, cpu_thread, {})` on a loop inside another: threads that add \
+                return refuse(
+                    LowerError::Schedule,
+                    format!(
+                        "`parallelize({name}, cpu_thread, {})` on a loop inside another: threads that add \
                      into the same result elements run the outermost loop's ranges (reorder `{name}` \
                      outermost, or no_races where iterations write disjoint elements)",
-                    race.name()
-                ));
+                        race.name()
+                    ),
+                );
             }
             _ => {}
         }
@@ -568,7 +609,7 @@ pub fn lower_options(
                 s = *body;
             }
             CinStmt::Assign { .. } | CinStmt::Where { .. } => break s,
-            CinStmt::Sequence { .. } => return unsupported("`sequence`"),
+            CinStmt::Sequence { .. } => return refuse(LowerError::Where, "`sequence`"),
         }
     };
     let Chain { lhs, mut op, mut rhs, loops: fused, mut producers, aliases } = where_chain(cin, assign)?;
@@ -707,7 +748,7 @@ pub fn lower_options(
     for a in &accesses {
         let t = a.tensor;
         if t == result {
-            return unsupported("the result read on the right-hand side");
+            return refuse(LowerError::ResultRead, "the result read on the right-hand side");
         }
         if operands[t.index()].is_some() {
             continue;
@@ -930,7 +971,7 @@ fn decompose(
             LevelKind::Compressed(p)
                 if p.unique && p.ordered && !matches!(level.expr, nm_format::LevelExpr::Dim(_)) =>
             {
-                return unsupported(format!("blocked compressed levels (`{name}`)"));
+                return refuse(LowerError::Format, format!("blocked compressed levels (`{name}`)"));
             }
             LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
                 let (pos_elem, crd_elem) = widths.get(name, l);
@@ -962,12 +1003,13 @@ fn decompose(
                 let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;
                 structured[l] = Some((n, m, size));
             }
-            other => return unsupported(format!("{other} levels (`{name}`)")),
+            other => return refuse(LowerError::Format, format!("{other} levels (`{name}`)")),
         }
         if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
-            return unsupported(format!(
-                "blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"
-            ));
+            return refuse(
+                LowerError::Format,
+                format!("blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"),
+            );
         }
     }
     let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.to_string() }, false);
@@ -1130,10 +1172,13 @@ impl Lowerer<'_> {
         for level in op.format.levels() {
             let d = level.expr.dim();
             if let Some(v) = a.subscripts[d].vars().find(|v| self.bound[v.index()].is_none()) {
-                return unsupported(format!(
-                    "`{}` is read outside the loop over `{}`",
-                    self.cin.tensors[a.tensor].name, self.cin.vars[v].name
-                ));
+                return refuse(
+                    LowerError::LoopOrder,
+                    format!(
+                        "`{}` is read outside the loop over `{}`",
+                        self.cin.tensors[a.tensor].name, self.cin.vars[v].name
+                    ),
+                );
             }
             let coordinate = self.affine(&a.subscripts[d], None);
             position = bin(BinOp::Add, bin(BinOp::Mul, position, int(op.shape[d] as i64)), coordinate);

@@ -4,7 +4,7 @@
 
 use super::entries::{EntryPass, WindowLoop};
 use super::subsection::{Coordinates, Subrange, Subsection, coefficient, lower_bound, settle};
-use super::{LowerError, Lowerer, Operand, PositionSpace, is_factor, unsupported};
+use super::{LowerError, Lowerer, Operand, PositionSpace, is_factor, refuse};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
 use nm_format::LevelKind;
@@ -249,10 +249,10 @@ impl Lowerer<'_> {
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
                 let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
-                    return unsupported(format!(
-                        "`{}` runs outside the block loop of its split",
-                        self.cin.vars[v].name
-                    ));
+                    return refuse(
+                        LowerError::Schedule,
+                        format!("`{}` runs outside the block loop of its split", self.cin.vars[v].name),
+                    );
                 };
                 let inner = self.f.var(&self.cin.vars[v].name.clone(), ScalarType::Index);
                 split_inner = Some((inner, block, factor as i64));
@@ -267,10 +267,13 @@ impl Lowerer<'_> {
             return self.position_loop(ps, split_inner, rest, lhs, op, rhs);
         }
         if matches!(self.cin.derivations.get(&v), Some(Derivation::Pos { .. })) {
-            return unsupported(format!(
-                "`pos` over `{}` other than the fused (dense, compressed) levels of a CSR-like operand",
-                self.cin.vars[v].name
-            ));
+            return refuse(
+                LowerError::Schedule,
+                format!(
+                    "`pos` over `{}` other than the fused (dense, compressed) levels of a CSR-like operand",
+                    self.cin.vars[v].name
+                ),
+            );
         }
         if split_inner.is_none()
             && let Some(k) = self.blocked_access(v, rhs)
@@ -338,9 +341,10 @@ impl Lowerer<'_> {
             let kind = o.format.levels()[l].kind;
             if !kind.is_ordered() && !alone {
                 let tname = &self.cin.tensors[self.accesses[k].tensor].name;
-                return unsupported(format!(
-                    "co-iterating `{tname}`'s unordered level {l} with other operands or into a sparse result"
-                ));
+                return refuse(
+                    LowerError::Format,
+                    format!("co-iterating `{tname}`'s unordered level {l} with other operands or into a sparse result"),
+                );
             }
             // A window is a range of entries, not one coordinate.
             segmented[n] = !kind.is_unique() && !alone && !matches!(subsections[n], Subsection::Window { .. });
@@ -732,21 +736,25 @@ impl Lowerer<'_> {
         let tname = self.cin.tensors[a.tensor].name.clone();
         let (n, m, l) = o.format.nm_params().expect("nm(N,M,L)");
         let (Some(x), Some(y)) = (a.subscripts[0].as_var(), a.subscripts[1].as_var()) else {
-            return unsupported(format!("`{tname}` in nm(N,M,L) with compound subscripts"));
+            return refuse(LowerError::Subscript, format!("`{tname}` in nm(N,M,L) with compound subscripts"));
         };
         let other = if x == v { y } else { x };
         let Some((&(next, _), rest)) = loops.split_first().filter(|(first, _)| first.0 == other) else {
-            return unsupported(format!(
-                "`{tname}` in nm(N,M,L): its two variables must be adjacent loops (`{}` right after `{}`)",
-                self.cin.vars[other].name, self.cin.vars[v].name
-            ));
+            return refuse(
+                LowerError::LoopOrder,
+                format!(
+                    "`{tname}` in nm(N,M,L): its two variables must be adjacent loops (`{}` right after `{}`)",
+                    self.cin.vars[other].name, self.cin.vars[v].name
+                ),
+            );
         };
         debug_assert_eq!(next, other);
         let others_dense = self.reads(rhs).into_iter().all(|j| j == k || self.all_dense(j));
         if !others_dense || !is_factor(&self.exprs, rhs, &a) || self.assembly.is_some() {
-            return unsupported(format!(
-                "`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands"
-            ));
+            return refuse(
+                LowerError::Format,
+                format!("`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands"),
+            );
         }
         let (rows, cols) = (o.shape[0], o.shape[1]);
         let (windows, groups) = (rows.div_ceil(m as usize), cols.div_ceil(l));
@@ -962,9 +970,12 @@ impl Lowerer<'_> {
     ) -> Result<Vec<Stmt>, LowerError> {
         let name = self.cin.vars[v].name.clone();
         let refuse = |why: &str| {
-            unsupported(format!(
-                "a loop over the fused variable `{name}` {why} (fuse is lowered there under `pos`: iterate its positions)"
-            ))
+            refuse(
+                LowerError::Schedule,
+                format!(
+                    "a loop over the fused variable `{name}` {why} (fuse is lowered there under `pos`: iterate its positions)"
+                ),
+            )
         };
         if self.cin.derivations.contains_key(&outer) || self.cin.derivations.contains_key(&inner) {
             return refuse("of variables made by other schedule commands");
@@ -977,7 +988,7 @@ impl Lowerer<'_> {
         }
         let inner_size = self.size(inner) as i64;
         let count = (self.size(outer) as i64).checked_mul(inner_size).ok_or_else(|| {
-            LowerError::Unsupported(format!(
+            LowerError::Schedule(format!(
                 "fusing `{}` and `{}`: too many coordinates",
                 self.cin.vars[outer].name, self.cin.vars[inner].name
             ))
@@ -1031,11 +1042,14 @@ impl Lowerer<'_> {
         let blocks = match &over_positions {
             Some(ps) => bin(BinOp::Div, bin(BinOp::Add, ps.count.clone(), int(factor as i64 - 1)), int(factor as i64)),
             None if self.cin.derivations.contains_key(&parent) => {
-                return unsupported(format!(
-                    "a split of `{}`, itself made by a schedule command (split the original variable \
+                return refuse(
+                    LowerError::Schedule,
+                    format!(
+                        "a split of `{}`, itself made by a schedule command (split the original variable \
                      with the product of the factors instead)",
-                    self.cin.vars[parent].name
-                ));
+                        self.cin.vars[parent].name
+                    ),
+                );
             }
             None => int(self.size(parent).div_ceil(factor as usize) as i64),
         };
@@ -1154,9 +1168,12 @@ impl Lowerer<'_> {
                     let level = o.format.levels()[l];
                     if o.shape[level.expr.dim()] > self.size(v) && !matches!(crd, Coordinates::Structured { .. }) {
                         if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) || !level.kind.is_ordered() {
-                            return unsupported(format!(
-                                "reading `{tname}` along `{name}`, which covers only part of its dimension, from a blocked or unordered level"
-                            ));
+                            return refuse(
+                                LowerError::LoopOrder,
+                                format!(
+                                    "reading `{tname}` along `{name}`, which covers only part of its dimension, from a blocked or unordered level"
+                                ),
+                            );
                         }
                         let stop = self.f.fresh_var(&format!("{tname}{l}_inside{n}"), ScalarType::Index);
                         out.push(Stmt::Decl(stop, var(p)));
@@ -1297,15 +1314,21 @@ impl Lowerer<'_> {
                     if !last {
                         continue;
                     }
-                    return unsupported(format!(
-                        "a `where` producer reading `{tname}` through a compound subscript its loops do not finish"
-                    ));
+                    return refuse(
+                        LowerError::Where,
+                        format!(
+                            "a `where` producer reading `{tname}` through a compound subscript its loops do not finish"
+                        ),
+                    );
                 }
                 if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
-                    return unsupported(format!(
-                        "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
-                        level.kind
-                    ));
+                    return refuse(
+                        LowerError::Subscript,
+                        format!(
+                            "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
+                            level.kind
+                        ),
+                    );
                 }
                 // A negative coefficient (a true convolution, `I(i + 2 - r)`): the level is
                 // walked in its order, so the variable that resolves it must grow with the
@@ -1316,18 +1339,24 @@ impl Lowerer<'_> {
                     let negative_inside =
                         t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w.index()].is_none());
                     if coefficient(t, v) < 0 && last {
-                        return unsupported(format!(
-                            "`{name}` resolves `{tname}`'s compressed level {l} with a negative coefficient \
+                        return refuse(
+                            LowerError::Subscript,
+                            format!(
+                                "`{name}` resolves `{tname}`'s compressed level {l} with a negative coefficient \
                              (its coordinates are walked in increasing order): loop over `{name}` before \
                              the subscript's other variables"
-                        ));
+                            ),
+                        );
                     }
                     if coefficient(t, v) < 0 || negative_inside {
                         continue;
                     }
                 }
                 if split {
-                    return unsupported(format!("splitting `{name}`, which iterates `{tname}` by subsections"));
+                    return refuse(
+                        LowerError::Schedule,
+                        format!("splitting `{name}`, which iterates `{tname}` by subsections"),
+                    );
                 }
                 sparse.push((k, l));
                 let (coef, size) = (coefficient(t, v), self.size(v) as i64);
@@ -1365,19 +1394,25 @@ impl Lowerer<'_> {
                                 self.notes.push(note);
                             }
                         } else {
-                            return unsupported(format!(
-                                "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a \
+                            return refuse(
+                                LowerError::Where,
+                                format!(
+                                    "a `where` producer reading `{}`'s compressed level {l} along `{name}`, a \
                                  coordinate of the sparse result",
-                                self.cin.tensors[a.tensor].name
-                            ));
+                                    self.cin.tensors[a.tensor].name
+                                ),
+                            );
                         }
                     }
                     if !self.guidable(k, l) {
-                        return unsupported(format!(
-                            "a `where` producer reading `{}`'s level {l} ({}) along the outer loop `{name}`: \
+                        return refuse(
+                            LowerError::Where,
+                            format!(
+                                "a `where` producer reading `{}`'s level {l} ({}) along the outer loop `{name}`: \
                              it needs an ordered, unique compressed level with a compressed level below",
-                            self.cin.tensors[a.tensor].name, level.kind
-                        ));
+                                self.cin.tensors[a.tensor].name, level.kind
+                            ),
+                        );
                     }
                     guided.push((k, l));
                 } else {
@@ -1393,10 +1428,13 @@ impl Lowerer<'_> {
                 // (With compound subscripts a later level may still be reached by a later loop,
                 // once its parent is: the loop runs over every coordinate, and the level is
                 // searched there — or the leaf reports the level it could not reach.)
-                return unsupported(format!(
-                    "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
-                    self.cin.tensors[a.tensor].name
-                ));
+                return refuse(
+                    LowerError::LoopOrder,
+                    format!(
+                        "`{name}` is bound before `{}`'s level {l} is reached: the loop order is discordant with its format",
+                        self.cin.tensors[a.tensor].name
+                    ),
+                );
             }
         }
         Ok(reached)

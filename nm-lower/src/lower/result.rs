@@ -4,7 +4,7 @@
 
 use super::subsection::{Coordinates, lower_bound};
 use super::workspace::{one_if, set_marks, word};
-use super::{LowerError, Lowerer, is_factor, unsupported};
+use super::{LowerError, Lowerer, is_factor, refuse};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, Role, ScalarType, Stmt, UnOp, VarId};
 use nm_format::LevelKind;
@@ -208,9 +208,12 @@ impl Lowerer<'_> {
                 let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
                     && levels[l].kind.is_ordered();
                 if !searchable || !is_factor(&self.exprs, rhs, &a) {
-                    return unsupported(format!(
-                        "`{tname}`'s level {l} is reached after every variable of its subscript is bound (its parent level resolved later): searching it needs an ordered compressed level read as a factor of a product; reorder the loops"
-                    ));
+                    return refuse(
+                        LowerError::LoopOrder,
+                        format!(
+                            "`{tname}`'s level {l} is reached after every variable of its subscript is bound (its parent level resolved later): searching it needs an ordered compressed level read as a factor of a product; reorder the loops"
+                        ),
+                    );
                 }
                 let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
                 let range = self.level_range(&o, k, l, parent);
@@ -298,7 +301,10 @@ impl Lowerer<'_> {
             let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().len();
             if !a.subscripts.is_empty() && !self.all_dense(k) && self.positions[k][..levels].iter().any(Option::is_none)
             {
-                return unsupported(format!("`{}` has levels no loop reaches", self.cin.tensors[a.tensor].name));
+                return refuse(
+                    LowerError::LoopOrder,
+                    format!("`{}` has levels no loop reaches", self.cin.tensors[a.tensor].name),
+                );
             }
         }
         if let Some(t) = self.temporary(lhs.tensor) {
@@ -383,7 +389,7 @@ impl Lowerer<'_> {
         for (d, t) in lhs.subscripts.iter().enumerate() {
             let v = t.as_var().expect("the left-hand side is plain variables");
             let lv = self.bound[v.index()].ok_or_else(|| {
-                LowerError::Unsupported(format!("result variable `{}` has no loop", self.cin.vars[v].name))
+                LowerError::LoopOrder(format!("result variable `{}` has no loop", self.cin.vars[v].name))
             })?;
             if d == ism.first_dim {
                 first = var(lv);
@@ -401,7 +407,7 @@ impl Lowerer<'_> {
         for (d, t) in lhs.subscripts.iter().enumerate() {
             let v = t.as_var().expect("the left-hand side is plain variables");
             let lv = self.bound[v.index()].ok_or_else(|| {
-                LowerError::Unsupported(format!("result variable `{}` has no loop", self.cin.vars[v].name))
+                LowerError::LoopOrder(format!("result variable `{}` has no loop", self.cin.vars[v].name))
             })?;
             index = bin(BinOp::Add, bin(BinOp::Mul, index, int(shape[d] as i64)), var(lv));
         }
@@ -425,10 +431,13 @@ impl Lowerer<'_> {
                         Some(p) => var(p),
                         None => {
                             let l = self.positions[k].iter().position(Option::is_none).unwrap_or(levels - 1);
-                            return unsupported(format!(
-                                "this loop order binds the subscripts of `{}`'s level {l} before the loops reach it (its parent level is resolved later); reorder so the variables of each level's subscript come after those of the levels above it",
-                                self.cin.tensors[a.tensor].name
-                            ));
+                            return refuse(
+                                LowerError::LoopOrder,
+                                format!(
+                                    "this loop order binds the subscripts of `{}`'s level {l} before the loops reach it (its parent level is resolved later); reorder so the variables of each level's subscript come after those of the levels above it",
+                                    self.cin.tensors[a.tensor].name
+                                ),
+                            );
                         }
                     }
                 };
@@ -436,7 +445,7 @@ impl Lowerer<'_> {
             }
             CinExpr::Literal(v) => float(*v),
             CinExpr::Neg(a) => Expr::Unary(UnOp::Neg, Box::new(self.expr(*a)?)),
-            CinExpr::Sum(..) => return unsupported("`sum` inside CIN"),
+            CinExpr::Sum(..) => return refuse(LowerError::Where, "`sum` inside CIN"),
             CinExpr::Binary(op, a, b) => {
                 let (x, y) = (self.expr(*a)?, self.expr(*b)?);
                 let op = match op {
