@@ -1,0 +1,636 @@
+//! Running a compiled kernel: the arrays handed to C as `nms_array` descriptors, grown through
+//! their callback, on one thread, on OpenMP's, or as row ranges on the worker pool.
+
+use super::emit::emit;
+use crate::args::{ArgumentError, ArrayData, Partition, ReductionKind};
+use crate::ir::{ArrayId, ElemType, Function, Role, Stmt};
+use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
+use nm_ir::id::Id;
+
+/// What can go wrong running a compiled kernel.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Compiling or loading failed.
+    #[error(transparent)]
+    Jit(#[from] JitError),
+    /// The arrays do not match the kernel's parameters.
+    #[error(transparent)]
+    Arguments(#[from] ArgumentError),
+    /// The kernel could not grow an output: the message says how much it needed.
+    #[error("kernel `{0}` ran out of memory: {1}")]
+    OutOfMemory(String, String),
+}
+
+/// A compiled kernel.
+pub struct CKernel {
+    function: Function,
+    compiled: Compiled,
+    /// Memory of the last [`CKernel::run_rows`]: per-thread workspaces and per-range outputs,
+    /// emptied and reused, so that repeated runs do not page-fault fresh allocations.
+    pool: std::sync::Mutex<Pool>,
+    /// Per parameter, whether the kernel only appends to it ([`crate::ir::appended`]): grown
+    /// without zeroing, its length after the call the one its `Written` statement gives.
+    appended: Vec<bool>,
+    /// The kernel's `NAME_threads(n)` where it has OpenMP loops (see [`CKernel::run_on`]),
+    /// looked up once: valid while `compiled` keeps the library loaded.
+    set_threads: Option<unsafe extern "C" fn(libc::c_int)>,
+}
+
+/// Arrays [`CKernel::run_rows`] keeps between calls (indexed like the kernel's parameters).
+#[derive(Default)]
+struct Pool {
+    threads: Vec<Vec<ArrayData<'static>>>,
+    ranges: Vec<Vec<ArrayData<'static>>>,
+}
+
+/// The C side's view of one argument (see the module doc).
+#[repr(C)]
+struct NmsArray {
+    data: *mut libc::c_void,
+    len: i64,
+    /// The `ArrayData` behind `data`, for `grow` (its lifetime erased: it outlives the call).
+    owner: *mut ArrayData<'static>,
+    grow: unsafe extern "C" fn(*mut NmsArray, i64) -> libc::c_int,
+}
+
+type Entry = unsafe extern "C" fn(*mut NmsArray) -> libc::c_int;
+
+impl CKernel {
+    /// Emits, compiles (or finds in the cache) and loads `f`.
+    pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
+        let openmp = crate::ir::has_parallel_loops(f) || f.atomic.is_some();
+        let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
+        let set_threads = if crate::ir::has_parallel_loops(f) {
+            // SAFETY: `emit` defines `void NAME_threads(int)` in every kernel with a parallel loop.
+            Some(*unsafe { compiled.function::<unsafe extern "C" fn(libc::c_int)>(&format!("{}_threads", f.name)) }?)
+        } else {
+            None
+        };
+        Ok(CKernel::new(f, compiled, set_threads))
+    }
+
+    fn new(f: &Function, compiled: Compiled, set_threads: Option<unsafe extern "C" fn(libc::c_int)>) -> CKernel {
+        CKernel {
+            function: f.clone(),
+            compiled,
+            pool: Default::default(),
+            appended: crate::ir::appended(f),
+            set_threads,
+        }
+    }
+
+    /// Compiles C written or edited by a user in place of the generated code (taco's
+    /// `-read-source`): `source` must define `int NAME(nms_array *args)` for `f`'s name, taking
+    /// `f`'s arguments as `emit(f)` does (and may define `void NAME_threads(int)`). The
+    /// arrays it is run on are checked as for generated code; what the function does with
+    /// them is the source's.
+    pub fn compile_source(f: &Function, source: &str, cc: &CCompiler) -> Result<CKernel, JitError> {
+        let openmp = source.contains("#pragma omp");
+        let compiled = cc.compile(source, CompileOptions { openmp, sanitize: false })?;
+        // SAFETY: only looked up, to fail early when the source does not define it; the
+        // signature is the source's contract stated above.
+        unsafe { compiled.function::<Entry>(&f.name) }?;
+        // SAFETY: as above: `void NAME_threads(int)` where the source defines it.
+        let set_threads =
+            unsafe { compiled.function::<unsafe extern "C" fn(libc::c_int)>(&format!("{}_threads", f.name)) }
+                .ok()
+                .map(|s| *s);
+        // Grown as `f`'s own code grows them: the source says how much it wrote, as
+        // `-write-source`'s does.
+        Ok(CKernel::new(f, compiled, set_threads))
+    }
+
+    /// Whether the object came from the cache.
+    pub fn compiled(&self) -> &Compiled {
+        &self.compiled
+    }
+
+    /// Runs the kernel on `arrays` (checked like the interpreter's arguments); outputs are
+    /// updated in place, grown if the kernel grew them.
+    pub fn run(&self, arrays: &mut [ArrayData]) -> Result<(), RunError> {
+        let f = &self.function;
+        crate::args::check_arguments(f, arrays)?;
+        let mut descriptors: Vec<NmsArray> = arrays
+            .iter_mut()
+            .enumerate()
+            .map(|(k, data)| {
+                let owner: *mut ArrayData<'static> = (data as *mut ArrayData).cast();
+                // SAFETY: `owner` comes from a live `&mut ArrayData`.
+                let (ptr, len) = raw_parts(unsafe { &mut *owner });
+                NmsArray { data: ptr, len: len as i64, owner, grow: self.grow_of(k) }
+            })
+            .collect();
+        // Workspaces: `finish` compresses into the result's arrays, reached through `host`.
+        let mut hosts: Vec<Box<FinishHost>> = Vec::new();
+        for (id, _) in f.arrays.iter().filter(|(_, a)| matches!(a.role, Role::Workspace { .. })) {
+            let k = nm_ir::id::Id::index(id);
+            let ArrayData::Workspace(w) = &mut arrays[k] else { continue };
+            let targets = crate::args::Targets::of(f, id)
+                .ok_or_else(|| RunError::OutOfMemory(f.name.clone(), "a workspace without result arrays".into()))?;
+            let mut host = Box::new(FinishHost { targets, workspace: w });
+            let slot = host.workspace_slot();
+            // SAFETY: `slot` is the live workspace's slot (boxed, not moved during the call).
+            unsafe {
+                (*slot).finish = Some(finish_workspace);
+                (*slot).host = (&mut *host as *mut FinishHost).cast();
+            }
+            hosts.push(host);
+        }
+        // SAFETY: the generated function has exactly this signature (see `emit`).
+        let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
+        GROW_FAILURE.with(|g| g.take());
+        // SAFETY: one descriptor per parameter, each pointing at `len` elements of the declared
+        // type in a vector borrowed mutably for the whole call (nothing else touches it); inputs
+        // are only read; outputs are written within their length, which only `grow` extends
+        // (positions come from the shapes the arrays were sized by, checked above).
+        let status = unsafe { entry(descriptors.as_mut_ptr()) };
+        drop(hosts);
+        if status != 0 {
+            let flushed = arrays.iter_mut().find_map(|a| match a {
+                ArrayData::Workspace(w) => w.take_error().map(|e| e.to_string()),
+                _ => None,
+            });
+            let why =
+                flushed.or_else(|| GROW_FAILURE.with(|g| g.take())).unwrap_or_else(|| "an allocation failed".into());
+            return Err(RunError::OutOfMemory(f.name.clone(), why));
+        }
+        for k in self.written() {
+            self.take_written(k, &mut arrays[k], descriptors[k].len)
+                .map_err(|e| RunError::OutOfMemory(f.name.clone(), e))?;
+        }
+        Ok(())
+    }
+
+    /// [`CKernel::run`] with the kernel's OpenMP loops (if any: `parallelize(v, cpu_thread,
+    /// no_races)` on a loop that is not a row range) on `threads` threads, as taco's
+    /// `-nthreads` sets them: OpenMP's count for the calling thread, kept for its later runs.
+    pub fn run_on(&self, arrays: &mut [ArrayData], threads: usize) -> Result<(), RunError> {
+        if let Some(set) = self.set_threads {
+            let n = libc::c_int::try_from(threads.max(1)).unwrap_or(libc::c_int::MAX);
+            // SAFETY: the library `set` lives in is loaded while `self.compiled` is; it only
+            // calls `omp_set_num_threads(n)`, with `n >= 1`.
+            unsafe { set(n) };
+        }
+        self.run(arrays)
+    }
+
+    /// The parameters a top-level `Written` statement names.
+    fn written(&self) -> impl Iterator<Item = usize> + '_ {
+        self.function.body.iter().filter_map(|s| match s {
+            Stmt::Written { array, .. } => Some(nm_ir::id::Id::index(*array)),
+            _ => None,
+        })
+    }
+
+    /// The `grow` of parameter `k`: without zeroing for an array the kernel only appends to.
+    fn grow_of(&self, k: usize) -> unsafe extern "C" fn(*mut NmsArray, i64) -> libc::c_int {
+        if self.appended[k] { grow_unwritten } else { grow_array }
+    }
+
+    /// After a successful call: parameter `k`, which a top-level `Written` statement names,
+    /// takes the length `len` the kernel left in its descriptor.
+    fn take_written(&self, k: usize, data: &mut ArrayData, len: i64) -> Result<(), String> {
+        let taken = if self.appended[k] {
+            // SAFETY: the kernel only appends to this array (see `crate::ir::appended`): it
+            // wrote each of its first `len` elements, which its `Written` statement counts.
+            usize::try_from(len).is_ok_and(|n| unsafe { data.claim_written(n) })
+        } else {
+            usize::try_from(len).is_ok_and(|n| n <= data.len() && data.truncate(n))
+        };
+        if taken {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{}`: {len} elements said written, beyond its memory",
+                self.function.arrays[ArrayId::new(k)].name
+            ))
+        }
+    }
+}
+
+/// How many of `threads` threads a reduction into per-thread copies of a `len`-element result
+/// should use, given the operands' `stored` values: `t` threads save `stored·(1 − 1/t)`
+/// multiply-adds and cost `2·len·t` operations (each copy zeroed, then summed), so they pay
+/// where `stored > 2·len·t²/(t − 1)` — more than 8 values per result element on two threads.
+/// Measured on CSC SpMV: two threads paid at tens of nonzeros per column and lost at a few
+/// (BENCHMARKS.md's history, "CSC SpMV against scipy in the same format").
+pub fn threads_worth_copies(stored: usize, len: usize, threads: usize) -> usize {
+    let mut t = threads;
+    while t > 1 && (stored as f64) <= 2.0 * len as f64 * (t * t) as f64 / (t - 1) as f64 {
+        t -= 1;
+    }
+    t.max(1)
+}
+
+thread_local! {
+    /// Why the last `grow` on this thread failed, for the error `run` returns.
+    static GROW_FAILURE: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// How [`CKernel::run_rows`] gives an argument to each range.
+#[derive(Clone, Copy, PartialEq)]
+enum Sharing {
+    /// One array for every thread: inputs, and outputs ranges write disjoint parts of.
+    Shared,
+    /// One per thread, reused across its ranges: workspaces.
+    PerThread,
+    /// One per range: the range itself, a sparse result's `crd` and values.
+    PerRange,
+}
+
+/// A pointer and length of a shared argument, handed to the worker threads.
+#[derive(Clone, Copy)]
+struct SharedArray(*mut libc::c_void, i64);
+
+// SAFETY: a shared array is read by every range, or written at disjoint elements (rows) by
+// each — never grown (`refuse_grow`) — while `run_rows` holds the `&mut` it came from.
+unsafe impl Send for SharedArray {}
+// SAFETY: as above.
+unsafe impl Sync for SharedArray {}
+
+impl CKernel {
+    /// Runs the kernel with its outermost loop split into row ranges over `threads` threads
+    /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
+    /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
+    /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
+    /// the same order. Ranges that add into the same elements (a
+    /// [`Reduction`](crate::args::Reduction)) sum into a copy of the result per thread (no
+    /// more threads than [`threads_worth_copies`] allows where the schedule did not ask for
+    /// them), each taking every `threads`-th range, the copies then
+    /// added in thread order (the same sums for the same thread count), or add atomically.
+    pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let f = &self.function;
+        let extent = partition.extent;
+        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
+        // the workers run; no more copies of a reduction's result than half the free memory.
+        let mut threads = threads.min(extent).min(nm_runtime::workers::MAX_THREADS);
+        let reduction = partition.reduction;
+        let per_thread = reduction.filter(|r| r.kind == ReductionKind::PerThread).map(|r| r.values.index());
+        if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
+            // Copies nobody asked for (`-nthreads` alone): only as many as pay for themselves.
+            let stored = f
+                .arrays
+                .iter()
+                .filter(|(_, d)| !d.output && matches!(d.role, Role::Values { .. }))
+                .map(|(id, _)| arrays[id.index()].len())
+                .sum();
+            threads = threads_worth_copies(stored, arrays[k].len(), threads);
+        }
+        if let Some(k) = per_thread.filter(|_| threads > 1) {
+            // At most half the free memory, where the copies are large enough to check.
+            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
+            if let Some(free) = nm_runtime::memory::available_for(bytes * threads as u128) {
+                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
+            }
+        }
+        if threads <= 1 || extent < 2 {
+            return self.run(arrays);
+        }
+        crate::args::check_arguments(f, arrays)?;
+        let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
+        // An assembly or compute half (see `crate::assemble`) writes only some of the result's
+        // arrays; the ones it does not write are shared like inputs.
+        let written = |k: usize| crate::assemble::writes(&f.body, ArrayId::new(k));
+        let sharing: Vec<Sharing> = f
+            .arrays
+            .iter()
+            .map(|(id, decl)| match decl.role {
+                Role::Bounds => Sharing::PerRange,
+                Role::Scratch | Role::Local { .. } => Sharing::PerThread,
+                // A reduction's copies of the result, one per thread.
+                _ if per_thread == Some(id.index()) => Sharing::PerThread,
+                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
+                    && written(id.index()) =>
+                {
+                    Sharing::PerRange
+                }
+                _ => Sharing::Shared,
+            })
+            .collect();
+        let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
+        if let Some((pos, ..)) = rows {
+            arrays[pos].resize(extent + 1);
+        }
+        // Atomic adds go into the caller's result, zeroed first (the kernel is told not to).
+        if let Some(r) = reduction.filter(|r| r.kind == ReductionKind::Atomic) {
+            arrays[r.values.index()].fill_zero();
+        }
+        let result_len = per_thread.map_or(0, |k| arrays[k].len());
+        let shared: Vec<SharedArray> = arrays
+            .iter_mut()
+            .map(|a| {
+                let (ptr, len) = raw_parts(a);
+                SharedArray(ptr, len as i64)
+            })
+            .collect();
+        let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
+        let ranges = (threads * 16).min(extent);
+        let bounds = |r: usize| (extent * r / ranges, extent * (r + 1) / ranges);
+        // SAFETY: the generated function has exactly this signature (see `emit`).
+        let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
+        let next = AtomicUsize::new(0);
+        // Memory from the last call when another thread is not using it (else fresh), emptied.
+        let mut pool = self.pool.try_lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+        let fresh = || elems.iter().map(|&e| ArrayData::empty(e)).collect::<Vec<ArrayData<'static>>>();
+        let reuse =
+            |pooled: &mut Vec<Vec<ArrayData<'static>>>, n: usize| -> Vec<std::sync::Mutex<Vec<ArrayData<'static>>>> {
+                (0..n)
+                    .map(|_| {
+                        let mut a = pooled.pop().filter(|a| a.len() == elems.len()).unwrap_or_else(fresh);
+                        a.iter_mut().for_each(ArrayData::clear);
+                        std::sync::Mutex::new(a)
+                    })
+                    .collect()
+            };
+        let thread_arrays = reuse(&mut pool.threads, threads);
+        let range_arrays = reuse(&mut pool.ranges, ranges);
+        // Per range: its own arrays (indexed like `arrays`, empty where shared), or why it failed.
+        type RangeResult = Result<Vec<ArrayData<'static>>, String>;
+        let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
+            (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
+        let workers = AtomicUsize::new(0);
+        let run_range = |r: usize, scratch: &mut Vec<ArrayData<'static>>| {
+            let (lo, hi) = bounds(r);
+            let mut own: Vec<ArrayData> =
+                std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
+            let mut descriptors = Vec::with_capacity(elems.len());
+            for k in 0..elems.len() {
+                let owner: *mut ArrayData<'static> = match sharing[k] {
+                    Sharing::Shared => {
+                        let SharedArray(data, len) = shared[k];
+                        descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
+                        continue;
+                    }
+                    Sharing::PerThread => &mut scratch[k],
+                    // Not a whole run: the caller prepared a reduction's result.
+                    Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                        own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0]);
+                        &mut own[k]
+                    }
+                    Sharing::PerRange => &mut own[k],
+                };
+                // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
+                let (data, len) = raw_parts(unsafe { &mut *owner });
+                descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
+            }
+            GROW_FAILURE.with(|g| g.take());
+            // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
+            // read, shared outputs written at the rows of `lo..hi` only (the outer
+            // loop's range names disjoint result elements), everything else is this
+            // thread's own.
+            let status = unsafe { entry(descriptors.as_mut_ptr()) };
+            let outcome = if status == 0 {
+                let mut taken = Ok(());
+                for k in self.written() {
+                    let data = match sharing[k] {
+                        Sharing::Shared => continue,
+                        Sharing::PerThread => &mut scratch[k],
+                        Sharing::PerRange => &mut own[k],
+                    };
+                    taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
+                }
+                taken.map(|()| own)
+            } else {
+                Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
+            };
+            *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+        };
+        nm_runtime::workers::run_on(threads, || match per_thread {
+            // Each copy of the result takes every `threads`-th range, in order, whichever worker
+            // claims it (fewer workers than asked claim several).
+            Some(k) => loop {
+                let t = workers.fetch_add(1, Ordering::Relaxed);
+                let Some(scratch) = thread_arrays.get(t) else { return };
+                let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+                scratch[k].resize(result_len);
+                for r in (t..ranges).step_by(threads) {
+                    run_range(r, &mut scratch);
+                }
+            },
+            None => {
+                // Each worker its own scratch arrays (one set per thread).
+                let Some(scratch) = thread_arrays.get(workers.fetch_add(1, Ordering::Relaxed)) else { return };
+                let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    let r = next.fetch_add(1, Ordering::Relaxed);
+                    if r >= ranges {
+                        break;
+                    }
+                    run_range(r, &mut scratch);
+                }
+            }
+        });
+        let mut own: Vec<Vec<ArrayData>> = Vec::with_capacity(ranges);
+        for o in outcomes {
+            match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                Some(Ok(arrays)) => own.push(arrays),
+                Some(Err(why)) => return Err(RunError::OutOfMemory(f.name.clone(), why)),
+                None => return Err(RunError::OutOfMemory(f.name.clone(), "a worker thread stopped".into())),
+            }
+        }
+        if let Some(k) = per_thread {
+            let copies: Vec<std::sync::MutexGuard<Vec<ArrayData>>> =
+                thread_arrays.iter().map(|m| m.lock().unwrap_or_else(|e| e.into_inner())).collect();
+            let parts: Vec<&ArrayData> = copies.iter().map(|c| &c[k]).collect();
+            arrays[k].set_sum(&parts, threads);
+        }
+        if let Some((pos, crd, vals)) = rows {
+            let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
+            // Each range counted its entries from zero: shift its rows' `pos` by what came
+            // before (a compute half finds `pos` complete, from assembly).
+            let mut counts = Vec::with_capacity(ranges);
+            let mut offset = 0i64;
+            for r in 0..ranges {
+                let (lo, hi) = bounds(r);
+                let count = if writes_pos { pos_data[hi] } else { pos_data[hi] - pos_data[lo] };
+                if writes_pos {
+                    for p in &mut pos_data[lo + 1..=hi] {
+                        *p += offset;
+                    }
+                }
+                counts.push(count.max(0) as usize);
+                offset += count;
+            }
+            pos_data[0] = 0;
+            for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
+                // Into the caller's array, whose memory a previous run may have left.
+                let joined = &mut arrays[k];
+                if !joined.is_writable() {
+                    *joined = ArrayData::empty(elems[k]);
+                }
+                let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
+                joined
+                    .join(&parts, threads)
+                    .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
+            }
+        }
+        if let Ok(mut kept) = self.pool.try_lock() {
+            kept.threads =
+                thread_arrays.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
+            kept.ranges = own;
+        }
+        Ok(())
+    }
+}
+
+/// What a workspace's `finish` needs: where the result goes, and the workspace.
+struct FinishHost {
+    targets: crate::args::Targets,
+    workspace: *mut crate::args::WorkspaceData,
+}
+
+impl FinishHost {
+    fn workspace_slot(&mut self) -> *mut nm_ism::Slot {
+        // SAFETY: `workspace` points into an argument `run` borrows mutably for the whole call.
+        unsafe { (*self.workspace).slot() }
+    }
+}
+
+/// `finish` of a workspace slot: compresses the workspace into the kernel's result arrays,
+/// replacing the vectors behind their descriptors; 1 (with the reason kept) on failure.
+unsafe extern "C" fn finish_workspace(slot: *mut nm_ism::Slot, args: *mut libc::c_void) -> libc::c_int {
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `run` set `host` to a `FinishHost` that outlives the call, and `args` is the
+        // descriptor array it passed to the kernel; the result arrays it names are distinct
+        // from the workspace's own argument and the kernel no longer reads them.
+        let (host, args) = unsafe { (&*((*slot).host as *const FinishHost), args.cast::<NmsArray>()) };
+        // SAFETY: as above.
+        let ws = unsafe { &mut *host.workspace };
+        ws.finish(&host.targets, |a, data| {
+            // SAFETY: `a` is one of the kernel's parameters, so `args` has its descriptor, whose
+            // owner is the argument's live `ArrayData`.
+            unsafe {
+                let d = &mut *args.add(nm_ir::id::Id::index(a));
+                let old = std::mem::replace(&mut *d.owner, data);
+                let (ptr, len) = raw_parts(&mut *d.owner);
+                d.data = ptr;
+                d.len = len as i64;
+                old
+            }
+        })
+    }));
+    match done {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            GROW_FAILURE.with(|g| g.set(Some(e.to_string())));
+            1
+        }
+        Err(_) => {
+            GROW_FAILURE.with(|g| g.set(Some("a workspace's finish panicked".into())));
+            1
+        }
+    }
+}
+
+/// `grow` of an array every range shares: never needed (shared outputs are sized first), so
+/// refused rather than racing.
+unsafe extern "C" fn refuse_grow(_: *mut NmsArray, _: i64) -> libc::c_int {
+    GROW_FAILURE.with(|g| g.set(Some("a shared output cannot grow in a row range".into())));
+    1
+}
+
+/// `grow` of the kernel ABI: resizes the vector behind `a` to `n` elements (new ones zero) and
+/// updates the descriptor; 1 when memory runs out (reported, never an abort).
+unsafe extern "C" fn grow_array(a: *mut NmsArray, n: i64) -> libc::c_int {
+    // SAFETY: the caller's contract (a descriptor `run` made).
+    unsafe { grow(a, n, true) }
+}
+
+/// `grow` of an array the kernel only appends to ([`crate::ir::appended`]): room for `n`
+/// elements, the ones the kernel wrote kept, the new ones not zeroed (the kernel writes each
+/// before reading it; the runner claims only those its `Written` statement counts).
+unsafe extern "C" fn grow_unwritten(a: *mut NmsArray, n: i64) -> libc::c_int {
+    // SAFETY: the caller's contract (a descriptor `run` made).
+    unsafe { grow(a, n, false) }
+}
+
+/// [`grow_array`] (`zero`) or [`grow_unwritten`].
+///
+/// # Safety
+/// `a` is a descriptor `run` or `run_rows` made for a writable argument.
+unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
+    let grown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the kernel passes back a descriptor `run` made, whose `owner` is a vector
+        // `run` borrows mutably for the whole call; the kernel holds no other reference to it
+        // beyond the `data` pointer it reloads after this call.
+        let (descriptor, data) = unsafe { (&mut *a, &mut *(*a).owner) };
+        let n = n.max(0) as usize;
+        let extra = n.saturating_sub(data.len());
+        let bytes = extra as u128 * data.elem().size() as u128;
+        let fail = |why: String| {
+            GROW_FAILURE.with(|g| g.set(Some(why)));
+            false
+        };
+        const GIB: f64 = (1u64 << 30) as f64;
+        // Only growth that matters is checked (a sparse result grows by doubling, so a large
+        // one always gets here). Measured: checking every grow of 32 row ranges tripled
+        // luxembourg's two-thread A·Aᵀ.
+        if let Some(avail) = nm_runtime::memory::available_for(bytes).filter(|&a| bytes > a) {
+            return fail(format!(
+                "growing an output to {n} elements needs {:.1} GiB more, {:.1} GiB available",
+                bytes as f64 / GIB,
+                avail as f64 / GIB
+            ));
+        }
+        let capacity = data.capacity();
+        let reserved = if zero {
+            data.try_reserve(extra)
+        } else {
+            // What the kernel wrote so far lies below its descriptor's length.
+            data.reserve_unwritten(descriptor.len.max(0) as usize, n)
+        };
+        if reserved.is_err() {
+            return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
+        }
+        if data.capacity() != capacity {
+            data.advise_huge_pages();
+        }
+        if zero {
+            data.resize(n);
+        }
+        let (ptr, len) = raw_parts(data);
+        descriptor.data = ptr;
+        descriptor.len = if zero { len as i64 } else { n as i64 };
+        true
+    }));
+    match grown {
+        Ok(true) => 0,
+        _ => 1,
+    }
+}
+
+fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
+    match data {
+        ArrayData::I32(v) => (v.as_mut_ptr().cast(), v.len()),
+        ArrayData::I64(v) => (v.as_mut_ptr().cast(), v.len()),
+        ArrayData::U64(v) => (v.as_mut_ptr().cast(), v.len()),
+        ArrayData::F32(v) => (v.as_mut_ptr().cast(), v.len()),
+        ArrayData::F64(v) => (v.as_mut_ptr().cast(), v.len()),
+        // `*mut` only to fit the descriptor: the kernel declares operands `const` and
+        // `check_arguments` refuses a borrowed array where it writes.
+        ArrayData::Borrowed(b) => (b.as_ptr().cast_mut(), b.len()),
+        // The slot, not an array: the kernel reads its fields (see `nm_ism::Slot`).
+        ArrayData::Workspace(w) => (w.slot().cast(), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_worth_copies;
+
+    #[test]
+    fn copies_of_a_reduction_are_made_only_where_they_pay() {
+        // Two threads need more than 8 stored values per result element, three more than 9.
+        assert_eq!(threads_worth_copies(8_000, 1_000, 2), 1);
+        assert_eq!(threads_worth_copies(8_001, 1_000, 2), 2);
+        assert_eq!(threads_worth_copies(9_001, 1_000, 3), 3);
+        assert_eq!(threads_worth_copies(8_500, 1_000, 3), 2);
+        // CSC SpMV on arrow (3 nonzeros per column) stays on one; bcsstk33 (68) takes two.
+        assert_eq!(threads_worth_copies(139_498, 46_500, 2), 1);
+        assert_eq!(threads_worth_copies(591_904, 8_738, 2), 2);
+        assert_eq!(threads_worth_copies(0, 0, 4), 1);
+        assert_eq!(threads_worth_copies(10, 0, 1), 1);
+    }
+}
