@@ -58,7 +58,7 @@ pub enum OutputRace {
 /// What `bound` promises about the coordinates a loop runs over. A loop here runs over a
 /// range known when the kernel is compiled, so the exact kinds both say "exactly this many"
 /// (taco's `max_exact` fixes the loop's end at the bound), and each promise is checked
-/// against the sizes ([`ConcreteNotation::check_bounds`]) instead of trusted.
+/// against the sizes ([`ConcreteNotation::check_bounds`](crate::concrete::ConcreteNotation::check_bounds)) instead of trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BoundType {
     /// Exactly this many (the least the loop runs over, known exactly).
