@@ -58,6 +58,12 @@ impl<I: Id, T> Arena<I, T> {
         I::new(self.items.len() - 1)
     }
 
+    /// The item `id` names, or `None` where it names none of this arena's (an id from
+    /// another arena, or a corrupted one): for verifiers, which must not index blindly.
+    pub fn get(&self, id: I) -> Option<&T> {
+        self.items.get(id.index())
+    }
+
     /// Number of items.
     pub fn len(&self) -> usize {
         self.items.len()

@@ -391,3 +391,36 @@ fn bound_keeps_the_name_when_asked() {
     let broken = c.check_bounds(&sizes(99)).unwrap_err().to_string();
     assert!(broken.contains("99"), "{broken}");
 }
+
+/// CIN's verifier passes what concretize and the scheduling commands make, and names each
+/// broken rule: a loop inside a loop over the same variable, an assignment using a variable
+/// no loop binds or derives, a statement reached twice.
+#[test]
+fn the_verifier_passes_what_the_scheduler_makes_and_names_each_broken_rule() {
+    for (expr, schedule) in [
+        (SPGEMM, "reorder(i, k, j)"),
+        (SPGEMM, "split(i, i0, i1, 32); reorder(i0, k, i1, j)"),
+        (SPGEMM, "fuse(i, j, f)"),
+        ("y(i) = A(i,j) * x(j)", "pos(j, jp, A); bound(i, ib, 1024, max_exact)"),
+        (SPGEMM, "reorder(k, j); precompute(A(i,k) * B(k,j), j, jw, w)"),
+    ] {
+        let c = run(expr, schedule).unwrap_or_else(|e| panic!("{expr} / {schedule}: {e}"));
+        c.verify().unwrap_or_else(|e| panic!("{expr} / {schedule}: {e}"));
+    }
+    let broken = |text: &str, expected: &str| {
+        let e = parse_concrete(text).unwrap().verify().unwrap_err().to_string();
+        assert!(e.contains(expected), "{text}: {e}");
+    };
+    broken("forall(i, forall(i, y(i) += A(i,j) * x(j)))", "a loop over `i` inside a loop over it");
+    broken("forall(i, y(i) += A(i,j) * x(j))", "`j` is used in an assignment no loop around binds or derives it");
+    let mut c = parse_concrete("forall(i, forall(j, y(i) += A(i,j) * x(j)))").unwrap();
+    let inner = match &c.stmts[c.root] {
+        nm_ir::concrete::Stmt::Forall { body, .. } => *body,
+        _ => unreachable!("a forall"),
+    };
+    let twice = c.stmts.push(nm_ir::concrete::Stmt::Sequence { first: inner, second: inner });
+    if let nm_ir::concrete::Stmt::Forall { body, .. } = &mut c.stmts[c.root] {
+        *body = twice;
+    }
+    assert!(c.verify().unwrap_err().to_string().contains("reached twice"));
+}

@@ -561,3 +561,56 @@ fn reductions_the_pass_cannot_split_are_left_alone() {
         assert_eq!(f.to_string(), before);
     }
 }
+
+/// The loop IR's verifier accepts a well-formed kernel and names each broken rule: a variable
+/// read where no enclosing block declares it, a store into an operand, `break` outside a
+/// loop, a float stored into an index array, a condition that is a float.
+#[test]
+fn the_verifier_names_each_broken_rule() {
+    let well_formed = || {
+        let mut f = Function::new("k");
+        let x = f.array("x", ElemType::F64, Role::Values { tensor: "x".into() }, false);
+        let y = f.array("y", ElemType::F64, Role::Values { tensor: "y".into() }, true);
+        let pos = f.array("p", ElemType::I64, Role::Scratch, true);
+        let i = f.var("i", ScalarType::Index);
+        let s = f.var("s", ScalarType::F64);
+        (f, x, y, pos, i, s)
+    };
+    let (mut f, x, y, _, i, s) = well_formed();
+    f.body = vec![Stmt::For {
+        var: i,
+        start: int(0),
+        end: int(4),
+        body: vec![
+            Stmt::Decl(s, bin(BinOp::Mul, load(x, var(i)), float(2.0))),
+            Stmt::Store { array: y, index: var(i), value: var(s), accumulate: true },
+        ],
+        parallel: false,
+    }];
+    f.verify().unwrap();
+    let broken = |body: Vec<Stmt>, expected: &str| {
+        let (mut f, ..) = well_formed();
+        f.body = body;
+        let e = f.verify().unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    };
+    broken(vec![Stmt::Assign(s, float(1.0))], "`s` is used where no enclosing block declares it");
+    broken(
+        vec![
+            Stmt::For { var: i, start: int(0), end: int(4), body: vec![Stmt::Decl(s, float(0.0))], parallel: false },
+            Stmt::Store { array: y, index: int(0), value: var(s), accumulate: false },
+        ],
+        "`s` is used where no enclosing block declares it",
+    );
+    broken(
+        vec![Stmt::Store { array: x, index: int(0), value: float(1.0), accumulate: false }],
+        "a store writes `x`, which is not an output",
+    );
+    broken(vec![Stmt::Break], "`break` outside a loop");
+    let (_, _, _, p, ..) = well_formed();
+    broken(
+        vec![Stmt::Store { array: p, index: int(0), value: load(x, int(0)), accumulate: false }],
+        "a stored value is Scalar(F64) where Index is needed",
+    );
+    broken(vec![Stmt::If { cond: load(x, int(0)), then: vec![], otherwise: vec![] }], "an `if` condition");
+}

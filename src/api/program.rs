@@ -117,6 +117,9 @@ impl Program {
     pub fn concrete(&self) -> Result<(ConcreteNotation, Types), Error> {
         let types = self.stmt.check(&self.decls)?;
         let mut cin = concretize_for(&self.stmt, &types);
+        // Each scheduling command checks what it hands on; concretize's output is checked
+        // here, so that no inconsistent notation reaches the lowering.
+        cin.verify().map_err(|e| nm_ir::concrete::ScheduleError::Inconsistent(format!("after concretize: {e}")))?;
         if let Some(commands) = self.schedule_commands()? {
             cin = cin.schedule_sized(commands, &types.sizes)?;
             cin.check_bounds(&types.sizes)?;

@@ -16,6 +16,7 @@ mod parse;
 mod precompute;
 mod print;
 mod schedule;
+mod verify;
 mod workspace;
 
 pub use concretize::{concretize, concretize_for};
@@ -23,6 +24,7 @@ pub use parse::parse_concrete;
 pub use schedule::{
     BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,
 };
+pub use verify::VerifyError;
 pub use workspace::{AccessPattern, WorkspaceError, WorkspaceKind, WorkspacePlan, WorkspacePolicy};
 
 use std::collections::BTreeMap;

@@ -9,8 +9,10 @@
 //! The text form ([`Function`]'s `Display`) is what snapshot tests compare.
 
 mod print;
+mod verify;
 
 pub(crate) use print::symbol;
+pub use verify::VerifyError;
 
 use nm_ir::id;
 use nm_ir::id::Arena;

@@ -84,6 +84,10 @@ pub enum LowerError {
     /// A sparse workspace that cannot be made for the result (its extents, memory).
     #[error("cannot lower this statement yet: {0}")]
     Workspace(String),
+    /// The loops made break the loop IR's rules ([`crate::ir::Function::verify`]): a bug in
+    /// the lowering, reported instead of run.
+    #[error("internal error, please report it: the generated loops are inconsistent: {0}")]
+    Internal(String),
 }
 
 /// Refuses with `kind` (a [`LowerError`] variant) and what is missing.
@@ -925,6 +929,8 @@ pub fn lower_options(
             (t.name.clone(), ty.shape.clone(), format)
         })
         .collect();
+    // A kernel that breaks the loop IR's rules is a bug here: refused, never run.
+    lw.f.verify().map_err(|e| LowerError::Internal(e.to_string()))?;
     Ok(Lowered { function: lw.f, params, partition, tensors, notes: lw.notes })
 }
 

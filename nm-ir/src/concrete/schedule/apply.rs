@@ -140,6 +140,9 @@ pub enum ScheduleError {
         /// The other loop.
         other: String,
     },
+    /// A rewrite broke CIN's rules: a bug in the scheduler, reported instead of lowered.
+    #[error("internal error, please report it: the schedule made inconsistent notation {0}")]
+    Inconsistent(String),
 }
 
 impl ConcreteNotation {
@@ -239,8 +242,17 @@ impl ConcreteNotation {
         self.apply_sized(command, &[])
     }
 
-    /// Applies one command with the variables' sizes, or explains why it is illegal.
+    /// Applies one command with the variables' sizes, or explains why it is illegal. What it
+    /// hands on passes [`ConcreteNotation::verify`]: a rewrite that broke CIN's rules is a bug,
+    /// reported instead of lowered.
     pub fn apply_sized(&self, command: &Command, sizes: &[usize]) -> Result<ConcreteNotation, ScheduleError> {
+        let c = self.rewrite(command, sizes)?;
+        c.verify().map_err(|e| ScheduleError::Inconsistent(format!("after {command:?}: {e}")))?;
+        Ok(c)
+    }
+
+    /// [`ConcreteNotation::apply_sized`] before the check.
+    fn rewrite(&self, command: &Command, sizes: &[usize]) -> Result<ConcreteNotation, ScheduleError> {
         let mut c = self.clone();
         match command {
             Command::Divide(i, i0, i1, parts) => {
