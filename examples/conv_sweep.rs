@@ -1,4 +1,4 @@
-//! Sparse against dense convolution over the input's sparsity (issue 6): 1-D (n = 999,999,
+//! Sparse against dense convolution over the input's sparsity: 1-D (n = 999,999,
 //! k = 3), 2-D (999 × 999 image, 3 × 3 filter) and 3-D (99³ volume, 3³ filter), "valid"
 //! output, dense filter and output. Each is run as `nmsparse` runs it (`-g=I:DENSITY
 //! -time=REPS`: generated C, the fastest compute time, arrays reused between runs as taco

@@ -10,57 +10,38 @@ use crate::{Real, kept_scratch};
 /// `B` while they are in cache.
 pub(crate) const TILES_PER_BLOCK: usize = 8;
 /// Rows of A a block takes at most where B is small ([`blocking`]), in whole tiles: 7 tiles
-/// of 6 (AVX2), 3 of 14 (AVX-512). With f64 in tiles of 14 rows (as f32), 3 tiles against 4,
-/// speedup over OpenBLAS timed in the same process (AVX-512 Xeon, operands on huge pages): f64
-/// one thread 1:8 1024³ 5.84/6.44/6.40× → 5.99/6.59/6.54×, 2048³ 6.01/6.12/5.99× → 6.17/6.35/
-/// 6.07×, 2:8 and 4:8 level; f32 two threads 1024³ 1:8 6.06× → 6.50×, 2:8 3.41× → 3.73×, 2048³
-/// level; f32 one thread 1024³ 1:8 1–3% slower (6.47/6.67/6.63× → 6.33/6.60/6.52×), 2:8 and 4:8
-/// level or faster, 256 × 4096 × 4096 1:8 8.12× → 8.33×. (AVX2's 7 tiles against 8 are
-/// unmeasured.) Earlier (f32, each timed right after
-/// an OpenBLAS call in one process), 4 tiles against 8: 1024³ one thread
-/// 1:8 113.0 / 114.3 / 107.4 against 108.0 / 110.5 / 106.6 GFLOP/s, 2:8 135.4 / 135.2 / 130.5
-/// against 131.4 / 133.4 / 128.1, 4:8 level; 2048³ 3:8 140.4 against 135.1, 1:8 126.2 against
-/// 123.1; two threads 1024³ 1:8 215.1 / 218.3 against 201.7 / 208.0 (one round 201 against
-/// 210), 2048³ 1:8 230 against 225. In f64, when its tiles had 8 rows, 4 tiles were slower than
-/// 8 (1024³ 4:8 57.2 against 59.2, 2:8 54.2 against 55.7): the rule is rows, not bytes of
-/// transposed A.
+/// of 6 (AVX2), 3 of 14 (AVX-512). Three 14-row tiles were faster than four in f64 and on two
+/// threads in f32, and within a few percent either way on one thread in f32; four tiles had
+/// been faster than eight in f32. In f64 with 8-row tiles, 4 tiles were slower than 8: the
+/// rule is rows, not bytes of transposed A.
 pub(crate) const SMALL_B_BLOCK_ROWS: usize = 42;
 /// From this many bytes of B's kept values on, B is large ([`blocking`]): a block that reads
 /// all of it no longer finds it in the last-level cache from block to block, and on a Zen 3
-/// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times (Zen 3, 1 thread, f32, L = 32,
-/// medians of alternated runs: at 4096³ 8 → 32 tiles took 4:8 from 69–74 to 82–88 GFLOP/s,
-/// 2:8 66–69 → 77–80, 1:8 62–68 → 66–75, 2048³ 4:8 (8 MiB) 72 → 84; below it 32 tiles were
-/// 3–10% slower: 2048³ 2:8 and 1:8, 1024³).
+/// blocks of up to [`LARGE_B_TILES`] tiles read it fewer times and were faster at every
+/// pattern from that size on; below it they were slower.
 pub(crate) const LARGE_B_BYTES: usize = 8 << 20;
 /// Bytes of B's kept vectors that a block's tiles share before moving on: each tile runs the
 /// groups of such a chunk one after the other, which keeps the chunk in L2 across the tiles
 /// while each tile's transposed rows of A are reused from group to group. One group at a time
-/// (B's vectors in L1, A's rows from L2 or L3 for every group) was slower in 22 of 24
-/// comparisons alternated in one process (Zen 3, 1024³ and 2048³, 4:8 to 1:8: 1:8 by 1–26%,
-/// the two others 2–4% faster); where B is large and read whole by 32-tile blocks, chunks were
-/// no better and at times slower (4096³ 2:8), so there a chunk is one group. In panels (an
-/// AVX-512 Xeon, alternated in one process) chunks made 1:8 faster, f32 on one thread 4096³
-/// 125–128 against 122–123, 1024 × 11008 × 4096 125–126 against 116–119, on two 4096³ 273
-/// against 259, and left 4:8 and 2:8 level.
+/// (B's vectors in L1, A's rows from L2 or L3 for every group) was slower in nearly every
+/// comparison on a Zen 3; where B is large and read whole by 32-tile blocks, chunks were no
+/// better and at times slower, so there a chunk is one group. In panels on an AVX-512 Xeon,
+/// chunks made the sparsest pattern faster and left the others level.
 pub(crate) const GROUP_CHUNK_BYTES: usize = 256 << 10;
 /// Tiles per block where B is large and the L2 cannot hold [`L2_BLOCK_ROWS`] rows of A (64 were
-/// slower again: 1:8 at 4096³ on a Zen 3, 66 → 46–51 GFLOP/s).
+/// slower again on a Zen 3).
 pub(crate) const LARGE_B_TILES: usize = 32;
 /// Rows of A a block takes at most (in whole tiles, at least one) where B is large and those
 /// tiles, transposed, fit in the L2 ([`blocking`]): every block reads B's panel once more from
 /// L3 and keeps only its own tiles of A in L2. On a Xeon with 2 MiB of L2 per core (AVX-512),
-/// alternated in one process, in panels, the best block was 2 tiles of 14 rows in f32 (4096³
-/// 4:8 130 GFLOP/s against 129, 125 and 93 with 3, 4 and the old 32 tiles; 1:8 121 against
-/// 111, 110, 110; 1024 × 4096 × 4096 4:8 125 against 121, 110, 96) and 4 tiles of 8 rows in
-/// f64 (4096³ 2:8 56 against 54 and 49 with 2 and 1 tiles and 40 with 32; 1:8 55 against 53,
-/// 48, 54).
+/// in panels, the best block was 2 tiles of 14 rows in f32 and 4 tiles of 8 rows in f64, each
+/// against 1, 3, 4 and 32 tiles.
 pub(crate) const L2_BLOCK_ROWS: usize = 32;
 /// Bytes of B's kept values in a panel ([`blocking`]): every row block runs over one panel of
 /// column groups before any block moves to the next, so that B is read from memory once per
-/// panel and from L3 by every block after the first. Where B was larger, read whole by every
-/// block, it came from memory each time (f32 1024 × 11008 × 4096, 43 MiB at 2:8: 106 GFLOP/s
-/// against 131–134 in panels; 1024 × 4096 × 4096, 16 MiB: 136–141 either way); panels of 32
-/// MiB ran f64 4096³ 4:8 at 46 against 52 with 16, 8 MiB were level with 16.
+/// panel and from L3 by every block after the first. Where B was larger than the panel, read
+/// whole by every block, it came from memory each time and the product was markedly slower;
+/// panels of twice this size were slower in f64, of half of it level.
 pub(crate) const PANEL_BYTES: usize = 16 << 20;
 
 /// How [`spmm`] walks C: blocks of `rows` rows, each over one panel of `panel_groups` column
@@ -110,8 +91,8 @@ pub(crate) fn blocking<T: Real>(
         return Blocking { rows: tiles * tile_rows, panel_groups: b.groups.div_ceil(panels).max(1), ..all };
     }
     // As many blocks as tiles of at most LARGE_B_TILES take, rounded up to a multiple of the
-    // threads, so that the threads finish together (at 1024 rows on 2 threads, blocks of 32
-    // tiles left one thread a 64-row block behind the other's three full ones).
+    // threads, so that the threads finish together (a block count that the threads do not
+    // divide left one thread a short block behind the other's full ones).
     let blocks = (m.div_ceil(LARGE_B_TILES * tile_rows).div_ceil(threads) * threads).max(1);
     let tiles = m.div_ceil(blocks).div_ceil(tile_rows).clamp(TILES_PER_BLOCK, LARGE_B_TILES);
     Blocking { rows: tiles * tile_rows, chunk_groups: 1, ..all }
@@ -128,18 +109,14 @@ pub(crate) fn groups_per_chunk<T>(b: &NmMatrix<'_, T>) -> usize {
 /// `tile_rows` rows spread evenly over as many blocks as take at most `max_rows` rows each,
 /// rounded up to a multiple of `threads` (at most one block per tile).
 ///
-/// Blocks of one size and a last short one left a thread behind: 1024 rows in tiles of 14 on
-/// two threads were 9 blocks of 8 tiles and one of 2, 40 tiles for one thread and 34 for the
-/// other; now 37 each. Where the tiles do not divide evenly, the blocks with a tile more come
+/// Blocks of one size and a last short one left a thread behind (1024 rows in tiles of 14 on
+/// two threads were 9 blocks of 8 tiles and one of 2: 40 tiles for one thread and 34 for the
+/// other; now 37 each). Where the tiles do not divide evenly, the blocks with a tile more come
 /// first, and the last tile (short where `tile_rows` does not divide `m`, and as slow as a
 /// whole one) last: the threads take blocks as they finish, so the last blocks decide how long
-/// one waits for the other. With the shorter blocks first instead (the even spread rounded
-/// down), f64 256 × 12288 × 4096 1:8 on two threads (19 tiles in 10 blocks, 3 panels) left one
-/// thread idle for 7% of a panel (timed block by block). Alternated in one process (AVX-512
-/// Xeon, speedup over OpenBLAS, shorter first → larger first): that shape 6.33–6.43× →
-/// 6.95–6.96× at 1:8 and 3.18–3.21× → 3.44–3.48× at 2:8, f64 1024 × 11008 × 4096 1:8
-/// 6.49–6.65× → 6.72–6.88×, f32 256 × 12288 × 4096 4:8 1.94× → 2.07×; f64 256 × 4096 × 4096
-/// 1:8 on two threads 2% slower (7.90× → 7.7×), the other shapes and one thread level.
+/// one waits for the other. With the shorter blocks first instead, one thread of two sat idle
+/// for part of every panel, and the sparse patterns of f64 on two threads were several percent
+/// slower; one thread was level.
 pub(crate) fn block_starts(m: usize, tile_rows: usize, max_rows: usize, threads: usize) -> Vec<usize> {
     let tiles = m.div_ceil(tile_rows);
     let per_block = (max_rows / tile_rows).max(1);

@@ -1,9 +1,8 @@
 //! A thread's scratch buffers, kept from one product to the next.
 //!
-//! The transposed block of A is a quarter of a megabyte at 1024³ in f32 (half in f64); with
-//! blocks of 8 tiles (twice that) allocated per call, its pages were faulted in and zeroed on
-//! every call, 2–4% of 1:8 at 1024³ on one thread (an AVX-512 Xeon, alternated in one process,
-//! each call after a 64 MiB write). The worker threads are kept ([`nm_format::workers`]), so
+//! The transposed block of A takes hundreds of kilobytes; allocated per call, its pages were
+//! faulted in and zeroed on every call, a few percent of the sparsest products. The worker
+//! threads are kept ([`nm_runtime::workers`]), so
 //! each keeps its buffers in a thread-local between calls, up to [`KEPT_BYTES`]; a call with
 //! another type of scratch (f64 after f32) starts from a new one.
 

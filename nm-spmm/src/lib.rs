@@ -7,9 +7,8 @@
 //! - **B is packed once** ([`NmMatrix::new`]), column group by column group: each group's kept
 //!   length-`L` vectors for all windows in one contiguous panel, with the row of `B` each one
 //!   came from (window · M + the offset unpacked from the bit-packed metadata). nm-format
-//!   stores windows outermost, so one group's vectors lie a whole window row apart (16 KiB at
-//!   k = n = 1024, L = 32): walked in place, every vector was a TLB miss and the kernel ran at
-//!   6 GFLOP/s.
+//!   stores windows outermost, so one group's vectors lie a whole window row apart: walked in
+//!   place, every vector was a TLB miss.
 //! - **Register tiling**: a tile of `R` rows of `C` × one column group (`L` lanes) is summed in
 //!   registers over the whole reduction: per kept vector, `R` broadcasts of `A` and `R × L`
 //!   fused multiply-adds; each `C` element is written once. `R` is 14 (f32) or 8 (f64) with

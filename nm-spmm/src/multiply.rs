@@ -89,8 +89,8 @@ pub(crate) fn spmm_in_blocks<T: Real>(
     blocks: Blocking,
 ) {
     // One transposed block per thread, reused from block to block and from call to call
-    // (`kept_scratch`): allocated per block, its pages were faulted in and zeroed every time
-    // (1024 × 1024 × 256, 4:8, AVX2: 56 → 82 GFLOP/s); per call, 1:8 at 1024³ lost 2–4%.
+    // (`kept_scratch`): allocated per block, its pages were faulted in and zeroed every time;
+    // allocated per call, the sparsest patterns still lost a few percent.
     let packed = loading.packs();
     let starts = block_starts(m, isa.tile_rows::<T>(), blocks.rows, threads);
     // With no column (no group) one pass still runs, and writes nothing.

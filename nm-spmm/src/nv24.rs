@@ -32,16 +32,15 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     let per_row = k.div_ceil(4) * 2;
     let rows_per_task = NV24_ROWS;
     // Each row's kept entries `(column, value)`, laid out per task by the thread that runs it
-    // ([`kept_entries`]). Laid out for every row before the tasks started, they took 10% of
-    // 1024³ on one thread, alone while the other threads waited (alternated in one process,
-    // 2 threads: 2–15% faster per task; level on one).
+    // ([`kept_entries`]). Laid out for every row before the tasks started, they took a
+    // tenth of the product on one thread, alone while the other threads waited.
     let values = a.values();
     let depth = NV24_DEPTH / 2;
     // Column chunks outermost within a task's rows, then chunks of `NV24_DEPTH` rows of B:
     // the chunk's panel of B stays in L1 while the task's rows pass, each adding its kept
     // entries of those rows of B to its segment of C, kept in a contiguous tile. (Row by row
     // over all of B, every row re-read B from memory; over whole columns of B, every FMA
-    // waited on L2: 9–13 GFLOP/s at 1024³ on a Zen 3.)
+    // waited on L2.)
     let chunk = NV24_VECTORS * T::LANES_256;
     // B's whole column chunks packed panel by panel (`k × chunk`, row-major): the rows of one
     // chunk lie `n` apart in B, 4 KiB at n = 1024 f32, and evicted each other likewise.

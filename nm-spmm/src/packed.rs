@@ -33,17 +33,16 @@ pub struct NmMatrix<'a, T> {
     pub(crate) kept_rows: Vec<u32>,
     /// `kept_rows` times [`KEPT_AT_STRIDE`], the offsets of those rows in an AVX-512 tile's
     /// transposed rows of A: the tile pass adds one to `a_t` in the address of its loads, where
-    /// a row number took a shift first, two µops of the ~55 per kept vector of a loop that
-    /// issues near 4 a cycle at FMA peak (f64 1:8, one thread, alternated builds: 2048³
-    /// 6.48–6.62× → 6.57–6.83× over OpenBLAS, 1024³ on two threads 6.35–6.39× → 6.72–6.73×).
+    /// a row number took a shift first: two µops saved per kept vector of a loop that issues
+    /// near four a cycle at FMA peak, which made f64 1:8 faster on one and two threads.
     pub(crate) kept_at: Vec<u32>,
     pub(crate) _tensor: std::marker::PhantomData<&'a Tensor<T>>,
 }
 
 /// Values whose first element lies on a cache-line boundary, so that panels made of whole
 /// lines are loaded without a vector ever straddling two (the allocator aligns to 16 bytes;
-/// every other 32-byte load of a line-wide strip then split, and the `nv24` kernel ran 15–24%
-/// slower for it).
+/// every other 32-byte load of a line-wide strip then split, and the `nv24` kernel was
+/// markedly slower for it).
 #[derive(Clone, Debug)]
 pub(crate) struct LineAligned<T> {
     pub(crate) storage: Vec<T>,
@@ -54,9 +53,7 @@ pub(crate) struct LineAligned<T> {
 impl<T: Real> LineAligned<T> {
     /// `len` zeros, on transparent huge pages where they take 4 MiB or more
     /// ([`nm_runtime::memory::advise_huge_pages`]): B's packed values are read whole by every
-    /// row block. f64 1:8, one thread, against 4 KiB pages (separate processes, two rounds):
-    /// 1024 × 11008 × 4096 57.4/56.7 → 58.0/58.3 GFLOP/s, 2048³ 57.8/54.0 → 58.2/58.0, 1024³
-    /// level.
+    /// row block: a little faster than 4 KiB pages where B is large, level where it is small.
     pub(crate) fn zeros(len: usize) -> Self {
         let total = len + CACHE_LINE / std::mem::size_of::<T>();
         let mut storage = Vec::with_capacity(total);
@@ -163,8 +160,8 @@ impl<'a, T: Real> NmMatrix<'a, T> {
 
     /// Whether the kernels prefetch the rows of A's transposed tile they will read: where
     /// windows keep at most a quarter of their rows, each kept vector reads a new line of it,
-    /// and the loads stalled the FMAs (1:8 at 1024 × 4096 × 4096 on a Zen 3: 61 → 70–73
-    /// GFLOP/s); at 4:8 the lines are shared and the prefetches cost more than they save.
+    /// and the loads stalled the FMAs; at 4:8 the lines are shared and the prefetches cost
+    /// more than they save.
     pub(crate) fn prefetch(&self) -> bool {
         4 * self.n <= self.m
     }
@@ -196,7 +193,8 @@ pub(crate) const fn strip_lanes(l: usize, size: usize) -> usize {
 
 /// Elements from one row of a transposed tile of `rows` rows to the next: a power of two, so
 /// that one row's values never straddle two cache lines (6 rows of f32 in 24 bytes did, and
-/// 1:8 ran at 54 against 4:8's 86 GFLOP/s) — given a buffer that starts on a line
+/// the sparsest patterns, which read a new line per kept vector, ran far below the densest) —
+/// given a buffer that starts on a line
 /// ([`LineAligned`]: a `Vec` of a transposed block's size comes from `mmap` 16 bytes past a
 /// page, where every other f32 row of 32 bytes straddled two lines).
 pub(crate) const fn row_stride(rows: usize) -> usize {

@@ -138,8 +138,7 @@ pub(crate) fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
     let (k, n) = (b.rows, b.cols);
     // For the intrinsics, the block's rows of A are first transposed tile by tile (`k × R`):
     // the tile's R values of a kept column then share one cache line, where reading them from
-    // R rows touched R lines per kept vector (the bottleneck at high sparsity: 1:8 ran at 70%
-    // of 4:8's rate).
+    // R rows touched R lines per kept vector (the bottleneck at high sparsity).
     // The padding rows of B's last window read zero rows of the transposed tile, so the
     // kernels index it without a check.
     let tiles = (hi - lo).div_ceil(R);
@@ -176,7 +175,7 @@ pub(crate) fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
         }
     }
     // Every tile's sums, overwritten by each: zeroed once here, where each tile zeroing its
-    // own was 8–16% of 1:8 at 1024³ (a 768-byte memset per tile, f32).
+    // own (a memset per tile) was a visible part of a sparse product.
     let mut acc = [[T::ZERO; L]; R];
     // AVX-512 stores each row of sums in whole lines ([`store_in_lines`]).
     let avx512 = simd.as_ref().is_some_and(|s| s.avx512);
@@ -220,7 +219,7 @@ pub(crate) fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
                 // SAFETY: `avx512` is set only for AVX-512, whose callers checked the CPU.
                 unsafe { store_in_lines(sums, &mut c[at..at + L]) };
             } else {
-                // A constant length (`L`), where a copy of `width` called memmove (4%).
+                // A constant length (`L`), where a copy of `width` called memmove.
                 c[at..at + L].copy_from_slice(sums);
             }
         }
@@ -230,13 +229,9 @@ pub(crate) fn block<T: Real, const L: usize, const FMA: bool, const R: usize>(
 /// `row = sums` in whole aligned 64-byte stores where `L` elements are whole lines
 /// ([`simd::store_lines`]), else a copy. Each row of C starts 16 bytes past a line (the
 /// allocator's header on a page), and a plain store of each vector of sums then split across
-/// two lines: with tiles of 14 rows, such split stores cost f64 1:8 3.5–10% against a C aligned
-/// to a line (16 of 16 comparisons in one process, 1024³ and 2048³). Line stores, against
-/// plain ones on the same C, speedup over OpenBLAS in one process (AVX-512 Xeon): f64 one
-/// thread 1024³ 1:8 5.97/6.23× → 6.30/6.50×, 2:8 3.41/3.53× → 3.72/3.74×, 2048³ 1:8 6.18/6.25×
-/// → 6.31/6.61×, 4096³ 1:8 6.52× → 6.76×, 1024 × 11008 × 4096 1:8 6.41× → 6.75×; f32 one
-/// thread 1024³ 1:8 6.46× → 6.92×, two threads 2:8 3.83× → 3.92×; the rest level, but f32 one
-/// thread 256 × 4096 × 4096 1:8 7.81× → 7.57×.
+/// two lines, which slowed the sparsest patterns against a C aligned to a line. Line stores
+/// were faster than plain ones on the same C at nearly every shape, f32 and f64, one and two
+/// threads, level elsewhere (BENCHMARKS.md, "N:M on the CPU").
 ///
 /// # Safety
 /// The CPU supports AVX-512F.

@@ -1,6 +1,6 @@
 //! The register tiles in intrinsics, AVX-512 and AVX2: the compiler did not vectorize the
-//! generic tile across lanes (64 scalar FMAs per kept vector: 6 GFLOP/s at 1024³, f32, 2:8;
-//! 4 GFLOP/s on a Zen 3 with AVX2). Here each row keeps `L / LANES` vector accumulators; per
+//! generic tile across lanes (one scalar FMA per lane and kept vector, a small fraction of the
+//! peak). Here each row keeps `L / LANES` vector accumulators; per
 //! kept vector, its `L` values are loaded once and each row's `A` element is broadcast into
 //! one FMA per accumulator.
 
@@ -50,7 +50,8 @@ pub trait Simd: Copy {
 
     /// `out[kk·8 + i] = rows[i][kk]` for every row `i < 8` and column `kk` of the rows (all
     /// of one length, `out.len() / 8`): A's rows transposed for the tiles, 8×8 blocks in
-    /// registers (one element at a time, the transposition took 12% of 1:8's time at 1024³).
+    /// registers (one element at a time, the transposition was a visible part of a sparse
+    /// product's time).
     ///
     /// # Safety
     /// The CPU supports AVX2.
@@ -72,7 +73,7 @@ pub trait Simd: Copy {
     /// entries `(column, value)` of value × the packed panel's row `column` (`k` rows of
     /// `NV24_VECTORS·LANES_256` columns): row `r`'s `each` entries are `kept[r·each..]`, its
     /// columns `out[r·width..]` with that width. One call per chunk of the tile's rows, not
-    /// per row: alternated in one process, 5–17% faster (1024³ and 2048³, 1 and 2 threads).
+    /// per row: faster at every size and thread count measured.
     /// `avx512` chooses AVX-512 (half as many, twice as wide vectors) over AVX2.
     ///
     /// # Safety
@@ -86,18 +87,18 @@ pub trait Simd: Copy {
 /// The body of a tile function: `R` rows × group `g`, two vectors per row at a time
 /// (AVX-512: 14 × 2 = 28 accumulators in f32 and f64, which leaves registers for B;
 /// AVX2: 6 × 2 = 12 of 16 registers). Wider rows (f64 with L = 32) take several passes,
-/// each a call: all four vectors at once spilled (39 against OpenBLAS's 51 GFLOP/s), and so did one of
-/// the passes once the compiler unrolled them (f64, AVX2: 25 GFLOP/s).
+/// each a call: all four vectors at once spilled registers, and so did one of the passes once
+/// the compiler unrolled them.
 ///
 /// The AVX-512 pass uses 31 of the 32 registers, and LLVM keeps them only while a kept
-/// vector's work stays as it is. Small additions broke that (twenty-sixth session):
+/// vector's work stays as it is. Small additions broke that:
 /// - one more prefetch per kept vector;
 /// - a branch that loads the sums from `out` instead of zeroing them;
 /// - two constants bound to a local that `step` read.
 ///
 /// Each made LLVM hoist the 14 broadcasts into registers, or stop inlining `step`. The pass
 /// then moved accumulators to and from the stack every kept vector (about 40 such moves in
-/// its loop), and f64 1:8 fell from 60 to 26 GFLOP/s. The test `tests/registers.rs`
+/// its loop), and f64 1:8 ran at less than half its speed. The test `tests/registers.rs`
 /// disassembles its own optimized build and fails on any `zmm` register moved to or from
 /// the stack in a pass.
 macro_rules! tile_body {
@@ -168,8 +169,8 @@ macro_rules! tile_body {
             };
             // A's rows prefetched `a_ahead` kept vectors ahead while that many are left, then
             // the rest without: no clamp and no bounds check in the loop, whose f64 body
-            // issues ~4 µops a cycle at FMA peak (f64 1:8 alternated in one process: 0–5%
-            // faster than clamping the index; in alternated processes, level).
+            // issues about four µops a cycle at FMA peak (clamping the index instead was no
+            // faster, at times slower).
             let main = if PREFETCH { kept.saturating_sub(a_ahead) } else { 0 };
             let (mut q, mut at) = (0, 0);
             for (&kk, &ahead) in kept_rows[..main].iter().zip(&kept_rows[a_ahead.min(kept)..]) {
@@ -507,9 +508,8 @@ fn transpose8_f32(rows: &[&[f32]; 8], out: &mut [f32], stride: usize, first: usi
 /// [`Simd::transpose_lines`] for f32: per 4 columns, the 16 rows' 4 values loaded as the
 /// 128-bit lanes of 4 registers (lane `j` of register `q` from row `4j + q`), then one
 /// 4×4 transpose within the lanes (8 shuffles) leaves column `c`'s 16 values in register
-/// `c`, stored as one line. [`Simd::transpose8`]'s 8×8 blocks into half lines (24 shuffles
-/// per 64 values, every line written in two passes) took 0.33 ms of 1:8's 2.15 at 1024³ in
-/// f32 on an AVX-512 Xeon; this takes 0.26.
+/// `c`, stored as one line: fewer shuffles than [`Simd::transpose8`]'s 8×8 blocks into half
+/// lines, and every line written once instead of in two passes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn transpose_lines_f32(rows: &[&[f32]], out: &mut [f32]) {
