@@ -124,7 +124,7 @@ impl<T: Value> Tensor<T> {
             return Err(TensorError::DenseLength { shape: shape.to_vec(), expected, actual: data.len() });
         }
         // Every level dense in dimension order: the array is the values array as it stands (a
-        // 1024² result went through a coordinate list in 30 ms, as long as the SpMM itself).
+        // dense result through a coordinate list took as long as the SpMM that made it).
         if !shape.is_empty() && *format == Format::dense(shape.len()) {
             let levels = shape.iter().map(|&size| LevelStorage::Dense { size }).collect();
             return Self::from_raw(shape.to_vec(), format.clone(), levels, data.to_vec());

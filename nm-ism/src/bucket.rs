@@ -104,8 +104,8 @@ impl<V: Value> BucketStore<V> {
 
     /// Asks for the first components of bucket `b + AHEAD`, when there is one. Buckets are
     /// allocations of their own, scattered in memory where no hardware prefetcher follows
-    /// a pass over them in order (wing's outer product, 62,032 buckets of 15 components:
-    /// combining them took 27 of its 50 ms before).
+    /// a pass over them in order (on an outer product of many short buckets, combining them
+    /// took half of the product's time before).
     #[inline]
     fn prefetch_ahead(&self, b: usize) {
         if let Some(next) = self.heads.get(b + AHEAD)

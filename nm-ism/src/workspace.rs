@@ -100,9 +100,9 @@ pub struct Config {
 
 impl Config {
     /// Default accumulation size: 4 Mi components (64 MiB of f64 components). The array
-    /// starts at [`Config::START`] and doubles at each flush until it reaches it. Measured on
-    /// wiki-Vote's outer-product A·Aᵀ (8.7 M components): 64 Ki → 287 ms, 1 Mi → 248 ms,
-    /// 4 Mi → 209 ms (fewer, larger sorted runs to merge).
+    /// starts at [`Config::START`] and doubles at each flush until it reaches it. Larger was
+    /// faster on an outer-product A·Aᵀ of millions of components (fewer, larger sorted runs to
+    /// merge; BENCHMARKS.md, "The workspace policies").
     pub const CAPACITY: usize = 1 << 22;
     /// The accumulation array's first size.
     pub const START: usize = 1 << 16;
@@ -133,8 +133,8 @@ impl Config {
     /// an eighth of the memory available (16 bytes each), between [`Config::CAPACITY`] and
     /// [`Config::BUCKETS_AT_MOST`]. Buckets grow only as components arrive, so the bound costs
     /// nothing until it is reached, and every flush before the end makes a run that later
-    /// merges read again: MIT8's outer product (79 M products, 15.6 M nonzeros) took 1,633 ms
-    /// flushing every 4 Mi components, 924 ms buffering them all; wiki-Vote 64 → 54 ms.
+    /// merges read again: buffering them all made the largest outer products almost twice as
+    /// fast as flushing every [`Config::CAPACITY`] components.
     pub fn buckets() -> usize {
         let budget = nm_runtime::memory::available().map_or(0, |bytes| bytes / 8 / 16);
         (budget.min(Self::BUCKETS_AT_MOST as u128) as usize).max(Self::CAPACITY)
@@ -548,8 +548,8 @@ impl<V: Value> Workspace<V> {
             self.slot.shift = b.stride.trailing_zeros() as i64;
             // Components buffered in all buckets before they are combined into a run; `auto`
             // decides after its first few: the products before a dense workspace takes over
-            // cost twice as much (bcsstk16's outer product, 18 products per nonzero: 68 ms
-            // deciding at 4 Mi components, 38 all dense).
+            // cost twice as much (an outer product with many products per nonzero took almost
+            // twice as long deciding late as all dense).
             let sampling = self.config.policy == Policy::Auto && !self.decided;
             let cap = if sampling { self.auto_sample() } else { self.config.capacity };
             self.slot.cap = cap.max(1) as i64;
@@ -565,7 +565,7 @@ impl<V: Value> Workspace<V> {
     /// `auto` at its first flush, of `n` components: combines each bucket where it is, then
     /// moves them into a dense array when they combined into few coordinates and the dense
     /// array fits (see [`Policy::Auto`]), else goes on with the buckets — either way without
-    /// a run that the end would merge again (wiki-Vote's A·A: 99 ms with that run, 55 without).
+    /// a run that the end would merge again (which almost doubled an outer product's time).
     fn decide(&mut self, n: usize) {
         self.decided = true;
         let Some(b) = &mut self.buckets else { return };

@@ -5,9 +5,9 @@
 //! cycles on current x86 cores, where the loads and the multiply of an entry take about one.
 //! The C compiler may not reorder floating-point additions, so the pass does what BLAS-like
 //! libraries do: the loop runs four entries per iteration into four partial sums, added
-//! together after it. Measured by hand in C on the shared matrices (2-core Zen 3, CSR SpMV,
-//! f64): bcsstk16 0.185 → 0.127 ms, bcsstk33 0.383 → 0.262, MIT8 0.397 → 0.291,
-//! Groebner_id2003_aug 0.139 → 0.078, wiki-Vote 0.084 → 0.058.
+//! together after it. Measured by hand in C on the shared matrices (CSR SpMV, f64), it made
+//! every one faster, by a quarter to almost half (BENCHMARKS.md, "CPU kernels against the
+//! peers").
 //!
 //! The order of the additions changes, so a result can differ from the sequential sum in its
 //! last bits; it is the same on every run, thread count and back end (the interpreter runs
@@ -126,8 +126,8 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
         unrolled.extend(copy(f, decls, term, negate, (*p, at), sum, None));
     }
     long.push(Stmt::For { var: b, start: int(0), end: var(blocks), body: unrolled, parallel: false });
-    // The last block without a loop (a loop's exit mispredicted once more per row: CSR SpMV
-    // on astro-ph 0.23 → 0.26 ms): positions past the end read the last entry again and
+    // The last block without a loop (a loop's exit mispredicted once more per row, which
+    // slowed CSR SpMV): positions past the end read the last entry again and
     // add nothing.
     long.push(Stmt::Decl(base, bin(BinOp::Add, var(first), bin(BinOp::Mul, var(blocks), int(WAYS)))));
     for (u, &sum) in sums.iter().enumerate() {
@@ -138,7 +138,7 @@ fn rewrite(f: &mut Function, s: &Stmt) -> Option<Vec<Stmt>> {
     }
     long.push(Stmt::Assign(*acc, tree(&sums)));
     // Short loops as they were: the partial sums' setup and final additions cost more than
-    // they save (CSR SpMV on luxembourg, 2 entries a row: 0.31 → 0.42 ms).
+    // they save (a third slower on a CSR SpMV with two entries a row).
     let plain = Stmt::For { var: *p, start: var(first), end: var(last), body: body.clone(), parallel: false };
     let is_long = bin(BinOp::Le, int(MIN_ENTRIES), bin(BinOp::Sub, var(last), var(first)));
     Some(head.into_iter().chain([Stmt::If { cond: is_long, then: long, otherwise: vec![plain] }]).collect())

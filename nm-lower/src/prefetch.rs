@@ -4,8 +4,8 @@
 //! `j`), each stored entry names a row of a dense operand that the inner dense loop then reads
 //! whole — rows in an order no hardware prefetcher can guess. While one row is multiplied, the
 //! row of the entry [`DISTANCE`] positions ahead is requested, one prefetch per cache line.
-//! Measured on the 2-core EPYC (AVX-512) with 64-column SpMM in C by hand: MIT8 11.1 → 5.5 ms,
-//! astro-ph 5.6 → 2.7 ms, wiki-Vote 1.9 → 1.0 ms, flat for distances 2 to 8.
+//! Measured with 64-column SpMM written in C by hand, it halved the time on the shared
+//! matrices, flat for distances 2 to 8 (BENCHMARKS.md, "CPU kernels against the peers").
 //!
 //! The pass looks for `for p in ..` whose body declares `k = crd[p]` and contains a dense loop
 //! `for j in a..b` loading `vals[e(k, j)]` from a read-only floating-point array, where
@@ -16,11 +16,10 @@
 //!
 //! The same holds for the buckets of a sparse workspace: the outer product
 //! (`C(i,j) = A(i,k) * B(k,j)`, loops `k, i, j`) appends to the bucket of row `i`, rows in
-//! the order of A's column — on wing, two cache misses per insert (the bucket's head, then
-//! its tail) took 30 ns each. The bucket of the entry `4·DISTANCE` ahead has its head
-//! requested, the one `2·DISTANCE` ahead its tail (a column of A is often a few entries, so
-//! the rows' distance is short in time: twice the dense rows' distance measured better on
-//! luxembourg, 16 → 14 ms).
+//! the order of A's column — two cache misses per insert (the bucket's head, then its tail).
+//! The bucket of the entry `4·DISTANCE` ahead has its head requested, the one `2·DISTANCE`
+//! ahead its tail (a column of A is often a few entries, so the rows' distance is short in
+//! time: twice the dense rows' distance measured better).
 
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{ArrayId, BinOp, BucketLine, Expr, Function, Role, ScalarType, Stmt, VarId, walk};

@@ -1,15 +1,14 @@
 //! Worker threads for the kernels that split their work (row ranges of a compiled kernel, row
 //! blocks of an N:M SpMM, the join of a sparse result's parts): one pool per thread count,
-//! started on first use and kept, so that a call does not pay for starting its threads.
-//! Spawning two threads per call made a two-thread SpMV on wiki-Vote take 0.126 ms where one
-//! thread took 0.057 ms.
+//! started on first use and kept, so that a call does not pay for starting its threads
+//! (spawned per call, two threads made a short SpMV take twice as long as one).
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The most threads a kernel runs on; asking for more is an error at the command line and in
 /// the C library, and [`run_on`] runs on this many. Past the cores, threads only wait for one
-/// another (512 threads made a 0.06 ms SpMV on two cores take 15 ms, 2,048 took 3.7 s, and
-/// 100,000 did not finish): the bound keeps a typo from looking like a hang.
+/// another, and a few thousand on two cores turned a sub-millisecond SpMV into seconds: the
+/// bound keeps a typo from looking like a hang.
 pub const MAX_THREADS: usize = 1024;
 
 /// The threads this machine runs at once (1 where it cannot tell), at most [`MAX_THREADS`]: the
@@ -26,11 +25,9 @@ pub fn cores() -> usize {
 /// `work` runs on the calling thread.
 ///
 /// The calling thread works rather than waiting for a pool of `threads`: one thread fewer to
-/// wake, and the one that starts at once. Waking a pool thread took 10–90 µs on an AVX-512
-/// Xeon VM, after an OpenBLAS call at times milliseconds; alternated in one process after
-/// OpenBLAS calls, two threads ran nm-spmm's 1:8 at 1024³ at 229.9 / 227.6 GFLOP/s against
-/// 220.8 / 214.1 with the caller waiting, 2:8 +1–3%, 4:8 and 2048³ level; SpMVs of 0.08–0.27
-/// ms (`-time=300`, 2 threads) were level within their noise.
+/// wake, and the one that starts at once (waking a pool thread takes tens of microseconds,
+/// after an OpenBLAS call at times milliseconds). The sparsest N:M products on two threads
+/// were a few percent faster for it, the others and short SpMVs level.
 pub fn run_on(threads: usize, work: impl Fn() + Sync) {
     let threads = threads.min(MAX_THREADS);
     if threads <= 1 {

@@ -143,7 +143,7 @@ impl Dense for f64 {
 /// `values` in a vector on transparent huge pages from 4 MiB on, as numpy allocates its arrays
 /// (`numpy._core.multiarray._get_madvise_hugepage()` is true on Linux): the dense product of the
 /// peer then runs on the operands numpy would give it. On 4 KiB pages OpenBLAS's DGEMM ran
-/// 9–14% slower at 4096³ and 1024 × 11008 × 4096 on an AVX-512 Xeon, and the N:M kernel level.
+/// markedly slower at the large shapes, and the N:M kernel level.
 fn numpy_like<T>(values: impl ExactSizeIterator<Item = T>) -> Vec<T> {
     let mut v = nm_runtime::memory::huge_vec(values.len()).expect("room for an operand");
     v.extend(values);

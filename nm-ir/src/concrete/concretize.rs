@@ -72,10 +72,9 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
 /// Into a sparse result, a result variable behind a reduction is written out of order, which
 /// its last level takes through a row workspace and the others only through the sparse
 /// insert–sort–merge workspace: the variables of its other levels go before the reductions
-/// (3-D CSF into CSF at 99%: `i, j, r, q, p, k` 1.7 ms against `r, i, q, j, p, k` 5.7 ms; 2-D
-/// DCSR into DCSR: 0.26 against 1.5 ms), and the last one moves behind them only where the
-/// row workspace is at most [`WIDEST_ROW_WORKSPACE`] wide (1-D into a sparse vector of 10⁶
-/// at 99%: `i, r` 0.09 ms against `r, i` 0.76).
+/// (several times faster than the reductions first, in 2-D and 3-D), and the last one moves
+/// behind them only where the row workspace is at most [`WIDEST_ROW_WORKSPACE`] wide (a
+/// million-wide sparse vector was several times faster with its variable first).
 fn sliding_last(
     stmt: &IndexNotation,
     types: &Types,
@@ -153,8 +152,8 @@ fn sliding_last(
 /// The widest last level of a sparse result that the default loop order writes out of order
 /// (through nm-lower's row workspace: a dense row of values and a bitmap of marks, read back
 /// after each row). Past it, the result variable's loop stays outside the filter's: measured
-/// with `O(i) = I(i+r) * F(r)` into a sparse vector, the workspace order was 1.4× faster at 20%
-/// density and 3× slower at 1% for 16,382 coordinates, and slower at every density for 10⁶.
+/// with `O(i) = I(i+r) * F(r)` into a sparse vector, the workspace order won only on dense
+/// inputs at this width and lost at every density far past it.
 const WIDEST_ROW_WORKSPACE: usize = 16_384;
 
 /// `types` with every tensor's levels made compressed (same dimension order), so that the
@@ -162,7 +161,7 @@ const WIDEST_ROW_WORKSPACE: usize = 16_384;
 /// keep their own levels; so does a dense tensor read through a compound subscript: its
 /// storage order would put the filter's loops outside the image's columns (`i, r, j, q`),
 /// where the output-stationary order (`i, j, r, q`) sums each element in a register and
-/// vectorizes over `j` (a dense 3×3 convolution of 999², 0.94 against 0.74 ms).
+/// vectorizes over `j` (faster on a dense 3×3 convolution).
 fn every_level_ordered(stmt: &IndexNotation, types: &Types) -> Types {
     use nm_format::{Format, LevelKind};
     let compound: Vec<usize> = stmt

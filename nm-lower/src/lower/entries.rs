@@ -23,9 +23,8 @@ const UNROLLED: i64 = 8;
 /// The most entries left in a row that a pass into a sparse result's workspace takes on where
 /// it cannot mark an entry's outputs at once (a list of coordinates, coefficients other than 1,
 /// loops inside, a filter wider than 64): it then marks `j = c - q` one after another, in one word of marks, each store
-/// waiting for the last, where the windows mark entries far apart. A 999² image into DCSR, the
-/// pass marking so on every row against the windows: 0.93 against 0.77 ms at 95% sparsity, 4.45
-/// against 3.60 ms at 80%.
+/// waiting for the last, where the windows mark entries far apart: on an image into DCSR, the
+/// pass marking so on every row was slower than the windows at 80% and 95% sparsity.
 pub(super) const FEW_ENTRIES: i64 = 8;
 
 /// A window loop and its resolving loop as one pass over the entries.
@@ -202,8 +201,8 @@ impl Lowerer<'_> {
         }
         if filter <= UNROLLED {
             // One block per offset: a loop here the C compiler vectorizes, and an entry's
-            // vector store then overlaps the next entry's load (the 3-D convolution at 80%
-            // sparsity took 1.7× as long as with the windows).
+            // vector store then overlaps the next entry's load (a loop here made the 3-D
+            // convolution markedly slower than the windows).
             for q in 0..filter {
                 let mut block = vec![Stmt::Decl(w.loop_var, int(q))];
                 block.extend(body.iter().cloned());

@@ -74,8 +74,8 @@ impl Lowerer<'_> {
     /// ... } }`), rewritten to sum into a kernel-local row buffer that is zeroed first and
     /// copied out last; the C compiler keeps a short row in registers (64 doubles: 8 AVX-512
     /// registers). Summing in memory, stores to `C[i, j]` and loads of `B[k, j]` 4 KiB apart are
-    /// taken for dependent by the CPU: with both arrays page-aligned that cost MIT8's SpMM 30%
-    /// (7.0 against 5.3 ms); in registers, hand-written C runs 4.5 ms whatever the alignment.
+    /// taken for dependent by the CPU: with both arrays page-aligned that made an SpMM a third
+    /// slower; in registers, hand-written C runs as fast whatever the alignment.
     /// `Err(body)` unchanged when the pattern does not hold: the result read in the body, `i`
     /// in another subscript, rows of one element (a register accumulates those) or of more
     /// than 4096 (the buffer lives on the stack).
@@ -324,9 +324,9 @@ impl Lowerer<'_> {
             let bit = bin(BinOp::Shl, int(1), bin(BinOp::BitAnd, j.clone(), int(63)));
             let fresh = bin(BinOp::Eq, bin(BinOp::BitAnd, load(w.mark, word(j.clone())), bit.clone()), int(0));
             let set = set_marks(w.mark, j.clone(), bit);
-            // A first touch is a coin toss when a row adds few products per coordinate (a
-            // convolution at 90% sparsity: 1.5), and a mispredicted branch each time; with many
-            // (SpGEMM: 17 on bcsstk16) the branch is predictable and an unconditional store would
+            // A first touch is a coin toss when a row adds few products per coordinate (a sparse
+            // convolution), and a mispredicted branch each time; with many (SpGEMM on a
+            // finite-element matrix) the branch is predictable and an unconditional store would
             // make consecutive touches of one word wait on each other. The previous row decides.
             let branchless = bin(BinOp::Ne, var(w.branchless), int(0));
             // A row that keeps no list needs only the mark.

@@ -117,8 +117,8 @@ pub(super) fn coefficient(term: &nm_ir::notation::IndexTerm, v: IndexVarId) -> i
 /// (binary search; the level's coordinates are sorted). The two answers a convolution asks
 /// for most — the range's first entry (a window already starts there) and its end (a window
 /// reaching past the row) — are checked first, in O(1), then a few entries forward from the
-/// start and back from the end: a search per filter position cost a 999 × 999 image at 80%
-/// sparsity a quarter of its time.
+/// start and back from the end: a search per filter position cost a convolution a quarter of
+/// its time.
 pub(super) fn lower_bound(f: &mut Function, p: VarId, end: VarId, raw: &Coordinates, target: Expr) -> Vec<Stmt> {
     let high = f.fresh_var("high", ScalarType::Index);
     let mid = f.fresh_var("mid", ScalarType::Index);

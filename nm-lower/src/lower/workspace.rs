@@ -15,8 +15,8 @@ use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
 /// when they are few, the marks read back when they are many or were not listed (a scan costs a
 /// step per word of 64 marks and one per coordinate, a radix sort two or three passes over the
 /// coordinates: the scan wins once the coordinates outnumber about half the words —
-/// `SORT_BELOW`; at `n / 16`, as with one mark per coordinate, bcsstk16's A·A — 213 of 4,884
-/// per row — took 36–52 ms, now 26–35). Cost: O(size) memory once, O(touched) per listed row,
+/// `SORT_BELOW`; at `n / 16`, as with one mark per coordinate, an A·A with a few percent of
+/// each row touched was markedly slower). Cost: O(size) memory once, O(touched) per listed row,
 /// O(size / 64 + touched) per row that is not.
 #[derive(Clone, Debug)]
 pub(super) struct RowWorkspace {
@@ -62,11 +62,10 @@ pub(super) struct RowList {
 pub(super) const SORT_BELOW: i64 = 128;
 
 /// Rows at most this wide keep no list: their marks are read back (at most 32 words and a
-/// step per coordinate), which costs less than listing every first touch. A 2-D convolution
-/// into DCSR (997 wide) went 0.42 → 0.29 ms at 99% sparsity, 3.2 → 1.6 ms at 90%, and every
-/// A·A measured up to 2,003 wide (olm1000, cage8, watt_2, bcsstk13...) 4–40% faster. Wider
-/// rows choose at run time (`listing`): marking only, as here, cost Pd's A·A (8,081 wide, a few
-/// coordinates a row) 6.5× where every row did.
+/// step per coordinate), which costs less than listing every first touch: faster for 2-D
+/// convolutions into DCSR and for every A·A measured with rows this narrow. Wider rows choose
+/// at run time (`listing`): marking only, as here, made an A·A with wide, nearly empty rows
+/// several times slower where every row did.
 pub(super) const NARROW: usize = 2048;
 
 /// A row workspace marks coordinates without a branch after a row that added fewer products
@@ -131,11 +130,11 @@ impl Lowerer<'_> {
         let mut drain = a.push(j, load(w.values, var(j)));
         drain.push(Stmt::Store { array: w.values, index: var(j), value: float(0.0), accumulate: false });
         // The marks read back a word of 64 at a time, one step per set bit, each coordinate
-        // appended as it is found (a list rewritten in order and then read cost a 2-D
-        // convolution into DCSR at 99% sparsity a fifth of its time). Room is made for a
+        // appended as it is found (a list rewritten in order and then read cost a sparse
+        // convolution into DCSR a fifth of its time). Room is made for a
         // narrow row at once, for a wider one a word at a time (its count is not known before,
         // and room for a whole row could ask the memory check for gigabytes a wide result
-        // never fills; the test per word cost the narrow convolution 1–2%).
+        // never fills; the test per word costs a narrow row little).
         let (w_q, bits, base) = (
             self.f.var(&format!("{name}_word"), ScalarType::Index),
             self.f.var(&format!("{name}_bits"), ScalarType::Index),
