@@ -106,12 +106,12 @@ impl DeviceLimits {
 
 /// Sparsity above which the packed (sparsity-aware) A loading is used: the NM-SpMM paper's
 /// crossover on an A100 (between 62.5% and 75%), kept for the small and medium tiles, where
-/// an H100 agrees (256×4096×4096 at 2:8, small tile: 0.135 ms packed, 0.199 not).
+/// an H100 agrees (packing was faster at 2:8 in the small tile; BENCHMARKS.md, "N:M on the
+/// GPU").
 pub const PACK_ABOVE: f64 = 0.7;
 
 /// The same for the large tile (256 threads, two blocks per SM), measured on an H100: at 2:8
-/// packing lost (4096³: 1.72 ms not packed, 1.85 packed; 1024×4096×4096: 0.438, 0.464), at
-/// 1:8 it won (0.80 against V1's 1.17).
+/// packing lost a little at both shapes measured, at 1:8 it won by a third.
 pub const PACK_ABOVE_LARGE: f64 = 0.8;
 
 /// One f32 kernel variant: everything its NVRTC `-D` options fix.
@@ -176,8 +176,8 @@ impl F32Kernel {
             packed,
             pipeline: version == Version::V3,
             // Two 256-thread blocks per SM (registers capped at 128) where a warp's columns
-            // share one group: 17% faster at 4:8 and 13% at 1:8 than one on an H100 at 4096³
-            // (examples/tune.rs, BENCHMARKS.md). With a group per column or per float4 the
+            // share one group: faster than one at every pattern on an H100 (examples/tune.rs,
+            // BENCHMARKS.md, "N:M on the GPU"). With a group per column or per float4 the
             // outer product needs more registers and spills at 128.
             min_blocks: if tile.threads() >= 256 && l.is_multiple_of(tile.nr) && tile.ns.is_multiple_of(l) {
                 2
@@ -487,14 +487,13 @@ impl Bf16Kernel {
         Ok(self)
     }
 
-    /// The variant for an `m×n` product, from the tuning sweep on an H100 (BENCHMARKS.md,
-    /// 2026-11-26: 4096³, 1024×4096×4096, 256×4096×4096 at 4:8, 2:8, 1:8, L = 32). Where more
-    /// than a quarter of the rows are kept, A staged by windows in 128×256 blocks of 16 warps
-    /// (4:8 at 4096³: 0.466 ms against 0.662 for the best per-group variant): a block's 8
-    /// groups share most rows. At a quarter or less, per group: 128×128 blocks of two stages,
-    /// two blocks per SM (2:8 at 1024×4096×4096: 0.099 ms, windows 0.118, 64×64 blocks 0.120;
-    /// 1:8 at 4096³: 0.207, windows 0.286), or 64×64 blocks where the grid gives fewer
-    /// 128×128 blocks than SMs (1:8 at 256×4096×4096: 0.024 against 0.030). Where L is not a
+    /// The variant for an `m×n` product, from the tuning sweep on an H100 over three shapes
+    /// and three patterns at L = 32 (BENCHMARKS.md, "N:M on the GPU"). Where more than a
+    /// quarter of the rows are kept, A staged by windows in 128×256 blocks of 16 warps (much
+    /// faster there than the best per-group variant): a block's 8 groups share most rows. At a
+    /// quarter or less, per group: 128×128 blocks of two stages, two blocks per SM (faster than
+    /// windows and than 64×64 blocks), or 64×64 blocks where the grid gives fewer 128×128
+    /// blocks than SMs (faster for the smallest shape). Where L is not a
     /// multiple of 32, the windows go in 128×128 blocks of 8 warps. Fitted to the device; the
     /// smallest tile where nothing else fits.
     pub fn choose(m: usize, n: usize, nm: (usize, usize, usize), limits: DeviceLimits) -> Result<Bf16Kernel> {
@@ -629,9 +628,9 @@ pub struct Nv24Kernel {
 impl Nv24Kernel {
     /// The parameter set `size`: 64×64 blocks of 4 warps (warp tiles 32×32), 128×128 of 8
     /// (64×32), 256×128 of 8 (64×64); three stages of four k32 slices each. Measured on an
-    /// H100 at 4096³ (BENCHMARKS.md, 2026-11-25): one k32 slice per stage spent a barrier on
-    /// every 16 mma.sp and ran at 0.81 ms in the 128×128 tile; four slices, 0.46 ms; the
-    /// 256×128 tile with 64×64 warp tiles, 0.37 ms.
+    /// H100 (BENCHMARKS.md, "N:M on the GPU"): one k32 slice per stage spent a barrier on every
+    /// 16 mma.sp and ran at half the speed of four slices; the 256×128 tile with 64×64 warp
+    /// tiles was faster still.
     pub fn new(size: TileSize) -> Nv24Kernel {
         let (ms, ns, wm, wn) = match size {
             TileSize::Small => (64, 64, 32, 32),
