@@ -7,9 +7,9 @@
 //! outermost) and filter outermost — and, in the default order, into a sparse result too
 //! (assembled and computed by one fused kernel, `-c`); and with every tensor dense (plain
 //! nested loops, which the C compiler vectorizes). 1 thread. Prints a Markdown table and writes
-//! an SVG plot of time against sparsity.
+//! every time to a CSV file (`problem,sparsity,series,ms`), which `bench/plot.py sweep` draws.
 //!
-//!     cargo run --release --example conv_sweep [-- OUT.svg]     (REPS=N, default 10)
+//!     cargo run --release --example conv_sweep [-- OUT.csv]     (REPS=N, default 10)
 
 use std::fmt::Write as _;
 
@@ -64,7 +64,7 @@ fn time(
 
 fn main() {
     let reps: usize = std::env::var("REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
-    let svg_path = std::env::args().nth(1).unwrap_or_else(|| "conv_sweep.svg".to_string());
+    let csv_path = std::env::args().nth(1).unwrap_or_else(|| "conv_sweep.csv".to_string());
     let problems = [
         Problem {
             name: "1-D",
@@ -92,7 +92,7 @@ fn main() {
         },
     ];
     let sparsities = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999];
-    let mut curves: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut curves: Vec<(&str, String, Vec<(f64, f64)>)> = Vec::new();
     println!(
         "| problem | sparsity | dense (ms) | sparse, default (ms) | sparse, output-stationary (ms) | sparse, filter outermost (ms) | sparse into a sparse result (ms) | dense / sparse default | dense / sparse result | checksums agree |"
     );
@@ -127,78 +127,20 @@ fn main() {
                 if agree { "yes" } else { "NO" }
             );
         }
-        curves.push((format!("{} dense", p.name), dense_curve));
+        curves.push((p.name, "dense".to_string(), dense_curve));
         let [a, b, c, d] = sparse_curves;
-        curves.push((format!("{} sparse ({}), default order", p.name, p.format), a));
-        curves.push((format!("{} sparse, output-stationary", p.name), b));
-        curves.push((format!("{} sparse, filter outermost", p.name), c));
-        curves.push((format!("{} sparse into {}, default order", p.name, p.result), d));
+        curves.push((p.name, format!("sparse ({}), default order", p.format), a));
+        curves.push((p.name, "sparse, output-stationary".to_string(), b));
+        curves.push((p.name, "sparse, filter outermost".to_string(), c));
+        curves.push((p.name, format!("sparse into {}, default order", p.result), d));
     }
-    std::fs::write(&svg_path, plot(&curves)).expect("writes the plot");
-    eprintln!("plot: {svg_path}");
-}
-
-/// Three panels (one per problem), log-scale time against sparsity (log scale of density
-/// 1 - s, so 0%, 90%, 99%, 99.9% are evenly spaced).
-fn plot(curves: &[(String, Vec<(f64, f64)>)]) -> String {
-    let (w, h, pad) = (360.0, 300.0, 50.0);
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="11">"#,
-        3.0 * w,
-        h + 84.0
-    );
-    let colors = ["#444444", "#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
-    for (panel, group) in curves.chunks(colors.len()).enumerate() {
-        let x0 = panel as f64 * w;
-        let times: Vec<f64> = group.iter().flat_map(|(_, c)| c.iter().map(|p| p.1)).collect();
-        let lo = times.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-3).log10().floor();
-        let hi = times.iter().cloned().fold(0.0, f64::max).log10().ceil().max(lo + 1.0);
-        let px = |s: f64| x0 + pad + (-(1.0 - s).max(1e-3).log10() / 3.0) * (w - 1.5 * pad);
-        let py = |t: f64| 20.0 + (hi - t.max(1e-3).log10()) / (hi - lo) * (h - pad);
-        let name = group[0].0.split(' ').next().unwrap_or("");
-        let _ = writeln!(svg, r#"<text x="{}" y="14" font-weight="bold">{name} convolution</text>"#, x0 + pad);
-        let _ = writeln!(
-            svg,
-            r##"<rect x="{}" y="20" width="{}" height="{}" fill="none" stroke="#999"/>"##,
-            x0 + pad,
-            w - 1.5 * pad,
-            h - pad
-        );
-        let mut decade = lo;
-        while decade <= hi {
-            let y = py(10f64.powf(decade));
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-                x0 + pad - 4.0,
-                y + 4.0,
-                10f64.powf(decade)
-            );
-            decade += 1.0;
-        }
-        for (s, label) in [(0.0, "0%"), (0.9, "90%"), (0.99, "99%"), (0.999, "99.9%")] {
-            let _ = writeln!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#, px(s), h - 14.0);
-        }
-        let _ = writeln!(svg, r#"<text x="{}" y="{}">sparsity → ; time (ms, log)</text>"#, x0 + pad, h + 2.0);
-        for (k, (label, points)) in group.iter().enumerate() {
-            let path: Vec<String> = points.iter().map(|&(s, t)| format!("{:.1},{:.1}", px(s), py(t))).collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
-                colors[k],
-                path.join(" ")
-            );
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}" fill="{}">{label}</text>"#,
-                x0 + pad,
-                h + 18.0 + 12.0 * k as f64,
-                colors[k]
-            );
+    let mut csv = String::from("problem,sparsity,series,ms\n");
+    for (problem, series, points) in &curves {
+        for (s, ms) in points {
+            // A series names its order after a comma: quoted, as CSV quotes a field with one.
+            let _ = writeln!(csv, "{problem},{s},\"{series}\",{ms}");
         }
     }
-    svg.push_str("</svg>\n");
-    svg
+    std::fs::write(&csv_path, csv).expect("writes the CSV");
+    eprintln!("times: {csv_path} (draw them with `python bench/plot.py sweep {csv_path} -o OUT.svg`)");
 }
