@@ -62,6 +62,9 @@ fn time(
     (min, checksum)
 }
 
+/// A problem's series: its name and (sparsity, ms) points.
+type Curve = (&'static str, String, Vec<(f64, f64)>);
+
 fn main() {
     let reps: usize = std::env::var("REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
     let csv_path = std::env::args().nth(1).unwrap_or_else(|| "conv_sweep.csv".to_string());
@@ -92,7 +95,7 @@ fn main() {
         },
     ];
     let sparsities = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99, 0.999];
-    let mut curves: Vec<(&str, String, Vec<(f64, f64)>)> = Vec::new();
+    let mut curves: Vec<Curve> = Vec::new();
     println!(
         "| problem | sparsity | dense (ms) | sparse, default (ms) | sparse, output-stationary (ms) | sparse, filter outermost (ms) | sparse into a sparse result (ms) | dense / sparse default | dense / sparse result | checksums agree |"
     );

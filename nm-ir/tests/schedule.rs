@@ -233,7 +233,7 @@ fn schedules_parse_with_carets() {
     );
     assert_eq!(
         error("precompute(B(i,j), j, jw, w, heap)"),
-        "expected a workspace policy: bucket, hash, coord, map or vector\n  precompute(B(i,j), j, jw, w, heap)\n                               ^^^^"
+        "unknown workspace policy `heap` (expected auto, dense, bucket, hash, hash(L), coord, map or vector)\n  precompute(B(i,j), j, jw, w, heap)\n                               ^^^^"
     );
     assert_eq!(error("unroll(i, -2)"), "expected a non-negative integer\n  unroll(i, -2)\n            ^");
     // Beyond u32 (and beyond i64, which lexes as a float): said so, not "non-negative".

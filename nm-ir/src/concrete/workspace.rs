@@ -15,8 +15,6 @@
 //!   row-wise SpGEMM), a dense workspace of that dimension is enough; otherwise a sparse
 //!   (insert–sort–merge) workspace is needed.
 
-use std::fmt;
-
 use nm_format::{Format, LevelKind};
 
 use super::{ConcreteNotation, LoopAttrs, Stmt, StmtId};
@@ -40,33 +38,9 @@ pub enum WorkspaceKind {
     Sparse,
 }
 
-/// The insert–sort–merge policy of a sparse workspace (see the nm-ism crate).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WorkspacePolicy {
-    /// Bucket sort by the first workspace level, with a flag array; duplicates merged on insert.
-    Bucket,
-    /// Buckets by hash, `2^⌈log2 nnz⌉` of them unless given.
-    Hash(Option<usize>),
-    /// Append, then sort accumulation ids lexicographically.
-    Coord,
-    /// Keep sorted on every insert.
-    Map,
-    /// Sort once at the end.
-    Vector,
-}
-
-impl fmt::Display for WorkspacePolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WorkspacePolicy::Bucket => write!(f, "bucket"),
-            WorkspacePolicy::Hash(None) => write!(f, "hash"),
-            WorkspacePolicy::Hash(Some(l)) => write!(f, "hash({l})"),
-            WorkspacePolicy::Coord => write!(f, "coord"),
-            WorkspacePolicy::Map => write!(f, "map"),
-            WorkspacePolicy::Vector => write!(f, "vector"),
-        }
-    }
-}
+/// The insert–sort–merge policy of a sparse workspace: nm-ism's own type, so that what a
+/// schedule asks for is what the runtime runs, with no translation between two enums.
+pub use nm_ism::Policy as WorkspacePolicy;
 
 /// What the analysis found for one assignment.
 #[derive(Clone, Debug, PartialEq, Eq)]

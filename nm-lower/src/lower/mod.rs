@@ -571,16 +571,8 @@ pub fn lower_options(
     options: &LowerOptions,
 ) -> Result<Lowered, LowerError> {
     // `precompute(..., w, policy)` asks for a sparse workspace; an explicit option wins.
-    let from_schedule = cin.workspaces.iter().find(|w| w.1 == nm_ir::concrete::WorkspaceKind::Sparse).map(|w| {
-        use nm_ir::concrete::WorkspacePolicy as P;
-        nm_ism::Config::new(match w.2 {
-            P::Bucket => nm_ism::Policy::Bucket,
-            P::Hash(l) => nm_ism::Policy::Hash(l),
-            P::Coord => nm_ism::Policy::Coord,
-            P::Map => nm_ism::Policy::Map,
-            P::Vector => nm_ism::Policy::Vector,
-        })
-    });
+    let from_schedule =
+        cin.workspaces.iter().find(|w| w.1 == nm_ir::concrete::WorkspaceKind::Sparse).map(|w| nm_ism::Config::new(w.2));
     let options = &LowerOptions { workspace: options.workspace.or(from_schedule), ..options.clone() };
     // `bound` promises a count the sizes already fix (the front ends check it): its loops
     // run over the variables they bound.

@@ -33,22 +33,16 @@ impl LoopAttrs {
     }
 }
 
-/// `bucket`, `hash`, `hash(L)`, `coord`, `map` or `vector`.
+/// A workspace policy as nm-ism names them: `auto`, `dense`, `bucket`, `hash`, `hash(L)`,
+/// `coord`, `map` or `vector`.
 fn policy(p: &mut Parser<'_>) -> Result<WorkspacePolicy, ParseError> {
-    let (_, n) = p.name("a workspace policy: bucket, hash, coord, map or vector")?;
-    Ok(match n.as_str() {
-        "bucket" => WorkspacePolicy::Bucket,
-        "hash" if p.eat(&Tok::LParen) => {
-            let l = int(p)? as usize;
-            p.expect(Tok::RParen, "`)` closing `hash(`")?;
-            WorkspacePolicy::Hash(Some(l))
-        }
-        "hash" => WorkspacePolicy::Hash(None),
-        "coord" => WorkspacePolicy::Coord,
-        "map" => WorkspacePolicy::Map,
-        "vector" => WorkspacePolicy::Vector,
-        _ => return Err(p.error_prev("expected a workspace policy: bucket, hash, coord, map or vector")),
-    })
+    let (_, mut name) = p.name("a workspace policy: auto, dense, bucket, hash, coord, map or vector")?;
+    if name == "hash" && p.eat(&Tok::LParen) {
+        let l = int(p)?;
+        p.expect(Tok::RParen, "`)` closing `hash(`")?;
+        name = format!("hash({l})");
+    }
+    name.parse().map_err(|e: String| p.error_prev(&e))
 }
 
 fn named<T>(p: &mut Parser<'_>, from: fn(&str) -> Option<T>, names: &str) -> Result<T, ParseError> {
