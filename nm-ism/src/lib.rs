@@ -17,13 +17,16 @@
 
 mod bucket;
 mod compress;
+mod config;
 mod ffi;
 mod key;
+mod merge;
 mod sort;
 mod workspace;
 
 pub use bucket::BucketHead;
 pub use compress::{Components, LevelArrays};
+pub use config::{Config, IsmError, Policy, Stats};
 pub use ffi::{C_DECLARATION, Slot, slot_flush, slot_grow};
 pub use key::KeyLayout;
-pub use workspace::{Config, IsmError, Policy, Stats, Workspace};
+pub use workspace::Workspace;

@@ -1,0 +1,212 @@
+//! The sort/merge stage: sorted runs of unique keys merged log-structured into the all array,
+//! inline or on a second thread.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+
+use nm_format::Value;
+
+use crate::config::{Config, IsmError, Policy};
+use crate::sort::{Buckets, Run, Scratch, combine_runs, insert_sorted, merge, sort_coord, sort_hash};
+
+/// The sort/merge stage: the all array and what merging into it needs.
+pub(crate) struct MergeState<V> {
+    /// Sorted runs of unique keys, largest first: the all array, kept as a log-structured
+    /// stack so that a run is merged only with one of about its size (a new run merged into
+    /// one growing all array copies that array every flush: quadratic; measured, it was two
+    /// thirds of wiki-Vote's outer-product A·Aᵀ).
+    pub(crate) runs: Vec<Run<V>>,
+    /// Emptied runs, reused as merge targets (double buffering: no allocation per merge).
+    pub(crate) pool: Vec<Run<V>>,
+    pub(crate) unique: Run<V>,
+    pub(crate) scratch: Scratch,
+    /// The dense row runs are combined in.
+    pub(crate) rows: Buckets<V>,
+    /// Keys per first coordinate (bit-packed keys; 0 for a dense workspace's).
+    pub(crate) stride: u64,
+    pub(crate) config: Config,
+    pub(crate) peak: usize,
+}
+
+/// Runs kept before they are combined into one (a pass over all of them).
+pub(crate) const MAX_RUNS: usize = 8;
+
+impl<V: Value> MergeState<V> {
+    pub(crate) fn bytes(&self) -> usize {
+        self.runs.iter().chain(&self.pool).map(Run::bytes).sum::<usize>() + self.unique.bytes() + self.scratch.bytes()
+    }
+
+    /// Whether runs are merged pairwise (rows too long for a dense row, or no rows at all).
+    pub(crate) fn pairwise(&self) -> bool {
+        self.stride == 0 || self.stride > 1 << 22
+    }
+
+    /// An empty run to write about `need` components into: when double-buffered, the smallest
+    /// kept one that holds them (else the largest), so that no merge reallocates — a
+    /// reallocated run costs page faults on fresh memory (a third of MIT8's outer-product time
+    /// went to clearing pages before this); else a fresh one.
+    pub(crate) fn buffer_for(&mut self, need: usize) -> Run<V> {
+        if !self.config.double_buffered || self.pool.is_empty() {
+            return Run::default();
+        }
+        let fits = (0..self.pool.len())
+            .filter(|&i| self.pool[i].keys.capacity() >= need)
+            .min_by_key(|&i| self.pool[i].keys.capacity());
+        let pick = fits
+            .unwrap_or_else(|| (0..self.pool.len()).max_by_key(|&i| self.pool[i].keys.capacity()).expect("a kept run"));
+        self.pool.swap_remove(pick)
+    }
+
+    /// The largest run earlier uses gave back (or a fresh one), for a drain of unknown size:
+    /// refilling it faults no fresh pages.
+    pub(crate) fn largest_kept(&mut self) -> Run<V> {
+        self.buffer_for(usize::MAX)
+    }
+
+    pub(crate) fn give_back(&mut self, mut run: Run<V>) {
+        if self.config.double_buffered {
+            run.clear();
+            self.pool.push(run);
+        }
+    }
+
+    /// Combines the runs into one when there are [`MAX_RUNS`] of them (or whenever `all`), a
+    /// bucket at a time; when rows are too long for a dense row, merges the top runs pairwise
+    /// while the one below is at most twice the top's size.
+    pub(crate) fn collapse(&mut self, all: bool) -> Result<(), IsmError> {
+        if self.runs.len() < 2 || (!all && self.runs.len() < MAX_RUNS && !self.pairwise()) {
+            return Ok(());
+        }
+        if !self.pairwise() {
+            let need: usize = self.runs.iter().map(Run::len).sum();
+            let mut into = self.buffer_for(need);
+            reserve(&mut into, need)?;
+            combine_runs(&self.runs, self.stride, &mut into, &mut self.rows);
+            self.peak = self.peak.max(self.bytes() + into.bytes());
+            for run in std::mem::take(&mut self.runs) {
+                self.give_back(run);
+            }
+            self.runs.push(into);
+            return Ok(());
+        }
+        while self.runs.len() >= 2 {
+            let n = self.runs.len();
+            if !all && self.runs[n - 2].len() > 2 * self.runs[n - 1].len() {
+                break;
+            }
+            let (top, below) = (self.runs.pop().expect("two runs"), self.runs.pop().expect("two runs"));
+            let mut into = self.buffer_for(top.len() + below.len());
+            reserve(&mut into, top.len() + below.len())?;
+            merge(&below, &top, &mut into);
+            self.runs.push(into);
+            self.peak = self.peak.max(self.bytes() + top.bytes() + below.bytes());
+            self.give_back(top);
+            self.give_back(below);
+        }
+        Ok(())
+    }
+
+    /// Sorts the first `n` components of `acc` by the policy into a run and merges runs.
+    pub(crate) fn absorb(&mut self, acc: &Run<V>, n: usize) -> Result<(), IsmError> {
+        if self.config.policy == Policy::Map {
+            if self.runs.is_empty() {
+                self.runs.push(Run::default());
+            }
+            for i in 0..n {
+                insert_sorted(&mut self.runs[0], acc.keys[i], acc.vals[i]);
+            }
+            self.peak = self.peak.max(self.bytes());
+            return Ok(());
+        }
+        let mut sorted = self.buffer_for(n);
+        match self.config.policy {
+            Policy::Hash(l) => sort_hash(acc, n, l, &mut sorted, &mut self.unique, &mut self.scratch),
+            _ => sort_coord(acc, n, &mut sorted, &mut self.scratch),
+        }
+        self.push(sorted)
+    }
+
+    /// Adds a sorted run of unique keys and merges runs.
+    pub(crate) fn push(&mut self, sorted: Run<V>) -> Result<(), IsmError> {
+        self.runs.push(sorted);
+        self.peak = self.peak.max(self.bytes());
+        self.collapse(false)
+    }
+
+    /// Every run merged into one (taken out).
+    pub(crate) fn all(&mut self) -> Result<Run<V>, IsmError> {
+        self.collapse(true)?;
+        Ok(self.runs.pop().unwrap_or_default())
+    }
+}
+
+/// Room for `need` components, grown by the piecewise-linear rule [`grown`].
+pub(crate) fn reserve<V>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
+    let cap = run.keys.capacity();
+    if cap >= need {
+        return Ok(());
+    }
+    let target = grown(cap).max(need);
+    let oom = |_| IsmError::OutOfMemory(format!("growing a workspace array to {target} components"));
+    run.keys.try_reserve_exact(target - run.keys.len()).map_err(oom)?;
+    run.vals.try_reserve_exact(target - run.vals.len()).map_err(oom)?;
+    Ok(())
+}
+
+/// The reallocation heuristic: the next capacity after `cap` — doubling while small (cheap,
+/// amortized), +50% up to 64 Mi components, then a fixed 32 Mi components a step, so a huge
+/// all array never asks for twice its size (the step where doubling runs out of memory).
+pub(crate) fn grown(cap: usize) -> usize {
+    const SMALL: usize = 1 << 20;
+    const LARGE: usize = 1 << 26;
+    if cap < SMALL {
+        (2 * cap).max(1024)
+    } else if cap < LARGE {
+        cap + cap / 2
+    } else {
+        cap + (LARGE >> 1)
+    }
+}
+
+/// Work for the merging thread.
+pub(crate) enum Job<V> {
+    /// An accumulation array with `n` components to sort, merge and give back.
+    Sort(Run<V>, usize),
+    /// A sorted run of unique keys (combined buckets) to merge.
+    Merge(Run<V>),
+}
+
+pub(crate) enum Stage<V> {
+    Inline(Box<MergeState<V>>),
+    /// A merging thread owns the state; full accumulation arrays go to it and come back empty.
+    Pipelined {
+        to_merger: Option<Sender<Job<V>>>,
+        /// Emptied accumulation arrays.
+        back: Receiver<Run<V>>,
+        merger: Option<JoinHandle<Result<MergeState<V>, IsmError>>>,
+    },
+}
+
+/// The written entries of a dense workspace as a sorted run, the arrays zeroed behind.
+pub(crate) fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8], mut run: Run<V>) -> Run<V> {
+    run.clear();
+    // 64 flags at a time (one OR the compiler vectorizes), one by one only where some are
+    // set: the key space is often far larger than what was written (bcsstk16's outer
+    // product: 1.0 M of 40 M).
+    const CHUNK: usize = 64;
+    for (c, flags) in mark.chunks_mut(CHUNK).enumerate() {
+        if flags.iter().fold(0u8, |any, &m| any | m) == 0 {
+            continue;
+        }
+        for (at, m) in flags.iter_mut().enumerate() {
+            if *m != 0 {
+                let k = c * CHUNK + at;
+                run.keys.push(k as u64);
+                run.vals.push(vals[k]);
+                vals[k] = V::ZERO;
+                *m = 0;
+            }
+        }
+    }
+    run
+}
