@@ -84,6 +84,10 @@ typedef struct nms_program nms_program;
 // A validated tensor of `float` or `double` values in some format.
 typedef struct nms_tensor nms_tensor;
 
+// Where a kernel runs: `NMS_DEVICE_CPU` or `NMS_DEVICE_CUDA` (an integer: anything else is
+// `NMS_ERR_INVALID_ARGUMENT`).
+typedef int32_t nms_device;
+
 // The element type of a tensor's values: `NMS_F32` or `NMS_F64`. An integer rather than a C
 // enum, so that a value outside the list is refused (`NMS_ERR_INVALID_ARGUMENT`) instead of
 // being taken for another.
@@ -93,9 +97,12 @@ typedef int32_t nms_dtype;
 // anything else is `NMS_ERR_INVALID_ARGUMENT`).
 typedef int32_t nms_backend;
 
-// Where a kernel runs: `NMS_DEVICE_CPU` or `NMS_DEVICE_CUDA` (an integer: anything else is
-// `NMS_ERR_INVALID_ARGUMENT`).
-typedef int32_t nms_device;
+// The CPU (threads as asked).
+#define NMS_DEVICE_CPU 0
+
+// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU, or
+// no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
+#define NMS_DEVICE_CUDA 1
 
 // Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
 // (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
@@ -109,13 +116,6 @@ typedef int32_t nms_device;
 
 // `double`
 #define NMS_F64 1
-
-// The CPU (threads as asked).
-#define NMS_DEVICE_CPU 0
-
-// CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU, or
-// no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
-#define NMS_DEVICE_CUDA 1
 
 #ifdef __cplusplus
 extern "C" {
@@ -131,6 +131,41 @@ const char *nms_last_error(void);
 // A static description of `status` ("success", "NULL argument", ...; "unknown status" for a
 // number that is none), never freed.
 const char *nms_status_str(int32_t status);
+
+// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), or `A`
+// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
+// nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
+// chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
+// read A and B rounded to bf16 and accumulate in f32). `threads` is 1 to 1024 (0 means 1;
+// more is `NMS_ERR_INVALID_ARGUMENT`). On success `*c` is a new dense `m×n` tensor the caller releases
+// with `nms_tensor_free`.
+//
+// # Safety
+// `a` and `b` are live tensors; `c` points at room for one pointer.
+enum nms_status nms_nm_spmm(const struct nms_tensor *a,
+                            const struct nms_tensor *b,
+                            size_t threads,
+                            nms_device device,
+                            struct nms_tensor **c);
+
+// Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major
+// `(⌈k/M⌉·N) × (⌈n/L⌉·L)` elements of `dtype` (row `w·N + t` holds the `t`-th kept row of
+// window `w`, for every column), and `d`, row-major `(⌈k/M⌉·N) × ⌈n/L⌉` offsets (which row of
+// its window each kept vector is, per column group). The arrays are copied and validated:
+// an offset ≥ M, offsets not distinct and increasing within a block, or a nonzero in the
+// padding is `NMS_ERR_TENSOR` with the position in the message.
+//
+// # Safety
+// `b_prime` and `d` hold the element counts above; `out` points at room for one pointer.
+enum nms_status nms_tensor_from_nm_parts(nms_dtype dtype,
+                                         size_t k,
+                                         size_t n,
+                                         uint32_t keep,
+                                         uint32_t window,
+                                         size_t l,
+                                         const void *b_prime,
+                                         const uint16_t *d,
+                                         struct nms_tensor **out);
 
 // Parses an expression (taco's index notation).
 //
@@ -425,41 +460,6 @@ enum nms_status nms_tensor_prune(const struct nms_tensor *tensor,
 // # Safety
 // `tensor` is NULL or a tensor from this library, not used afterwards.
 void nms_tensor_free(struct nms_tensor *tensor);
-
-// `C = A·B` with `A` dense (`m×k`, format `"dense"`) and `B` in `nm(N,M,L)` (`k×n`), or `A`
-// in `nv24` and `B` dense, both of one value type, on `device` with `threads` threads (CPU:
-// nm-spmm's kernels, chosen for the CPU's instruction set; CUDA, f32 only: nm-cuda's kernel
-// chosen by shape and sparsity for `nm(N,M,L)`, the sparse tensor cores for `nv24`, which
-// read A and B rounded to bf16 and accumulate in f32). `threads` is 1 to 1024 (0 means 1;
-// more is `NMS_ERR_INVALID_ARGUMENT`). On success `*c` is a new dense `m×n` tensor the caller releases
-// with `nms_tensor_free`.
-//
-// # Safety
-// `a` and `b` are live tensors; `c` points at room for one pointer.
-enum nms_status nms_nm_spmm(const struct nms_tensor *a,
-                            const struct nms_tensor *b,
-                            size_t threads,
-                            nms_device device,
-                            struct nms_tensor **c);
-
-// Builds a `k×n` matrix in `nm(N,M,L)` from the NM-SpMM paper's layout: `b_prime`, row-major
-// `(⌈k/M⌉·N) × (⌈n/L⌉·L)` elements of `dtype` (row `w·N + t` holds the `t`-th kept row of
-// window `w`, for every column), and `d`, row-major `(⌈k/M⌉·N) × ⌈n/L⌉` offsets (which row of
-// its window each kept vector is, per column group). The arrays are copied and validated:
-// an offset ≥ M, offsets not distinct and increasing within a block, or a nonzero in the
-// padding is `NMS_ERR_TENSOR` with the position in the message.
-//
-// # Safety
-// `b_prime` and `d` hold the element counts above; `out` points at room for one pointer.
-enum nms_status nms_tensor_from_nm_parts(nms_dtype dtype,
-                                         size_t k,
-                                         size_t n,
-                                         uint32_t keep,
-                                         uint32_t window,
-                                         size_t l,
-                                         const void *b_prime,
-                                         const uint16_t *d,
-                                         struct nms_tensor **out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -25,20 +25,21 @@
 #![allow(non_camel_case_types)]
 
 mod error;
+mod nm;
 mod program;
 mod tensor;
 
 pub use error::{nms_last_error, nms_status, nms_status_str};
+pub use nm::{NMS_DEVICE_CPU, NMS_DEVICE_CUDA, nms_device, nms_nm_spmm, nms_tensor_from_nm_parts};
 pub use program::{
     NMS_BACKEND_INTERP, NMS_BACKEND_JIT, nms_backend, nms_kernel, nms_kernel_free, nms_kernel_run,
     nms_kernel_set_threads, nms_program, nms_program_compile, nms_program_free, nms_program_index_size,
     nms_program_new, nms_program_schedule, nms_program_tensor,
 };
 pub use tensor::{
-    NMS_DEVICE_CPU, NMS_DEVICE_CUDA, NMS_F32, NMS_F64, nms_device, nms_dtype, nms_format, nms_format_free,
-    nms_format_parse, nms_format_to_string, nms_nm_spmm, nms_tensor, nms_tensor_convert, nms_tensor_dtype,
-    nms_tensor_format, nms_tensor_free, nms_tensor_from_coo, nms_tensor_from_csr, nms_tensor_from_dense,
-    nms_tensor_from_nm_parts, nms_tensor_nnz, nms_tensor_order, nms_tensor_prune, nms_tensor_read, nms_tensor_shape,
+    NMS_F32, NMS_F64, nms_dtype, nms_format, nms_format_free, nms_format_parse, nms_format_to_string, nms_tensor,
+    nms_tensor_convert, nms_tensor_dtype, nms_tensor_format, nms_tensor_free, nms_tensor_from_coo, nms_tensor_from_csr,
+    nms_tensor_from_dense, nms_tensor_nnz, nms_tensor_order, nms_tensor_prune, nms_tensor_read, nms_tensor_shape,
     nms_tensor_to_coo, nms_tensor_to_csr, nms_tensor_to_dense, nms_tensor_write,
 };
 
