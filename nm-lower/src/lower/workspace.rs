@@ -45,6 +45,26 @@ pub(super) struct RowWorkspace {
     pub(super) marked: bool,
 }
 
+impl RowWorkspace {
+    /// The kernel's set-up of the workspace: its arrays sized once for a whole row, its
+    /// choices started.
+    pub(super) fn prologue(&self) -> Vec<Stmt> {
+        let mut body = vec![
+            Stmt::Resize { array: self.values, len: int(self.size as i64) },
+            Stmt::Resize { array: self.mark, len: int(self.size as i64 / 64 + 1) },
+            Stmt::Decl(self.branchless, int(0)),
+        ];
+        if let Some(l) = self.list {
+            body.push(Stmt::Decl(l.listing, int(1)));
+            // One slot more: a branchless touch writes `list[count]` before it knows it is new.
+            body.push(Stmt::Resize { array: l.coords, len: int(self.size as i64 + 1) });
+            // Rows are sorted only when they list fewer than size / SORT_BELOW coordinates.
+            body.push(Stmt::Resize { array: l.sorted, len: int(self.size as i64 / SORT_BELOW + 1) });
+        }
+        body
+    }
+}
+
 /// What a row workspace wider than [`NARROW`] keeps besides its marks.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RowList {
