@@ -227,6 +227,9 @@ impl Emitter<'_> {
         }
     }
 
+    /// The C of statement `s`, at `depth`. Longer than most functions here by design: one
+    /// arm per loop-IR statement, each the few lines of C that statement becomes, so that the
+    /// whole mapping from the IR to C reads in one place.
     fn stmt(&mut self, s: &Stmt, depth: usize) {
         match s {
             Stmt::Decl(v, e) => {

@@ -263,52 +263,16 @@ impl CKernel {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let f = &self.function;
         let extent = partition.extent;
-        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
-        // the workers run; no more copies of a reduction's result than half the free memory.
-        let mut threads = threads.min(extent).min(nm_runtime::workers::MAX_THREADS);
         let reduction = partition.reduction;
         let per_thread = reduction.filter(|r| r.kind == ReductionKind::PerThread).map(|r| r.values.index());
-        if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
-            // Copies nobody asked for (`-nthreads` alone): only as many as pay for themselves.
-            let stored = f
-                .arrays
-                .iter()
-                .filter(|(_, d)| !d.output && matches!(d.role, Role::Values { .. }))
-                .map(|(id, _)| arrays[id.index()].len())
-                .sum();
-            threads = threads_worth_copies(stored, arrays[k].len(), threads);
-        }
-        if let Some(k) = per_thread.filter(|_| threads > 1) {
-            // At most half the free memory, where the copies are large enough to check.
-            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
-            if let Some(free) = nm_runtime::memory::available_for(bytes * threads as u128) {
-                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
-            }
-        }
+        let threads = self.threads_for(arrays, partition, per_thread, threads);
         if threads <= 1 || extent < 2 {
             return self.run(arrays);
         }
         crate::args::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
-        // An assembly or compute half (see `crate::assemble`) writes only some of the result's
-        // arrays; the ones it does not write are shared like inputs.
         let written = |k: usize| crate::assemble::writes(&f.body, ArrayId::new(k));
-        let sharing: Vec<Sharing> = f
-            .arrays
-            .iter()
-            .map(|(id, decl)| match decl.role {
-                Role::Bounds => Sharing::PerRange,
-                Role::Scratch | Role::Local { .. } => Sharing::PerThread,
-                // A reduction's copies of the result, one per thread.
-                _ if per_thread == Some(id.index()) => Sharing::PerThread,
-                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
-                    && written(id.index()) =>
-                {
-                    Sharing::PerRange
-                }
-                _ => Sharing::Shared,
-            })
-            .collect();
+        let sharing = self.sharing(rows, per_thread);
         let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
         if let Some((pos, ..)) = rows {
             arrays[pos].resize(extent + 1);
@@ -436,40 +400,124 @@ impl CKernel {
             let parts: Vec<&ArrayData> = copies.iter().map(|c| &c[k]).collect();
             arrays[k].set_sum(&parts, threads);
         }
-        if let Some((pos, crd, vals)) = rows {
-            let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
-            // Each range counted its entries from zero: shift its rows' `pos` by what came
-            // before (a compute half finds `pos` complete, from assembly).
-            let mut counts = Vec::with_capacity(ranges);
-            let mut offset = 0i64;
-            for r in 0..ranges {
-                let (lo, hi) = bounds(r);
-                let count = if writes_pos { pos_data[hi] } else { pos_data[hi] - pos_data[lo] };
-                if writes_pos {
-                    for p in &mut pos_data[lo + 1..=hi] {
-                        *p += offset;
-                    }
-                }
-                counts.push(count.max(0) as usize);
-                offset += count;
-            }
-            pos_data[0] = 0;
-            for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
-                // Into the caller's array, whose memory a previous run may have left.
-                let joined = &mut arrays[k];
-                if !joined.is_writable() {
-                    *joined = ArrayData::empty(elems[k]);
-                }
-                let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
-                joined
-                    .join(&parts, threads)
-                    .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
-            }
+        if let Some(rows) = rows {
+            self.join_ranges(arrays, rows, &own, &sharing, (extent, ranges), writes_pos, threads)?;
         }
         if let Ok(mut kept) = self.pool.try_lock() {
             kept.threads =
                 thread_arrays.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
             kept.ranges = own;
+        }
+        Ok(())
+    }
+}
+
+impl CKernel {
+    /// The threads [`CKernel::run_rows`] runs `partition`'s ranges on, at most `threads`: no
+    /// more than there are ranges to take, nor than the workers run; copies of a reduction's
+    /// result (`per_thread`, its parameter) only as many as pay for themselves where the
+    /// schedule did not ask for them, and never more than half the free memory holds.
+    fn threads_for(
+        &self,
+        arrays: &[ArrayData],
+        partition: &Partition,
+        per_thread: Option<usize>,
+        threads: usize,
+    ) -> usize {
+        let f = &self.function;
+        let extent = partition.extent;
+        // No more threads (and sets of scratch arrays) than there are ranges to take, nor than
+        // the workers run; no more copies of a reduction's result than half the free memory.
+        let mut threads = threads.min(extent).min(nm_runtime::workers::MAX_THREADS);
+        if let Some(k) = per_thread.filter(|_| !partition.scheduled) {
+            // Copies nobody asked for (`-nthreads` alone): only as many as pay for themselves.
+            let stored = f
+                .arrays
+                .iter()
+                .filter(|(_, d)| !d.output && matches!(d.role, Role::Values { .. }))
+                .map(|(id, _)| arrays[id.index()].len())
+                .sum();
+            threads = threads_worth_copies(stored, arrays[k].len(), threads);
+        }
+        if let Some(k) = per_thread.filter(|_| threads > 1) {
+            // At most half the free memory, where the copies are large enough to check.
+            let bytes = (arrays[k].len() as u128 * arrays[k].elem().size() as u128).max(1);
+            if let Some(free) = nm_runtime::memory::available_for(bytes * threads as u128) {
+                threads = threads.min((free / 2 / bytes).min(usize::MAX as u128) as usize);
+            }
+        }
+        threads
+    }
+
+    /// How each parameter is shared among the ranges: read-only inputs and outputs at the
+    /// ranges' own rows are shared, scratch (and a reduction's copies of the result) per
+    /// thread, the bounds and a sparse result's `crd` and values per range. An assembly or
+    /// compute half (see `crate::assemble`) writes only some of the result's arrays; the ones
+    /// it does not write are shared like inputs.
+    fn sharing(&self, rows: Option<(usize, usize, usize)>, per_thread: Option<usize>) -> Vec<Sharing> {
+        let f = &self.function;
+        let written = |k: usize| crate::assemble::writes(&f.body, ArrayId::new(k));
+        f.arrays
+            .iter()
+            .map(|(id, decl)| match decl.role {
+                Role::Bounds => Sharing::PerRange,
+                Role::Scratch | Role::Local { .. } => Sharing::PerThread,
+                // A reduction's copies of the result, one per thread.
+                _ if per_thread == Some(id.index()) => Sharing::PerThread,
+                _ if rows.is_some_and(|(_, crd, vals)| id.index() == crd || id.index() == vals)
+                    && written(id.index()) =>
+                {
+                    Sharing::PerRange
+                }
+                _ => Sharing::Shared,
+            })
+            .collect()
+    }
+
+    /// A sparse result's ranges joined into the caller's arrays: each range counted its
+    /// entries from zero, so its rows' `pos` are shifted by what came before (a compute half
+    /// finds `pos` complete, from assembly), and the ranges' `crd` and values concatenated.
+    #[allow(clippy::too_many_arguments)] // the run's arrays and how its ranges were cut
+    fn join_ranges(
+        &self,
+        arrays: &mut [ArrayData],
+        (pos, crd, vals): (usize, usize, usize),
+        own: &[Vec<ArrayData>],
+        sharing: &[Sharing],
+        (extent, ranges): (usize, usize),
+        writes_pos: bool,
+        threads: usize,
+    ) -> Result<(), RunError> {
+        let f = &self.function;
+        let bounds = |r: usize| (extent * r / ranges, extent * (r + 1) / ranges);
+        let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
+        let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
+        // Each range counted its entries from zero: shift its rows' `pos` by what came
+        // before (a compute half finds `pos` complete, from assembly).
+        let mut counts = Vec::with_capacity(ranges);
+        let mut offset = 0i64;
+        for r in 0..ranges {
+            let (lo, hi) = bounds(r);
+            let count = if writes_pos { pos_data[hi] } else { pos_data[hi] - pos_data[lo] };
+            if writes_pos {
+                for p in &mut pos_data[lo + 1..=hi] {
+                    *p += offset;
+                }
+            }
+            counts.push(count.max(0) as usize);
+            offset += count;
+        }
+        pos_data[0] = 0;
+        for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
+            // Into the caller's array, whose memory a previous run may have left.
+            let joined = &mut arrays[k];
+            if !joined.is_writable() {
+                *joined = ArrayData::empty(elems[k]);
+            }
+            let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
+            joined
+                .join(&parts, threads)
+                .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
         }
         Ok(())
     }

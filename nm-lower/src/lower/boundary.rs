@@ -125,7 +125,7 @@ pub fn view_arguments<'a, T: KernelValue>(
 ) -> Result<Vec<ArrayData<'a>>, nm_format::TensorError> {
     use nm_format::LevelView;
     // Kernels trust the arrays they are given: every operand must be what it was lowered for.
-    for (t, (name, shape, format)) in lowered.tensors.iter().enumerate() {
+    for (t, super::TensorDecl { name, shape, format }) in lowered.tensors.iter().enumerate() {
         if let Some(Some(x)) = tensors.get(t) {
             check_operand(name, shape, format, x.shape(), x.format())?;
         }

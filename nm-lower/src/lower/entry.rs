@@ -7,7 +7,7 @@ use super::assembly::{Assembly, IsmResult};
 use super::chain::{distinct_accesses, inline_unlowered_wheres, main_nest};
 use super::workspace::{NARROW, RowList, RowWorkspace};
 use super::{
-    Chain, DEFAULT_POLICY, IndexWidths, LowerError, LowerOptions, Lowered, Lowerer, Operand, Producer,
+    Chain, DEFAULT_POLICY, IndexWidths, LowerError, LowerOptions, Lowered, Lowerer, Operand, Producer, TensorDecl,
     collect_accesses_in, decompose, refuse,
 };
 use crate::args::{Partition, Reduction, ReductionKind};
@@ -271,7 +271,7 @@ pub fn lower_options(
         .zip(&types.tensors)
         .map(|((_, t), ty)| {
             let format = ty.format.clone().unwrap_or_else(|| Format::dense(ty.shape.len().max(1)));
-            (t.name.clone(), ty.shape.clone(), format)
+            TensorDecl { name: t.name.clone(), shape: ty.shape.clone(), format }
         })
         .collect();
     // A kernel that breaks the loop IR's rules is a bug here: refused, never run.

@@ -122,12 +122,23 @@ pub struct Lowered {
     pub params: Vec<TensorId>,
     /// How the outermost loop may be split across threads (`None`: it may not).
     pub partition: Option<Partition>,
-    /// Every tensor's name, shape and format, by id: what [`arguments`] checks operands
-    /// against (a kernel trusts its arrays' lengths).
-    pub tensors: Vec<(String, Vec<usize>, Format)>,
+    /// Every tensor's declaration, by id: what [`arguments`] checks operands against (a
+    /// kernel trusts its arrays' lengths).
+    pub tensors: Vec<TensorDecl>,
     /// What the lowering decided that a user should hear about (a dense workspace that would
     /// not fit, replaced by a sparse one).
     pub notes: Vec<String>,
+}
+
+/// A tensor as the kernel was lowered for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorDecl {
+    /// Its name in the statement.
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its format (dense where the statement declared none).
+    pub format: Format,
 }
 
 /// Choices the lowering takes from its user.
