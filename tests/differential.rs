@@ -632,6 +632,11 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
     for backend in [Backend::Interp, Backend::Jit] {
         let kernel = match program.compile::<T>(backend) {
             Ok(k) => k,
+            // An inconsistent IR is the compiler's bug, never a refusal by name.
+            Err(
+                e @ (Error::Lower(nmsparse::lower::lower::LowerError::Internal(_))
+                | Error::Schedule(nmsparse::ir::concrete::ScheduleError::Inconsistent(_))),
+            ) => return Err(format!("{} [{:?}] {:?}: {e}", case.expr, case.schedule, case.tensors)),
             // Refused by name: the lowering (not yet), or a random schedule that is illegal.
             Err(e @ (Error::Lower(_) | Error::Schedule(_))) => {
                 if std::env::var_os("NMSPARSE_DIFF_REFUSALS").is_some() {
