@@ -10,17 +10,17 @@ use nm_format::{Format, Tensor, TensorView};
 use nm_lower::args::ArrayData;
 use nm_lower::interp::interpret;
 use nm_lower::lower::{IndexWidths, check_operand, rearm, result_tensor, take_result_tensor, view_arguments};
-use nm_spmm::NmMatrix;
 
 use super::kernel::{Engine, Kernel, Specialization};
-use super::{Error, NmSpmm, Scalar, nm_route};
+use super::nm_route::Packed;
+use super::{Error, Scalar, nm_route};
 
 /// A kernel and its operands, ready to run (see [`Kernel::bind`]).
 pub struct Bound<'k, 'a, T: Scalar> {
     kernel: &'k Kernel<T>,
     /// What binding spent on the operands: copies in another format, packing.
     prepare_time: Duration,
-    state: State<'k, 'a, T>,
+    state: State<'a, T>,
 }
 
 /// Whether a computation is timed.
@@ -31,21 +31,20 @@ enum Clock {
 }
 
 /// What a bound kernel runs.
-enum State<'k, 'a, T> {
+enum State<'a, T> {
     /// Generated code on argument arrays built once.
     Generated { specialization: Arc<Specialization>, arrays: Vec<ArrayData<'a>>, assembled: bool, computed: bool },
     /// nm-spmm's kernel on `B` packed once.
-    NmSpmm(Box<NmRun<'k, 'a, T>>),
+    NmSpmm(Box<NmRun<'a, T>>),
     /// A kernel with parts: the parts and the combined kernel run whole each time.
     Whole { operands: Vec<(String, TensorView<'a, T>)>, result: Option<Tensor<T>> },
 }
 
 /// The N:M SpMM's operands and its last result.
-struct NmRun<'k, 'a, T> {
-    route: &'k NmSpmm,
+struct NmRun<'a, T> {
     a: TensorView<'a, T>,
     b: TensorView<'a, T>,
-    packed: Option<NmMatrix<'a, T>>,
+    packed: Packed<'a, T>,
     result: Option<Tensor<T>>,
 }
 
@@ -173,7 +172,7 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
                 };
                 let (a, b) = (operand(stmt.tensor_name(route.a))?, operand(stmt.tensor_name(route.b))?);
                 let packed = nm_route::pack(route, &b)?;
-                State::NmSpmm(Box::new(NmRun { route, a, b, packed, result: None }))
+                State::NmSpmm(Box::new(NmRun { a, b, packed, result: None }))
             }
             Engine::Generated { .. } => {
                 let specialization = kernel.specialization(IndexWidths::of_views(&named))?;
@@ -224,6 +223,15 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
     /// good part of a small kernel's call).
     fn compute_with(&mut self, clock: Clock) -> Result<Option<Duration>, Error> {
         self.assemble()?;
+        // A fused kernel appends to a sparse result: it starts again from empty outputs
+        // (untimed, as taco times only the kernel). A dense result is zeroed by its kernel,
+        // and a compute kernel writes into the structure assembly made.
+        if let State::Generated { specialization, arrays, computed: true, .. } = &mut self.state
+            && specialization.halves.is_none()
+            && specialization.lowered.sparse_result()
+        {
+            rearm(&specialization.lowered, arrays);
+        }
         let threads = self.kernel.threads;
         let start = match clock {
             Clock::On => Some(Instant::now()),
@@ -231,21 +239,10 @@ impl<'k, 'a, T: Scalar> Bound<'k, 'a, T> {
         };
         match &mut self.state {
             State::Generated { specialization, arrays, computed, .. } => {
-                // A fused kernel appends to a sparse result: it starts again from empty
-                // outputs (untimed, as taco times only the kernel). A dense result is zeroed by
-                // its kernel, and a compute kernel writes into the structure assembly made.
-                if *computed && specialization.halves.is_none() && specialization.lowered.sparse_result() {
-                    rearm(&specialization.lowered, arrays);
-                }
-                let last = specialization.functions().len() - 1;
-                let start = start.map(|_| Instant::now());
-                run_function(specialization, last, arrays, threads)?;
+                run_function(specialization, specialization.compute_index(), arrays, threads)?;
                 *computed = true;
-                return Ok(start.map(|s| s.elapsed()));
             }
-            State::NmSpmm(run) => {
-                run.result = Some(nm_route::multiply(run.route, &run.a, &run.b, run.packed.as_ref(), threads)?);
-            }
+            State::NmSpmm(run) => run.result = Some(nm_route::multiply(&run.packed, &run.a, &run.b, threads)?),
             State::Whole { operands, result } => {
                 let views: Vec<(&str, TensorView<T>)> = operands.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
                 *result = Some(self.kernel.run_checked(&views)?);

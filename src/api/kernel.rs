@@ -98,6 +98,12 @@ impl Specialization {
         Ok(Specialization { widths, lowered, halves, compiled, kept: Mutex::new(Vec::new()) })
     }
 
+    /// The index in [`Specialization::functions`] of the function that computes the values:
+    /// the fused one, or the compute half after assembly.
+    pub(crate) fn compute_index(&self) -> usize {
+        usize::from(self.halves.is_some())
+    }
+
     /// The functions that run, in order: the fused one, or assembly then compute.
     pub(crate) fn functions(&self) -> Vec<&Function> {
         match &self.halves {

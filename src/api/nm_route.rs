@@ -57,32 +57,34 @@ pub(crate) fn describe(s: &NmSpmm) -> String {
     }
 }
 
-/// `B` in `nm(N,M,L)` packed for nm-spmm's kernel, once for any number of products; `None`
-/// for `A` in nv24, whose kernel reads the tensor as it is.
-pub(crate) fn pack<'p, T: nm_spmm::Real>(
-    route: &NmSpmm,
-    b: &TensorView<T>,
-) -> Result<Option<NmMatrix<'p, T>>, SpmmError> {
+/// The structured operand made ready for nm-spmm's kernel, once for any number of products.
+pub(crate) enum Packed<'p, T> {
+    /// `B` in `nm(N,M,L)`, packed.
+    B(NmMatrix<'p, T>),
+    /// `A` in nv24, which its kernel reads as it is.
+    ANv24,
+}
+
+/// The route's structured operand made ready: `B` packed (a copy only for foreign arrays,
+/// which an N:M operand never is: it is built by pruning).
+pub(crate) fn pack<'p, T: nm_spmm::Real>(route: &NmSpmm, b: &TensorView<T>) -> Result<Packed<'p, T>, SpmmError> {
     match route.structured {
-        // A copy only for foreign arrays, which an N:M operand never is: it is built by pruning.
-        NmOperand::B(_) => Ok(Some(NmMatrix::new(&b.to_tensor())?)),
-        NmOperand::ANv24 => Ok(None),
+        NmOperand::B(_) => Ok(Packed::B(NmMatrix::new(&b.to_tensor())?)),
+        NmOperand::ANv24 => Ok(Packed::ANv24),
     }
 }
 
-/// `C = A·B` on the CPU by nm-spmm's kernel for the route, `B` packed by [`pack`]; the dense
-/// operand is read in place.
+/// `C = A·B` on the CPU by nm-spmm's kernel, the structured operand made ready by [`pack`];
+/// the dense operand is read in place.
 pub(crate) fn multiply<T: nm_spmm::Real>(
-    route: &NmSpmm,
+    packed: &Packed<'_, T>,
     a: &TensorView<T>,
     b: &TensorView<T>,
-    packed: Option<&NmMatrix<'_, T>>,
     threads: usize,
 ) -> Result<Tensor<T>, SpmmError> {
-    match (route.structured, packed) {
-        (NmOperand::B(_), Some(packed)) => nm_spmm::multiply_view(a, packed, threads),
-        (NmOperand::B(_), None) => nm_spmm::multiply_view(a, &NmMatrix::new(&b.to_tensor())?, threads),
-        (NmOperand::ANv24, _) => {
+    match packed {
+        Packed::B(packed) => nm_spmm::multiply_view(a, packed, threads),
+        Packed::ANv24 => {
             let (m, k, n) = (a.shape()[0], a.shape()[1], b.shape()[1]);
             if b.shape()[0] != k {
                 return Err(SpmmError::Inner { m, k, rows: b.shape()[0] });
