@@ -255,13 +255,10 @@ impl Verifier<'_> {
     fn unify(&self, a: Ty, b: Ty, place: &str) -> Result<Ty, String> {
         match (a, b) {
             (Ty::Scalar(x), other) | (other, Ty::Scalar(x)) if other.fits(x) => Ok(Ty::Scalar(x)),
-            (Ty::FloatLiteral, _) | (_, Ty::FloatLiteral)
-                if !matches!((a, b), (Ty::Scalar(_), _) | (_, Ty::Scalar(_))) =>
-            {
-                Ok(Ty::FloatLiteral)
-            }
+            (Ty::Scalar(_), _) | (_, Ty::Scalar(_)) => Err(format!("{place} are {a:?} and {b:?}")),
             (Ty::IntLiteral, Ty::IntLiteral) => Ok(Ty::IntLiteral),
-            _ => Err(format!("{place} are {a:?} and {b:?}")),
+            // Two literals, one a float: a float where they meet one.
+            _ => Ok(Ty::FloatLiteral),
         }
     }
 }
