@@ -96,9 +96,10 @@ def main():
     args = parser.parse_args()
     if args.plot == "peers":
         peers(args.csv, args.out)
+    elif len(args.csv) == 1:
+        sweep(args.csv[0], args.out)
     else:
-        for path in args.csv:
-            sweep(path, args.out)
+        parser.error("sweep draws one CSV (each would overwrite the plot of the one before)")
 
 
 if __name__ == "__main__":
