@@ -36,7 +36,7 @@ use nmsparse::format::generate::{Values, uniform};
 use nmsparse::format::{Format, Tensor};
 use nmsparse::ir::id::Id;
 use nmsparse::ir::notation::parse;
-use nmsparse::{Backend, Error, Program};
+use nmsparse::{Backend, Error, Kernel, Program};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -646,6 +646,11 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
             }
             Err(e) => return Err(format!("{} [{:?}] {:?}: {e}", case.expr, case.schedule, case.tensors)),
         };
+        if let Some(path) = std::env::var_os("NMSPARSE_DIFF_DUMP")
+            && backend == Backend::Interp
+        {
+            dump_loops(&path, case, &kernel).map_err(|e| format!("NMSPARSE_DIFF_DUMP: {e}"))?;
+        }
         let got = kernel.with_threads(case.threads).run(&args).map_err(|e| {
             format!(
                 "{} [{:?}] {:?}: {e} (sizes {:?}, densities {:?}, {} threads, {backend:?})",
@@ -681,6 +686,30 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
         }
     }
     Ok(Some(true))
+}
+
+/// Appends the case and every function its kernel runs (the loop IR in full, `Debug`) to
+/// `path`: two builds' files, made with the same seed, show whether a restructuring of the
+/// compiler changed any kernel (TESTING.md, "The differential tests").
+fn dump_loops<T: nmsparse::Scalar>(path: &std::ffi::OsStr, case: &Case, kernel: &Kernel<T>) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    writeln!(
+        f,
+        "== {} [{:?}] [{:?}] {:?} sizes {:?}",
+        case.expr, case.schedule, case.workspace, case.tensors, case.sizes
+    )?;
+    writeln!(f, "{}", kernel.describe())?;
+    for func in kernel.functions() {
+        writeln!(f, "{func:?}")?;
+    }
+    for (name, part) in kernel.parts() {
+        writeln!(f, "part {name}")?;
+        for func in part.functions() {
+            writeln!(f, "{func:?}")?;
+        }
+    }
+    Ok(())
 }
 
 #[test]

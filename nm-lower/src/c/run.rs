@@ -249,6 +249,25 @@ unsafe impl Send for SharedArray {}
 // SAFETY: as above.
 unsafe impl Sync for SharedArray {}
 
+/// Per range: its own arrays (indexed like the kernel's, empty where shared), or why it failed.
+type RangeResult = Result<Vec<ArrayData<'static>>, String>;
+
+/// Every range's own arrays, in range order, or the first range's failure.
+fn ranges_arrays(
+    kernel: &str,
+    outcomes: Vec<std::sync::Mutex<Option<RangeResult>>>,
+) -> Result<Vec<Vec<ArrayData<'static>>>, RunError> {
+    let mut own = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(arrays)) => own.push(arrays),
+            Some(Err(why)) => return Err(RunError::OutOfMemory(kernel.to_string(), why)),
+            None => return Err(RunError::OutOfMemory(kernel.to_string(), "a worker thread stopped".into())),
+        }
+    }
+    Ok(own)
+}
+
 impl CKernel {
     /// Runs the kernel with its outermost loop split into row ranges over `threads` threads
     /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
@@ -310,8 +329,6 @@ impl CKernel {
             };
         let thread_arrays = reuse(&mut pool.threads, threads);
         let range_arrays = reuse(&mut pool.ranges, ranges);
-        // Per range: its own arrays (indexed like `arrays`, empty where shared), or why it failed.
-        type RangeResult = Result<Vec<ArrayData<'static>>, String>;
         let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
             (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
         let workers = AtomicUsize::new(0);
@@ -386,14 +403,7 @@ impl CKernel {
                 }
             }
         });
-        let mut own: Vec<Vec<ArrayData>> = Vec::with_capacity(ranges);
-        for o in outcomes {
-            match o.into_inner().unwrap_or_else(|e| e.into_inner()) {
-                Some(Ok(arrays)) => own.push(arrays),
-                Some(Err(why)) => return Err(RunError::OutOfMemory(f.name.clone(), why)),
-                None => return Err(RunError::OutOfMemory(f.name.clone(), "a worker thread stopped".into())),
-            }
-        }
+        let own = ranges_arrays(&f.name, outcomes)?;
         if let Some(k) = per_thread {
             let copies: Vec<std::sync::MutexGuard<Vec<ArrayData>>> =
                 thread_arrays.iter().map(|m| m.lock().unwrap_or_else(|e| e.into_inner())).collect();

@@ -8,7 +8,8 @@
 //! the bit. It pays most where a row holds few entries and the searches were most of the work
 //! (BENCHMARKS.md's history, "a window loop and its resolving loop as one pass over entries").
 
-use super::subsection::{Coordinates, Subsection, coefficient, lower_bound};
+use super::iterate::{Coordinates, Subsection, coefficient, lower_bound};
+use super::reach::Reached;
 use super::workspace::mark_range;
 use super::{LowerError, Lowerer};
 use crate::ir::build::{bin, int, var};
@@ -48,25 +49,41 @@ pub(super) struct WindowLoop<'a> {
     pub(super) dense: &'a [(usize, usize)],
 }
 
+/// What a pass over entries is made of (see [`Lowerer::entry_pass_shape`]).
+struct PassShape<'r> {
+    /// The resolving loop's variable, and the loops inside it.
+    j: IndexVarId,
+    inner: &'r [(IndexVarId, bool)],
+    /// The window variable's and `j`'s coefficients in the subscript.
+    cq: i64,
+    cj: i64,
+    /// The window's width and the window variable's extent (the filter's size).
+    width: i64,
+    filter: i64,
+    /// The expression along `j`.
+    e: ExprId,
+    /// The levels the loop over `j` reaches.
+    reached: Reached,
+}
+
 impl Lowerer<'_> {
-    /// The loops `w` and `rest[0]` as one pass over the entries of `w`'s level, or `None` where
-    /// that would change what the kernel computes or is not this simple case: `rest[0]` is the
+    /// What the pass over entries of [`Self::window_by_entries`] needs, or `None` where it
+    /// would change what the kernel computes or is not this simple case: `rest[0]` is the
     /// subscript's only other variable and nothing else sparse is reached along it; the
     /// assignment adds into a result that takes its terms in any order (a dense one, a row or
     /// sparse workspace), and `w.v` is not one of the result's coordinates.
-    pub(super) fn window_by_entries(
+    fn entry_pass_shape<'r>(
         &mut self,
         w: &WindowLoop<'_>,
-        rest: &[(IndexVarId, bool)],
+        rest: &'r [(IndexVarId, bool)],
         lhs: &Access,
         op: AssignOp,
         rhs: ExprId,
         reads: (&[usize], &[usize]),
-    ) -> Result<Option<EntryPass>, LowerError> {
-        let Subsection::Window { term, coef: cq, width, size: filter } = w.subsection else { return Ok(None) };
-        let Coordinates::Window { raw, base, .. } = w.crd else { return Ok(None) };
+    ) -> Option<PassShape<'r>> {
+        let Subsection::Window { term, coef: cq, width, size: filter } = w.subsection else { return None };
         let (cq, width, filter) = (*cq, *width, *filter);
-        let Some((&(j, _), inner)) = rest.split_first() else { return Ok(None) };
+        let (&(j, _), inner) = rest.split_first()?;
         let (k, l) = w.level;
         let order_free = match (&self.assembly, &self.workspace, &self.ism) {
             (_, Some(ws), _) => ws.active,
@@ -92,7 +109,7 @@ impl Lowerer<'_> {
             || !kind.is_unique()
             || !kind.is_ordered()
         {
-            return Ok(None);
+            return None;
         }
         // Along `j` (`v` bound): one lattice point, iterating this level alone.
         self.bound[j.index()] = Some(w.loop_var);
@@ -103,25 +120,46 @@ impl Lowerer<'_> {
             MergeLattice::build(scope, &self.formats, rhs, j, &bound)
         };
         self.bound[j.index()] = None;
-        let [point] = lattice.points.as_slice() else { return Ok(None) };
+        let [point] = lattice.points.as_slice() else { return None };
         let its: Vec<_> = point.iterators.iter().filter(|it| !it.full).collect();
         if !matches!(its.as_slice(), [it] if it.tensor == self.accesses[k].tensor && it.subscripts == self.accesses[k].subscripts && it.level == l)
         {
-            return Ok(None);
+            return None;
         }
         let reached = match self.reached_levels(j, reads.0, reads.1, false, lhs, rhs) {
             Ok(r) if r.sparse == [(k, l)] && r.guided.is_empty() => r,
-            _ => return Ok(None),
+            _ => return None,
         };
         let resolves = match reached.subsections.as_slice() {
             [Subsection::Last { coef, .. }] => *coef == cj,
             _ => false,
         };
         if !resolves {
-            return Ok(None);
+            return None;
         }
         let e = self.materialize(&point.expr);
+        Some(PassShape { j, inner, cq, cj, width, filter, e, reached })
+    }
 
+    /// The loops `w` and `rest[0]` as one pass over the entries of `w`'s level, or `None` where
+    /// that would change what the kernel computes or is not this simple case (see
+    /// [`Self::entry_pass_shape`]).
+    pub(super) fn window_by_entries(
+        &mut self,
+        w: &WindowLoop<'_>,
+        rest: &[(IndexVarId, bool)],
+        lhs: &Access,
+        op: AssignOp,
+        rhs: ExprId,
+        reads: (&[usize], &[usize]),
+    ) -> Result<Option<EntryPass>, LowerError> {
+        let Coordinates::Window { raw, base, .. } = w.crd else { return Ok(None) };
+        let Some(PassShape { j, inner, cq, cj, width, filter, e, reached }) =
+            self.entry_pass_shape(w, rest, lhs, op, rhs, reads)
+        else {
+            return Ok(None);
+        };
+        let (k, l) = w.level;
         let tname = self.access_name(k);
         let (p, end) = w.cursor;
         let mut out = Vec::new();

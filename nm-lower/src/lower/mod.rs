@@ -36,11 +36,16 @@ use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, Index
 mod assembly;
 mod boundary;
 mod chain;
+mod coiterate;
+mod derived;
 mod entries;
 mod entry;
+mod guide;
+mod iterate;
+mod marks;
 mod nest;
+mod reach;
 mod result;
-mod subsection;
 mod workspace;
 
 use assembly::{Assembly, IsmResult};
@@ -48,7 +53,7 @@ pub use boundary::{
     IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor, view_arguments,
 };
 pub use entry::{lower, lower_options, lower_with};
-use subsection::Subrange;
+use iterate::{Level, Subrange};
 use workspace::RowWorkspace;
 
 use crate::args::{Partition, ReductionKind};
@@ -105,11 +110,8 @@ fn refuse<T>(kind: fn(String) -> LowerError, what: impl Into<String>) -> Result<
 struct Operand {
     format: Format,
     shape: Vec<usize>,
-    pos: Vec<Option<ArrayId>>,
-    /// `crd` of a compressed or singleton level; the packed metadata of a structured one.
-    crd: Vec<Option<ArrayId>>,
-    /// Per structured level: (N, M, coordinates per parent position).
-    structured: Vec<Option<(u32, u32, usize)>>,
+    /// Its levels as the kernel reads them, in storage order.
+    levels: Vec<Level>,
     vals: ArrayId,
 }
 
@@ -311,73 +313,58 @@ fn decompose(
 ) -> Result<Operand, LowerError> {
     let order = ty.shape.len();
     let format = ty.format.clone().unwrap_or_else(|| Format::dense(order.max(1)));
-    let (mut pos, mut crd) = (vec![None; format.levels().len()], vec![None; format.levels().len()]);
-    let mut structured = vec![None; format.levels().len()];
+    let mut array = |f: &mut Function, suffix: &str, elem: ElemType, role: Role| {
+        params.push(t);
+        f.array(&format!("{name}{suffix}"), elem, role, false)
+    };
+    let tensor = || name.to_string();
     // Vector-wise N:M (`nm(N,M,L)`): its metadata; iterated level by level where its
     // variables are reached (see `Lowerer::blocked_nest`).
     if let Some((n, m, _)) = format.nm_params() {
-        crd[2] = Some(f.array(
-            &format!("{name}2_meta"),
-            ElemType::U64,
-            Role::Metadata { tensor: name.to_string(), level: 2 },
-            false,
-        ));
-        params.push(t);
-        structured[2] = Some((n, m, m as usize));
-        let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.to_string() }, false);
-        params.push(t);
-        return Ok(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals });
+        let meta = array(f, "2_meta", ElemType::U64, Role::Metadata { tensor: tensor(), level: 2 });
+        let mut levels = vec![Level::Blocked; format.levels().len()];
+        levels[2] = Level::Structured { meta, n, m, per_parent: n as usize };
+        let vals = array(f, "_vals", value, Role::Values { tensor: tensor() });
+        return Ok(Operand { format, shape: ty.shape.clone(), levels, vals });
     }
+    let mut levels = Vec::with_capacity(format.levels().len());
     for (l, level) in format.levels().iter().enumerate() {
-        match level.kind {
-            LevelKind::Dense => {}
+        let read = match level.kind {
+            LevelKind::Dense => Level::Dense,
             LevelKind::Compressed(p)
                 if p.unique && p.ordered && !matches!(level.expr, nm_format::LevelExpr::Dim(_)) =>
             {
                 return refuse(LowerError::Format, format!("blocked compressed levels (`{name}`)"));
             }
-            LevelKind::Compressed(_) | LevelKind::Singleton(_) => {
+            LevelKind::Compressed(_) => {
                 let (pos_elem, crd_elem) = widths.get(name, l);
-                if matches!(level.kind, LevelKind::Compressed(_)) {
-                    pos[l] = Some(f.array(
-                        &format!("{name}{l}_pos"),
-                        pos_elem,
-                        Role::Pos { tensor: name.to_string(), level: l },
-                        false,
-                    ));
-                    params.push(t);
+                let pos = array(f, &format!("{l}_pos"), pos_elem, Role::Pos { tensor: tensor(), level: l });
+                let crd = array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l });
+                Level::Compressed { pos, crd }
+            }
+            LevelKind::Singleton(_) => {
+                let (_, crd_elem) = widths.get(name, l);
+                Level::Singleton {
+                    crd: array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l }),
                 }
-                crd[l] = Some(f.array(
-                    &format!("{name}{l}_crd"),
-                    crd_elem,
-                    Role::Crd { tensor: name.to_string(), level: l },
-                    false,
-                ));
-                params.push(t);
             }
             LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
-                crd[l] = Some(f.array(
-                    &format!("{name}{l}_meta"),
-                    ElemType::U64,
-                    Role::Metadata { tensor: name.to_string(), level: l },
-                    false,
-                ));
-                params.push(t);
+                let meta = array(f, &format!("{l}_meta"), ElemType::U64, Role::Metadata { tensor: tensor(), level: l });
                 let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;
-                structured[l] = Some((n, m, size));
+                Level::Structured { meta, n, m, per_parent: size / m as usize * n as usize }
             }
             other => return refuse(LowerError::Format, format!("{other} levels (`{name}`)")),
-        }
+        };
         if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) {
             return refuse(
                 LowerError::Format,
                 format!("blocked levels (`{name}`; a vector-wise N:M SpMM runs through nm-spmm, see the command)"),
             );
         }
+        levels.push(read);
     }
-    let vals = f.array(&format!("{name}_vals"), value, Role::Values { tensor: name.to_string() }, false);
-    params.push(t);
-    Ok(Operand { format, shape: ty.shape.clone(), pos, crd, structured, vals })
+    let vals = array(f, "_vals", value, Role::Values { tensor: tensor() });
+    Ok(Operand { format, shape: ty.shape.clone(), levels, vals })
 }
 
 fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
@@ -488,12 +475,6 @@ impl Lowerer<'_> {
                 );
             }
         }
-    }
-
-    /// M of access `k`'s structured level `l`.
-    fn structured_m(&self, k: usize, l: usize) -> usize {
-        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
-        o.structured[l].map_or(1, |(_, m, _)| m as usize)
     }
 
     /// How many loops are bound now.

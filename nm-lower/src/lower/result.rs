@@ -2,7 +2,6 @@
 //! stored, rows summed in a stack buffer), assembled results appended, and the expression
 //! of an assignment.
 
-use super::subsection::{Coordinates, lower_bound};
 use super::workspace::{one_if, set_marks, word};
 use super::{LowerError, Lowerer, is_factor, refuse};
 use crate::ir::build::{bin, float, int, load, var};
@@ -197,14 +196,13 @@ impl Lowerer<'_> {
                 if term.vars().any(|v| self.bound[v.index()].is_none()) {
                     break;
                 }
-                let mut stmts = Vec::new();
                 if levels[l].kind == LevelKind::Dense {
+                    let mut stmts = Vec::new();
                     self.locate(&mut stmts, &[(k, l)]);
                     steps.push((stmts, None));
                     continue;
                 }
                 let tname = self.cin.tensors[a.tensor].name.clone();
-                let prefix = self.access_name(k);
                 let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
                     && levels[l].kind.is_ordered();
                 if !searchable || !is_factor(&self.exprs, rhs, &a) {
@@ -215,32 +213,10 @@ impl Lowerer<'_> {
                         ),
                     );
                 }
-                let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
-                let range = self.level_range(&o, k, l, parent);
-                let p = self.f.fresh_var(&format!("{prefix}{l}_found"), ScalarType::Index);
-                let end = self.f.fresh_var(&format!("{prefix}{l}_last"), ScalarType::Index);
-                let crd = Coordinates::Array(o.crd[l].expect("compressed or singleton"));
-                let coordinate = self.affine(term, None);
-                stmts.push(Stmt::Decl(p, range.0));
-                stmts.push(Stmt::Decl(end, range.1));
-                stmts.extend(lower_bound(&mut self.f, p, end, &crd, coordinate.clone()));
-                let found =
-                    bin(BinOp::And, bin(BinOp::Lt, var(p), var(end)), bin(BinOp::Eq, crd.at(var(p)), coordinate));
-                self.positions[k][l] = Some(p);
-                steps.push((stmts, Some(found)));
-                if !levels[l].kind.is_unique() {
-                    // Every entry with that coordinate: the children's range (COO's next level).
-                    let segend = self.f.fresh_var(&format!("{prefix}{l}_segend"), ScalarType::Index);
-                    let same = bin(BinOp::Eq, crd.at(var(segend)), crd.at(var(p)));
-                    let stmts = vec![
-                        Stmt::Decl(segend, bin(BinOp::Add, var(p), int(1))),
-                        Stmt::While {
-                            cond: bin(BinOp::And, bin(BinOp::Lt, var(segend), var(end)), same),
-                            body: vec![Stmt::Assign(segend, bin(BinOp::Add, var(segend), int(1)))],
-                        },
-                    ];
-                    self.segments.push((k, l, segend));
-                    steps.push((stmts, None));
+                let found = self.search_coordinate(k, l, term);
+                steps.push((found.search, Some(found.stored)));
+                if let Some(segment) = found.segment {
+                    steps.push((segment, None));
                 }
             }
         }
@@ -311,7 +287,7 @@ impl Lowerer<'_> {
             let value = self.expr(rhs)?;
             let value = if op == AssignOp::Accumulate { bin(BinOp::Add, var(t), value) } else { value };
             let mut out = vec![Stmt::Assign(t, value)];
-            out.extend(self.producing.map(super::nest::mark));
+            out.extend(self.producing.map(super::marks::mark));
             return Ok(out);
         }
         if let Some(w) = self.workspace.as_ref().filter(|w| w.active) {
