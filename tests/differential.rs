@@ -646,6 +646,15 @@ fn run_case<T: nmsparse::Scalar + Into<f64>>(case: &Case, seed: u64) -> Result<O
             }
             Err(e) => return Err(format!("{} [{:?}] {:?}: {e}", case.expr, case.schedule, case.tensors)),
         };
+        // The text form says everything: each kernel parses back to what prints the same.
+        for f in kernel.functions() {
+            let text = f.to_string();
+            match nmsparse::lower::ir::Function::parse(&text) {
+                Ok(parsed) if parsed.to_string() == text => {}
+                Ok(_) => return Err(format!("{}: the loops print differently once parsed:\n{text}", case.expr)),
+                Err(e) => return Err(format!("{}: the printed loops do not parse: {e}\n{text}", case.expr)),
+            }
+        }
         if let Some(path) = std::env::var_os("NMSPARSE_DIFF_DUMP")
             && backend == Backend::Interp
         {

@@ -8,9 +8,11 @@
 //! `sort` of a range of indices (the one runtime call, for workspaces).
 //! The text form ([`Function`]'s `Display`) is what snapshot tests compare.
 
+mod parse;
 mod print;
 mod verify;
 
+pub use parse::ParseError;
 pub(crate) use print::symbol;
 pub use verify::VerifyError;
 

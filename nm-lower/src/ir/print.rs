@@ -1,4 +1,6 @@
-//! The loop IR as text, for snapshot tests and `-print-compute`.
+//! The loop IR as text, for the file tests and `-print-loops`; [`Function::parse`] reads it
+//! back. Everything a kernel is made of is printed except a sparse workspace's capacity, which
+//! the lowering sizes from the memory free when it runs (a parsed kernel gets the default).
 
 use std::fmt::{self, Write};
 
@@ -123,11 +125,13 @@ impl Function {
                 }
             }
             Stmt::Break => writeln!(f, "{pad}break"),
-            Stmt::Insert { workspace, key, value, .. } => {
+            Stmt::Insert { workspace, key, first, value } => {
                 write!(f, "{pad}insert {}[", self.arrays[*workspace].name)?;
                 self.write_expr(f, key)?;
                 write!(f, "] += ")?;
                 self.write_expr(f, value)?;
+                f.write_str(" first ")?;
+                self.write_expr(f, first)?;
                 writeln!(f)
             }
             Stmt::Finish { workspace } => writeln!(f, "{pad}finish {}", self.arrays[*workspace].name),
@@ -195,16 +199,30 @@ impl fmt::Display for Function {
         for (_, a) in self.arrays.iter() {
             let out = if a.output { "out " } else { "" };
             match &a.role {
-                // The workspace's policy and key space, not its whole configuration.
-                crate::ir::Role::Workspace { extents, config, .. } => writeln!(
-                    f,
-                    "  {out}{}: [{:?}] Workspace {{ policy: {}, extents: {extents:?} }},",
-                    a.name, a.elem, config.policy
-                )?,
+                // Its configuration but the capacity (see the module doc).
+                crate::ir::Role::Workspace { extents, kinds, config } => {
+                    let kinds: Vec<String> = kinds.iter().map(|k| k.to_string()).collect();
+                    writeln!(
+                        f,
+                        "  {out}{}: [{:?}] Workspace {{ policy: {}, extents: {extents:?}, kinds: [{}], \
+                         pipelined: {}, double_buffered: {} }},",
+                        a.name,
+                        a.elem,
+                        config.policy,
+                        kinds.join("; "),
+                        config.pipelined,
+                        config.double_buffered
+                    )?
+                }
                 role => writeln!(f, "  {out}{}: [{:?}] {role:?},", a.name, a.elem)?,
             }
         }
-        writeln!(f, ") {{")?;
+        match self.omp_schedule {
+            schedule if schedule == crate::ir::OmpSchedule::default() => writeln!(f, ") {{")?,
+            crate::ir::OmpSchedule::Static(None) => writeln!(f, ") schedule(static) {{")?,
+            crate::ir::OmpSchedule::Static(Some(chunk)) => writeln!(f, ") schedule(static, {chunk}) {{")?,
+            crate::ir::OmpSchedule::Dynamic(chunk) => writeln!(f, ") schedule(dynamic, {chunk}) {{")?,
+        }
         let mut body = String::new();
         self.write_block(&mut body, &self.body, 1)?;
         f.write_str(&body)?;
