@@ -6,7 +6,8 @@
 //! (optionally parallel or unrolled), `while` for co-iteration, `if`/`else`, `break`, and
 //! `resize` of an output array (sizes grown on demand while a sparse result is assembled), and
 //! `sort` of a range of indices (the one runtime call, for workspaces).
-//! The text form ([`Function`]'s `Display`) is what snapshot tests compare.
+//! The text form ([`Function`]'s `Display`, read back by [`Function::parse`]) is what the file
+//! tests compare and hand-written kernels are written in.
 
 mod parse;
 mod print;
