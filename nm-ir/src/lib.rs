@@ -31,3 +31,4 @@ pub mod graph;
 pub mod id;
 pub mod lattice;
 pub mod notation;
+pub mod plan;

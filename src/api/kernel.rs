@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use nm_format::{Format, Tensor, TensorView};
-use nm_ir::concrete::ConcreteNotation;
-use nm_ir::notation::{IndexNotation, Types};
+use nm_ir::notation::IndexNotation;
+use nm_ir::plan::Plan;
 use nm_lower::args::ArrayData;
 use nm_lower::assemble::Split;
 use nm_lower::c::CKernel;
 use nm_lower::ir::{Function, OmpSchedule};
 use nm_lower::jit::CCompiler;
-use nm_lower::lower::{IndexWidths, LowerOptions, Lowered, lower_options};
+use nm_lower::lower::{IndexWidths, LowerOptions, Lowered, lower_plan};
 
 use super::program::Program;
 use super::{Backend, Error, NmSpmm, Scalar, nm_route};
@@ -50,6 +50,8 @@ impl Engine {
 
 /// A kernel lowered (and compiled) for one set of operand index widths.
 pub(crate) struct Specialization {
+    /// The statement's plan, which every specialization lowers.
+    pub plan: Arc<Plan>,
     pub widths: IndexWidths,
     /// The loops that assemble and compute at once.
     pub lowered: Lowered,
@@ -63,18 +65,17 @@ pub(crate) struct Specialization {
 }
 
 impl Specialization {
-    /// Lowers `cin` for `widths` and compiles it — from `source` (C written for the
+    /// Lowers `plan` for `widths` and compiles it — from `source` (C written for the
     /// generated functions' arguments) when one is given.
     pub(crate) fn new<T: Scalar>(
-        cin: &ConcreteNotation,
-        types: &Types,
+        plan: Arc<Plan>,
         backend: Backend,
         widths: IndexWidths,
         options: &LowerOptions,
         code: &CodeOptions,
         source: Option<&str>,
     ) -> Result<Specialization, Error> {
-        let mut lowered = lower_options(cin, types, T::ELEM, &widths, options)?;
+        let mut lowered = lower_plan(&plan, T::ELEM, &widths, options)?;
         lowered.function.name = format!("{}{}", code.prefix, lowered.function.name);
         if let Some(schedule) = code.omp_schedule {
             lowered.function.omp_schedule = schedule;
@@ -95,7 +96,7 @@ impl Specialization {
                 functions.into_iter().map(compile).collect::<Result<_, _>>()?
             }
         };
-        Ok(Specialization { widths, lowered, halves, compiled, kept: Mutex::new(Vec::new()) })
+        Ok(Specialization { plan, widths, lowered, halves, compiled, kept: Mutex::new(Vec::new()) })
     }
 
     /// The index in [`Specialization::functions`] of the function that computes the values:
@@ -118,8 +119,6 @@ impl Specialization {
 pub struct Kernel<T> {
     pub(super) stmt: IndexNotation,
     pub(super) shapes: HashMap<String, (Vec<usize>, Option<Format>)>,
-    cin: ConcreteNotation,
-    types: Types,
     backend: Backend,
     options: LowerOptions,
     code: CodeOptions,
@@ -148,8 +147,6 @@ impl<T: Scalar> Kernel<T> {
     #[allow(clippy::too_many_arguments)] // the program's parts and what compiling it made
     pub(super) fn new(
         program: &Program,
-        cin: ConcreteNotation,
-        types: Types,
         backend: Backend,
         engine: Engine,
         result_shape: Vec<usize>,
@@ -165,8 +162,6 @@ impl<T: Scalar> Kernel<T> {
         Kernel {
             stmt: program.stmt.clone(),
             shapes: program.shapes.clone(),
-            cin,
-            types,
             backend,
             options: program.options.clone(),
             code: program.code.clone(),
@@ -215,8 +210,7 @@ impl<T: Scalar> Kernel<T> {
             return Err(Error::Operands("a source replaces the compiled C of a single generated kernel".into()));
         }
         let mut kernel = self.same_with(Engine::generated(Specialization::new::<T>(
-            &self.cin,
-            &self.types,
+            narrow.plan.clone(),
             self.backend,
             narrow.widths.clone(),
             &self.options,
@@ -232,8 +226,6 @@ impl<T: Scalar> Kernel<T> {
         Kernel {
             stmt: self.stmt.clone(),
             shapes: self.shapes.clone(),
-            cin: self.cin.clone(),
-            types: self.types.clone(),
             backend: self.backend,
             options: self.options.clone(),
             code: self.code.clone(),
@@ -488,8 +480,7 @@ impl<T: Scalar> Kernel<T> {
             return Ok(s.clone());
         }
         let s = Arc::new(Specialization::new::<T>(
-            &self.cin,
-            &self.types,
+            narrow.plan.clone(),
             self.backend,
             widths,
             &self.options,

@@ -3,12 +3,14 @@
 //! and last a loop that visits every coordinate.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use nm_format::{Format, TensorView};
 use nm_ir::concrete::{Command, ConcreteNotation, concretize_for, parse_schedule};
 use nm_ir::notation::{Declarations, IndexNotation, ParseError, TensorType, Types, parse};
+use nm_ir::plan::{Plan, PlanOptions};
 use nm_lower::ir::OmpSchedule;
-use nm_lower::lower::{IndexWidths, LowerOptions};
+use nm_lower::lower::{IndexWidths, LowerError, LowerOptions};
 
 use super::kernel::{CodeOptions, Engine, Kernel, Specialization};
 use super::{Backend, Error, Scalar, nm_route};
@@ -125,6 +127,13 @@ impl Program {
             cin.check_bounds(&types.sizes)?;
         }
         Ok((cin, types))
+    }
+
+    /// Plans the scheduled statement `cin` (of `types`): what the lowering of every index-width
+    /// specialization takes.
+    fn plan(&self, cin: &ConcreteNotation, types: &Types) -> Result<Plan, Error> {
+        let options = PlanOptions { workspace: self.options.workspace };
+        Plan::new(cin, types, &options).map_err(|e| Error::Lower(LowerError::from(e)))
     }
 
     /// What the schedule's commands that change nothing here say
@@ -327,8 +336,7 @@ impl Program {
         let engine = match nm_route::recognise(&self.stmt, format_of) {
             Some(route) => Engine::NmSpmm(route),
             None => Engine::generated(Specialization::new::<T>(
-                &cin,
-                &types,
+                Arc::new(self.plan(&cin, &types)?),
                 backend,
                 self.widths.clone(),
                 &self.options,
@@ -336,6 +344,6 @@ impl Program {
                 None,
             )?),
         };
-        Ok(Kernel::new(self, cin, types, backend, engine, shape, format, self.schedule_notes()?))
+        Ok(Kernel::new(self, backend, engine, shape, format, self.schedule_notes()?))
     }
 }

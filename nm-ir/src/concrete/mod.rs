@@ -25,7 +25,7 @@ pub use schedule::{
     BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,
 };
 pub use verify::VerifyError;
-pub use workspace::{AccessPattern, WorkspaceError, WorkspaceKind, WorkspacePlan, WorkspacePolicy};
+pub use workspace::{WorkspaceKind, WorkspacePolicy};
 
 use std::collections::BTreeMap;
 

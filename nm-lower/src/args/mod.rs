@@ -462,15 +462,6 @@ pub struct Reduction {
     pub kind: ReductionKind,
 }
 
-/// How the threads running a reduction's ranges add into the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReductionKind {
-    /// Each thread adds its ranges, taken in a fixed order, into its own zeroed copy of the
-    /// result; the copies are then summed into it in thread order (taco's `temporary`, and
-    /// `parallel_reduction` on CPU threads, as OpenMP's `reduction` clause): the same sums for
-    /// the same thread count, run after run.
-    PerThread,
-    /// Every range adds into the shared result with atomic adds (`atomics`); the order of
-    /// the additions, so the rounding, varies from run to run.
-    Atomic,
-}
+/// How the threads running a reduction's ranges add into the result: the planner's decision
+/// (see [`nm_ir::plan::RowPlan`]), which the runner carries out.
+pub use nm_ir::plan::ReductionKind;

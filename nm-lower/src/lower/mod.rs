@@ -31,11 +31,11 @@ use nm_format::{Format, LevelKind};
 use nm_ir::concrete::ConcreteNotation;
 use nm_ir::id::{Arena, Id};
 use nm_ir::lattice::PointExpr;
-use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
+use nm_ir::notation::{Access, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
+use nm_ir::plan::Producer;
 
 mod assembly;
 mod boundary;
-mod chain;
 mod coiterate;
 mod derived;
 mod entries;
@@ -52,7 +52,7 @@ use assembly::{Assembly, IsmResult};
 pub use boundary::{
     IndexWidths, KernelValue, arguments, check_operand, rearm, result_tensor, take_result_tensor, view_arguments,
 };
-pub use entry::{lower, lower_options, lower_with};
+pub use entry::{lower, lower_options, lower_plan, lower_with};
 use iterate::{Level, Subrange};
 use workspace::RowWorkspace;
 
@@ -98,6 +98,19 @@ pub enum LowerError {
     /// the lowering, reported instead of run.
     #[error("internal error, please report it: the generated loops are inconsistent: {0}")]
     Internal(String),
+}
+
+impl From<nm_ir::plan::PlanError> for LowerError {
+    /// The planner's refusals are the lowering's of the same kinds, with the same words.
+    fn from(e: nm_ir::plan::PlanError) -> Self {
+        use nm_ir::plan::PlanError;
+        match e {
+            PlanError::Where(what) => LowerError::Where(what),
+            PlanError::Schedule(what) => LowerError::Schedule(what),
+            PlanError::Extent(what) => LowerError::Extent(what),
+            other => LowerError::Internal(other.to_string()),
+        }
+    }
 }
 
 /// Refuses with `kind` (a [`LowerError`] variant) and what is missing.
@@ -270,29 +283,6 @@ struct PositionSpace {
     count: Expr,
 }
 
-/// A `where` producer: loops computing a scalar temporary.
-#[derive(Clone, Debug)]
-struct Producer {
-    loops: Vec<(IndexVarId, bool)>,
-    lhs: Access,
-    op: AssignOp,
-    rhs: ExprId,
-}
-
-/// The consumer assignment of a chain of `where`s — its left-hand side, operator and
-/// right-hand side, and loops a fused workspace adds inside the outer ones — and the chain's
-/// producers (innermost first).
-struct Chain {
-    lhs: Access,
-    op: AssignOp,
-    rhs: ExprId,
-    loops: Vec<(IndexVarId, bool)>,
-    producers: Vec<Producer>,
-    /// (variable the schedule made, variable it stands for): a fused workspace's `jw` runs
-    /// over `j`'s coordinates.
-    aliases: Vec<(IndexVarId, IndexVarId)>,
-}
-
 /// `a`, `b`, ..., `z`, `aa`, `ab`, ...: the letters naming the `n`-th access of a tensor.
 fn access_letter(n: usize) -> String {
     let letter = (b'a' + (n % 26) as u8) as char;
@@ -365,10 +355,6 @@ fn decompose(
     }
     let vals = array(f, "_vals", value, Role::Values { tensor: tensor() });
     Ok(Operand { format, shape: ty.shape.clone(), levels, vals })
-}
-
-fn collect_accesses(cin: &ConcreteNotation, e: ExprId, out: &mut Vec<Access>) {
-    collect_accesses_in(&cin.exprs, e, out)
 }
 
 fn collect_accesses_in(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {

@@ -1,14 +1,79 @@
-//! The statement's structure as the lowering walks it: the loops from the root down to the
-//! main assignment, the chain of `where`s whose scalar producers run inside them, the ones it
-//! inlines instead, and the distinct accesses the kernel reads.
+//! The statement's structure as the kernel runs it: the loops from the root down to the main
+//! assignment, the chain of `where`s whose scalar producers run inside them, the ones inlined
+//! instead, and the distinct accesses the kernel reads.
 
-use super::entry::on_threads;
-use super::{Chain, LowerError, Producer, collect_accesses, refuse};
-use nm_ir::concrete::{ConcreteNotation, Stmt as CinStmt};
-use nm_ir::id::Id;
-use nm_ir::notation::{Access, AssignOp, Expr as CinExpr, ExprId, IndexVarId, Types};
+use super::PlanError;
+use crate::concrete::{ConcreteNotation, LoopAttrs, Stmt as CinStmt, StmtId};
+use crate::id::{Arena, Id};
+use crate::notation::{Access, AssignOp, Expr as CinExpr, ExprId, IndexTerm, IndexVarId, Types};
 
-fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Chain, LowerError> {
+/// The main computation: its assignment, the loops around it (outermost first, each with
+/// whether it runs on threads) and the scalar `where` producers it reads, computed right
+/// before it.
+#[derive(Clone, Debug)]
+pub struct Nest {
+    /// The assignment's left-hand side.
+    pub lhs: Access,
+    /// `=` or `+=`.
+    pub op: AssignOp,
+    /// The assignment's right-hand side.
+    pub rhs: ExprId,
+    /// The loops, outermost first, each with whether it runs on threads.
+    pub loops: Vec<(IndexVarId, bool)>,
+    /// The producers, innermost first.
+    pub producers: Vec<Producer>,
+}
+
+/// A `where` producer: loops computing a scalar temporary.
+#[derive(Clone, Debug)]
+pub struct Producer {
+    /// Its loops, outermost first.
+    pub loops: Vec<(IndexVarId, bool)>,
+    /// The temporary it writes.
+    pub lhs: Access,
+    /// `=` or `+=`.
+    pub op: AssignOp,
+    /// What it computes.
+    pub rhs: ExprId,
+}
+
+/// The consumer assignment of a chain of `where`s — its left-hand side, operator and
+/// right-hand side, and loops a fused workspace adds inside the outer ones — and the chain's
+/// producers (innermost first).
+struct Chain {
+    lhs: Access,
+    op: AssignOp,
+    rhs: ExprId,
+    loops: Vec<(IndexVarId, bool)>,
+    producers: Vec<Producer>,
+    /// (variable the schedule made, variable it stands for): a fused workspace's `jw` runs
+    /// over `j`'s coordinates.
+    aliases: Vec<(IndexVarId, IndexVarId)>,
+}
+
+/// Whether a loop runs on OpenMP threads: `parallelize(cpu_thread, no_races)` (the schedule
+/// checked that its iterations write disjoint elements) or `ignore_races` (the user's promise).
+/// `cpu_vector` is left to the C compiler's vectorizer; the other strategies are refused by
+/// [`super::checks::check_parallel`].
+pub fn on_threads(attrs: &LoopAttrs) -> bool {
+    use crate::concrete::{OutputRace, ParallelUnit};
+    matches!(attrs.parallel, Some((ParallelUnit::CpuThread, OutputRace::NoRaces | OutputRace::IgnoreRaces)))
+}
+
+/// The accesses `e` reads, in order.
+pub(super) fn collect_accesses(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {
+    match &exprs[e] {
+        CinExpr::Access(a) => out.push(a.clone()),
+        CinExpr::Literal(_) => {}
+        CinExpr::Neg(a) | CinExpr::Sum(_, a) => collect_accesses(exprs, *a, out),
+        CinExpr::Binary(_, a, b) => {
+            collect_accesses(exprs, *a, out);
+            collect_accesses(exprs, *b, out);
+        }
+    }
+}
+
+fn where_chain(cin: &ConcreteNotation, s: StmtId) -> Result<Chain, PlanError> {
     match &cin.stmts[s] {
         CinStmt::Assign { lhs, op, rhs } => Ok(Chain {
             lhs: lhs.clone(),
@@ -38,19 +103,19 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
                         break;
                     }
                     _ => {
-                        return refuse(
-                            LowerError::Where,
-                            "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out",
-                        );
+                        return Err(PlanError::Where(
+                            "a `where` whose producer is not loops around a scalar temporary, nor a workspace its consumer copies out"
+                                .into(),
+                        ));
                     }
                 }
             }
             Ok(chain)
         }
         CinStmt::Forall { .. } => {
-            refuse(LowerError::Where, "loops inside a `where` consumer, other than copying out a workspace")
+            Err(PlanError::Where("loops inside a `where` consumer, other than copying out a workspace".into()))
         }
-        CinStmt::Sequence { .. } => refuse(LowerError::Where, "`sequence`"),
+        CinStmt::Sequence { .. } => Err(PlanError::Where("`sequence`".into())),
     }
 }
 
@@ -61,7 +126,7 @@ fn where_chain(cin: &ConcreteNotation, s: nm_ir::concrete::StmtId) -> Result<Cha
 pub(super) fn inline_unlowered_wheres(
     cin: &ConcreteNotation,
     notes: &mut Vec<String>,
-) -> Result<Option<ConcreteNotation>, LowerError> {
+) -> Result<Option<ConcreteNotation>, PlanError> {
     let mut out: Option<ConcreteNotation> = None;
     loop {
         let c = out.as_ref().unwrap_or(cin);
@@ -87,11 +152,8 @@ pub(super) fn inline_unlowered_wheres(
         let mut next = c.clone();
         let CinStmt::Where { producer, .. } = c.stmts[s] else { unreachable!() };
         let temporary = where_temporary(c, producer);
-        next.inline_where(s).or_else(|why| {
-            refuse(
-                LowerError::Where,
-                format!("a `where` whose consumer loops over `{temporary}` beyond copying it out: {why}"),
-            )
+        next.inline_where(s).map_err(|why| {
+            PlanError::Where(format!("a `where` whose consumer loops over `{temporary}` beyond copying it out: {why}"))
         })?;
         notes.push(format!(
             "`{temporary}` is computed where its consumer reads it: the loops here keep a temporary between two loop nests only as a workspace the consumer copies out (the result is the same)"
@@ -101,7 +163,7 @@ pub(super) fn inline_unlowered_wheres(
 }
 
 /// The name of the temporary a `where`'s producer writes.
-fn where_temporary(cin: &ConcreteNotation, mut s: nm_ir::concrete::StmtId) -> String {
+fn where_temporary(cin: &ConcreteNotation, mut s: StmtId) -> String {
     loop {
         match &cin.stmts[s] {
             CinStmt::Forall { body, .. } => s = *body,
@@ -118,11 +180,7 @@ fn where_temporary(cin: &ConcreteNotation, mut s: nm_ir::concrete::StmtId) -> St
 /// copied out after it. `None` unless the consumer is loops copying the whole temporary out
 /// (`C(..) = w(..)` or `+=`, one loop per subscript of `w`) and the producer loops around one
 /// assignment to it.
-fn fused_workspace(
-    cin: &ConcreteNotation,
-    consumer: nm_ir::concrete::StmtId,
-    producer: nm_ir::concrete::StmtId,
-) -> Option<Chain> {
+fn fused_workspace(cin: &ConcreteNotation, consumer: StmtId, producer: StmtId) -> Option<Chain> {
     let mut consumer_vars = Vec::new();
     let mut c = consumer;
     let (lhs, c_op, read) = loop {
@@ -167,11 +225,8 @@ fn fused_workspace(
     };
     // The consumer's copy loop variables become the producer's.
     let rename = |v: IndexVarId| read_vars.iter().position(|&r| r == v).map_or(v, |m| write_vars[m]);
-    let subscripts = lhs
-        .subscripts
-        .iter()
-        .map(|t| t.as_var().map(|v| nm_ir::notation::IndexTerm::var(rename(v))))
-        .collect::<Option<Vec<_>>>()?;
+    let subscripts =
+        lhs.subscripts.iter().map(|t| t.as_var().map(|v| IndexTerm::var(rename(v)))).collect::<Option<Vec<_>>>()?;
     let aliases = write_vars.iter().copied().zip(read_vars.iter().copied()).collect();
     Some(Chain { lhs: Access { subscripts, ..lhs }, op, rhs, loops, producers: Vec::new(), aliases })
 }
@@ -179,7 +234,7 @@ fn fused_workspace(
 /// The main computation's nest: the loops from the root down to its assignment (those of a
 /// `where` chain's consumers included), the assignment, the scalar producers it reads, and
 /// `types` with the sizes of the variables a schedule made to stand for others.
-pub(super) fn main_nest(cin: &ConcreteNotation, types: &Types) -> Result<(Chain, Types), LowerError> {
+pub(super) fn main_nest(cin: &ConcreteNotation, types: &Types) -> Result<(Nest, Types), PlanError> {
     let mut loops = Vec::new();
     let mut s = cin.root;
     let assign = loop {
@@ -190,7 +245,7 @@ pub(super) fn main_nest(cin: &ConcreteNotation, types: &Types) -> Result<(Chain,
                 s = *body;
             }
             CinStmt::Assign { .. } | CinStmt::Where { .. } => break s,
-            CinStmt::Sequence { .. } => return refuse(LowerError::Where, "`sequence`"),
+            CinStmt::Sequence { .. } => return Err(PlanError::Where("`sequence`".into())),
         }
     };
     let Chain { lhs, mut op, mut rhs, loops: fused, mut producers, aliases } = where_chain(cin, assign)?;
@@ -215,16 +270,16 @@ pub(super) fn main_nest(cin: &ConcreteNotation, types: &Types) -> Result<(Chain,
         (op, rhs) = (p.op, p.rhs);
         producers.clear();
     }
-    Ok((Chain { lhs, op, rhs, loops, producers, aliases: Vec::new() }, sized))
+    Ok((Nest { lhs, op, rhs, loops, producers }, sized))
 }
 
-/// The distinct accesses of operands (not temporaries) that the assignment `rhs` and its
+/// The distinct accesses of operands (not temporaries) that the nest's assignment and its
 /// scalar producers read, in order of first appearance.
-pub(super) fn distinct_accesses(cin: &ConcreteNotation, rhs: ExprId, producers: &[Producer]) -> Vec<Access> {
+pub(super) fn distinct_accesses(cin: &ConcreteNotation, nest: &Nest) -> Vec<Access> {
     let mut accesses: Vec<Access> = Vec::new();
-    collect_accesses(cin, rhs, &mut accesses);
-    for p in producers {
-        collect_accesses(cin, p.rhs, &mut accesses);
+    collect_accesses(&cin.exprs, nest.rhs, &mut accesses);
+    for p in &nest.producers {
+        collect_accesses(&cin.exprs, p.rhs, &mut accesses);
     }
     accesses.retain(|a| !cin.temporaries.contains(&a.tensor));
     let mut unique: Vec<Access> = Vec::new();
