@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nm_format::Format;
-use nm_ir::concrete::{concretize_for, parse_schedule};
+use nm_ir::concrete::{LoopOrderTarget, concretize_for, parse_schedule};
 use nm_ir::notation::{Declarations, TensorType, parse};
 
 fuzz_target!(|data: &[u8]| {
@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
         .tensor("B", TensorType::sparse(&[5, 3], Format::csr()))
         .tensor("C", TensorType::dense(&[4, 3]));
     let types = stmt.check(&decls).expect("checks");
-    if let Ok(scheduled) = concretize_for(&stmt, &types).schedule(&commands) {
+    if let Ok(scheduled) = concretize_for(&stmt, &types, &LoopOrderTarget { widest_row_workspace: 16_384 }).schedule(&commands) {
         let _ = scheduled.to_string();
     }
 });

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use nm_format::Format;
-use nm_ir::concrete::{concretize, concretize_for, parse_concrete};
+use nm_ir::concrete::{LoopOrderTarget, concretize, concretize_for, parse_concrete};
 use nm_ir::notation::{Declarations, TensorType, parse};
 use proptest::prelude::*;
 
@@ -57,8 +57,9 @@ fn the_default_loop_order_follows_taco() {
 
 /// A convolution's default order puts a compound subscript's reduction variables before its
 /// result variable, except where that would write a sparse result's levels above the last out
-/// of order, or its last level through a row workspace wider than `WIDEST_ROW_WORKSPACE`, or
-/// where a negative coefficient would then resolve the compressed level.
+/// of order, or its last level through a row workspace wider than the back end takes
+/// ([`LoopOrderTarget`]), or where a negative coefficient would then resolve the compressed
+/// level.
 #[test]
 fn a_convolution_into_a_sparse_result_keeps_the_result_levels_in_order() {
     let order = |expr: &str, tensors: &[(&str, Vec<usize>, Option<Format>)]| -> String {
@@ -73,7 +74,8 @@ fn a_convolution_into_a_sparse_result_keeps_the_result_levels_in_order() {
                 },
             );
         }
-        let cin = concretize_for(&stmt, &stmt.check(&decls).unwrap());
+        let target = LoopOrderTarget { widest_row_workspace: 16_384 };
+        let cin = concretize_for(&stmt, &stmt.check(&decls).unwrap(), &target);
         cin.loop_order().iter().map(|&v| cin.vars[v].name.clone()).collect::<Vec<_>>().join(",")
     };
     let conv2 = "O(i,j) = I(i+r, j+q) * F(r,q)";

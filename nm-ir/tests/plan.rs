@@ -3,7 +3,9 @@
 //! outer loop's row ranges, and what the planner refuses.
 
 use nm_format::Format;
-use nm_ir::concrete::{ConcreteNotation, WorkspacePolicy, concretize_for, parse_concrete, parse_schedule};
+use nm_ir::concrete::{
+    ConcreteNotation, LoopOrderTarget, WorkspacePolicy, concretize_for, parse_concrete, parse_schedule,
+};
 use nm_ir::notation::{Declarations, TensorType, Types, parse};
 use nm_ir::plan::{Plan, PlanError, PlanOptions, ReductionKind, ResultPlan};
 
@@ -20,7 +22,7 @@ fn scheduled(text: &str, tensors: &[(&str, &[usize], &str)], schedule: &str) -> 
         decls = decls.tensor(name, ty);
     }
     let types = stmt.check(&decls).unwrap();
-    let c = concretize_for(&stmt, &types);
+    let c = concretize_for(&stmt, &types, &LoopOrderTarget { widest_row_workspace: 16_384 });
     let c = if schedule.is_empty() { c } else { c.schedule(&parse_schedule(schedule).unwrap()).unwrap() };
     (c, types)
 }

@@ -148,7 +148,7 @@ fn concrete(s: &Spec) -> Result<(IndexNotation, Types, ConcreteNotation), String
         decls = decls.index_size(v, *n);
     }
     let types = stmt.check(&decls).map_err(|e| e.to_string())?;
-    let mut cin = concretize_for(&stmt, &types);
+    let mut cin = concretize_for(&stmt, &types, &nm_lower::lower::LOOP_ORDER);
     cin.verify().map_err(|e| e.to_string())?;
     if let Some(schedule) = &s.schedule {
         let commands = parse_schedule(schedule).map_err(|e| e.to_string())?;

@@ -137,7 +137,7 @@ fn lowered(expr: &str, schedule: &str, tensors: &[(&str, &[usize], &str)]) -> Fu
         decls = decls.tensor(name, ty);
     }
     let types = stmt.check(&decls).unwrap();
-    let mut cin = concretize_for(&stmt, &types);
+    let mut cin = concretize_for(&stmt, &types, &nm_lower::lower::LOOP_ORDER);
     if !schedule.is_empty() {
         cin = cin.schedule(&parse_schedule(schedule).unwrap()).unwrap();
     }

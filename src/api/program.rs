@@ -118,7 +118,7 @@ impl Program {
     /// Checks, concretizes and schedules: the CIN a kernel is lowered from, and the types.
     pub fn concrete(&self) -> Result<(ConcreteNotation, Types), Error> {
         let types = self.stmt.check(&self.decls)?;
-        let mut cin = concretize_for(&self.stmt, &types);
+        let mut cin = concretize_for(&self.stmt, &types, &nm_lower::lower::LOOP_ORDER);
         // Each scheduling command checks what it hands on; concretize's output is checked
         // here, so that no inconsistent notation reaches the lowering.
         cin.verify().map_err(|e| nm_ir::concrete::ScheduleError::Inconsistent(format!("after concretize: {e}")))?;

@@ -14,7 +14,7 @@ use crate::notation::{Access, AssignOp, BinaryOp, Expr, ExprId, IndexNotation, T
 /// with a reduction in it, an explicit `sum`) is [`concretize`]d; so is a product whose graph
 /// has a cycle (lowering then names the discordant operand). A product with compound
 /// subscripts (a convolution) is one nest too: its subsections are iterated inside it.
-pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
+pub fn concretize_for(stmt: &IndexNotation, types: &Types, target: &LoopOrderTarget) -> ConcreteNotation {
     let product = is_product(stmt, stmt.rhs);
     if !product {
         return concretize(stmt);
@@ -43,7 +43,7 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
             }
         },
     };
-    let order = sliding_last(stmt, types, order);
+    let order = sliding_last(stmt, types, target, order);
     let mut c = ConcreteNotation {
         tensors: stmt.tensors.clone(),
         temporaries: Vec::new(),
@@ -73,11 +73,12 @@ pub fn concretize_for(stmt: &IndexNotation, types: &Types) -> ConcreteNotation {
 /// its last level takes through a row workspace and the others only through the sparse
 /// insert–sort–merge workspace: the variables of its other levels go before the reductions
 /// (several times faster than the reductions first, in 2-D and 3-D), and the last one moves
-/// behind them only where the row workspace is at most [`WIDEST_ROW_WORKSPACE`] wide (a
-/// million-wide sparse vector was several times faster with its variable first).
+/// behind them only where the back end's row workspace takes it
+/// ([`LoopOrderTarget::widest_row_workspace`]).
 fn sliding_last(
     stmt: &IndexNotation,
     types: &Types,
+    target: &LoopOrderTarget,
     mut order: Vec<crate::notation::IndexVarId>,
 ) -> Vec<crate::notation::IndexVarId> {
     use nm_format::LevelKind;
@@ -134,7 +135,7 @@ fn sliding_last(
         for v in term.vars().filter(|v| free.contains(v)) {
             let stays = outer.contains(&v)
                 || (Some(v) == last
-                    && types.sizes.get(crate::id::Id::index(v)).is_some_and(|&n| n > WIDEST_ROW_WORKSPACE));
+                    && types.sizes.get(crate::id::Id::index(v)).is_some_and(|&n| n > target.widest_row_workspace));
             if stays {
                 continue;
             }
@@ -149,12 +150,15 @@ fn sliding_last(
     order
 }
 
-/// The widest last level of a sparse result that the default loop order writes out of order
-/// (through nm-lower's row workspace: a dense row of values and a bitmap of marks, read back
-/// after each row). Past it, the result variable's loop stays outside the filter's: measured
-/// with `O(i) = I(i+r) * F(r)` into a sparse vector, the workspace order won only on dense
-/// inputs at this width and lost at every density far past it.
-const WIDEST_ROW_WORKSPACE: usize = 16_384;
+/// What the default loop order needs to know of the back end that runs it (its tuning lives
+/// there: nm-lower's `LOOP_ORDER`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopOrderTarget {
+    /// The widest last level of a sparse result the back end writes out of order through a
+    /// row workspace where a convolution's filter loops go first; past it, the result
+    /// variable's loop stays outside the filter's.
+    pub widest_row_workspace: usize,
+}
 
 /// `types` with every tensor's levels made compressed (same dimension order), so that the
 /// iteration graph orders every tensor's dimensions, dense ones included. Blocked formats

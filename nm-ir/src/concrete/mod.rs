@@ -19,7 +19,7 @@ mod schedule;
 mod verify;
 mod workspace;
 
-pub use concretize::{concretize, concretize_for};
+pub use concretize::{LoopOrderTarget, concretize, concretize_for};
 pub use parse::parse_concrete;
 pub use schedule::{
     BoundType, Command, Derivation, LoopAttrs, OutputRace, ParallelUnit, ScheduleError, parse_schedule,

@@ -172,6 +172,16 @@ pub struct LowerOptions {
     pub visit_every_coordinate: bool,
 }
 
+/// What the default loop order (`nm_ir::concrete::concretize_for`) is told of this back end: a
+/// convolution into a sparse result whose last level is at most this wide puts its filter
+/// loops before the result variable's, writing that level through the row workspace (a dense
+/// row of values and a bitmap of marks, read back after each row); wider, the result
+/// variable's loop stays outside. Measured with `O(i) = I(i+r) * F(r)` into a sparse vector:
+/// the workspace order won only on dense inputs at this width and lost at every density far
+/// past it.
+pub const LOOP_ORDER: nm_ir::concrete::LoopOrderTarget =
+    nm_ir::concrete::LoopOrderTarget { widest_row_workspace: 16_384 };
+
 /// The sparse workspace policy used unless one is asked for: the fastest on outer-product
 /// SpGEMM over the test matrices (BENCHMARKS.md, "The workspace policies").
 pub const DEFAULT_POLICY: nm_ism::Policy = nm_ism::Policy::Auto;
