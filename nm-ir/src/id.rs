@@ -80,6 +80,19 @@ impl<I: Id, T> Arena<I, T> {
     }
 }
 
+impl<I: Id, T> Arena<I, T> {
+    /// The ids of its entities, in order.
+    pub fn ids(&self) -> impl Iterator<Item = I> + use<I, T> {
+        (0..self.items.len()).map(I::new)
+    }
+}
+
+impl<I: Id, T> FromIterator<T> for Arena<I, T> {
+    fn from_iter<It: IntoIterator<Item = T>>(items: It) -> Self {
+        Arena { items: items.into_iter().collect(), _id: PhantomData }
+    }
+}
+
 impl<I: Id, T> Default for Arena<I, T> {
     fn default() -> Self {
         Self::new()

@@ -8,7 +8,7 @@
 use super::entries::{EntryPass, WindowLoop};
 use super::iterate::{Coordinates, Cursor, Opening, Subrange, Subsection, lower_bound, structured};
 use super::reach::Reached;
-use super::{LowerError, Lowerer, refuse};
+use super::{AccessId, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
@@ -170,14 +170,19 @@ impl Lowerer<'_> {
     }
 
     /// The kind of access `k`'s level `l`.
-    fn level_kind(&self, k: usize, l: usize) -> nm_format::LevelKind {
+    fn level_kind(&self, k: AccessId, l: usize) -> nm_format::LevelKind {
         let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
         o.format.levels()[l].kind
     }
 
     /// The merge lattice of `rhs` along `v`: per point, the iterators of `sparse` it merges
     /// (full ones left out) and its expression.
-    fn lattice_points(&mut self, v: IndexVarId, rhs: ExprId, sparse: &[(usize, usize)]) -> Vec<(Vec<usize>, ExprId)> {
+    fn lattice_points(
+        &mut self,
+        v: IndexVarId,
+        rhs: ExprId,
+        sparse: &[(AccessId, usize)],
+    ) -> Vec<(Vec<usize>, ExprId)> {
         let bound: Vec<IndexVarId> =
             self.bound.iter().enumerate().filter(|(_, b)| b.is_some()).map(|(i, _)| IndexVarId::new(i)).collect();
         let lattice = {

@@ -16,7 +16,7 @@ impl Lowerer<'_> {
     pub(super) fn position_space(&self, v: IndexVarId) -> Option<PositionSpace> {
         let Some(&Derivation::Pos { parent, tensor }) = self.cin.derivations.get(&v) else { return None };
         let Some(&Derivation::Fuse { outer, inner }) = self.cin.derivations.get(&parent) else { return None };
-        let k = self.accesses.iter().position(|a| {
+        let (k, _) = self.accesses.iter().find(|(_, a)| {
             a.tensor == tensor
                 && a.subscripts.len() == 2
                 && a.subscripts[0].as_var() == Some(outer)

@@ -11,7 +11,7 @@
 use super::iterate::{Coordinates, Subsection, coefficient, lower_bound};
 use super::reach::Reached;
 use super::workspace::mark_range;
-use super::{LowerError, Lowerer};
+use super::{AccessId, LowerError, Lowerer};
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
@@ -40,13 +40,13 @@ pub(super) struct EntryPass {
 pub(super) struct WindowLoop<'a> {
     pub(super) v: IndexVarId,
     pub(super) loop_var: VarId,
-    pub(super) level: (usize, usize),
+    pub(super) level: (AccessId, usize),
     pub(super) subsection: &'a Subsection,
     /// The window iterator's position and end (the range [`Lowerer::open_iterators`] left).
     pub(super) cursor: (VarId, VarId),
     pub(super) crd: &'a Coordinates,
     /// The dense levels the loop over `v` locates.
-    pub(super) dense: &'a [(usize, usize)],
+    pub(super) dense: &'a [(AccessId, usize)],
 }
 
 /// What a pass over entries is made of (see [`Lowerer::entry_pass_shape`]).
@@ -79,7 +79,7 @@ impl Lowerer<'_> {
         lhs: &Access,
         op: AssignOp,
         rhs: ExprId,
-        reads: (&[usize], &[usize]),
+        reads: (&[AccessId], &[AccessId]),
     ) -> Option<PassShape<'r>> {
         let Subsection::Window { term, coef: cq, width, size: filter } = w.subsection else { return None };
         let (cq, width, filter) = (*cq, *width, *filter);
@@ -151,7 +151,7 @@ impl Lowerer<'_> {
         lhs: &Access,
         op: AssignOp,
         rhs: ExprId,
-        reads: (&[usize], &[usize]),
+        reads: (&[AccessId], &[AccessId]),
     ) -> Result<Option<EntryPass>, LowerError> {
         let Coordinates::Window { raw, base, .. } = w.crd else { return Ok(None) };
         let Some(PassShape { j, inner, cq, cj, width, filter, e, reached }) =

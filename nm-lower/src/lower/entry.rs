@@ -6,14 +6,15 @@
 use super::assembly::{Assembly, IsmResult};
 use super::workspace::{NARROW, RowList, RowWorkspace};
 use super::{
-    DEFAULT_POLICY, IndexWidths, LowerError, LowerOptions, Lowered, Lowerer, Operand, TensorDecl, decompose, refuse,
+    AccessId, DEFAULT_POLICY, IndexWidths, LowerError, LowerOptions, Lowered, Lowerer, Operand, TensorDecl, decompose,
+    refuse,
 };
 use crate::args::{Partition, Reduction, ReductionKind};
 use crate::ir::build::{bin, int, load};
 use crate::ir::{ArrayId, BinOp, ElemType, Function, Role, ScalarType, Stmt};
 use nm_format::Format;
 use nm_ir::concrete::ConcreteNotation;
-use nm_ir::id::Id;
+use nm_ir::id::{Arena, Id};
 use nm_ir::notation::{Access, IndexVarId, TensorId, Types};
 use nm_ir::plan::{Nest, Plan, PlanOptions, Producer, ResultPlan, RowPlan};
 
@@ -72,9 +73,9 @@ pub fn lower_plan(
         f.array(&format!("{result_name}_vals"), value, Role::Values { tensor: result_name.clone() }, true);
     params.push(result);
     // One iterator per distinct access: `B(i,j) * C(i,j) - C(i,j) * B(i,j)` reads B once.
-    let accesses = plan.accesses.clone();
+    let accesses: Arena<AccessId, Access> = plan.accesses.iter().cloned().collect();
     let mut operands: Vec<Option<Operand>> = vec![None; cin.tensors.len()];
-    for a in &accesses {
+    for (_, a) in accesses.iter() {
         let t = a.tensor;
         if t == result {
             return refuse(LowerError::ResultRead, "the result read on the right-hand side");
@@ -167,7 +168,7 @@ pub fn lower_plan(
 struct Kernel {
     f: Function,
     operands: Vec<Option<Operand>>,
-    accesses: Vec<Access>,
+    accesses: Arena<AccessId, Access>,
     result: TensorId,
     result_vals: ArrayId,
     value: ElemType,
@@ -195,7 +196,7 @@ impl<'a> Lowerer<'a> {
         // One position per level (a blocked format has more levels than dimensions).
         let positions = accesses
             .iter()
-            .map(|a| {
+            .map(|(_, a)| {
                 let levels = operands[a.tensor.index()].as_ref().map_or(0, |o| o.format.levels().len());
                 vec![None; a.subscripts.len().max(levels).max(1)]
             })

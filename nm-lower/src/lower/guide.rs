@@ -1,8 +1,8 @@
 //! A `where` producer reading a compressed level along an outer loop: a guide cursor follows
 //! the loop and hands the producer the children of the entry it stands on.
 
-use super::Lowerer;
 use super::iterate::Subrange;
+use super::{AccessId, Lowerer};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ScalarType, Stmt, VarId};
 use nm_format::LevelKind;
@@ -11,7 +11,7 @@ use nm_ir::id::Id;
 impl Lowerer<'_> {
     /// Whether a `where` producer's read of access `k`'s level `l` can follow an outer loop
     /// (see [`Self::guide`]).
-    pub(super) fn guidable(&self, k: usize, l: usize) -> bool {
+    pub(super) fn guidable(&self, k: AccessId, l: usize) -> bool {
         let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
         let levels = o.format.levels();
         let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l);
@@ -29,7 +29,7 @@ impl Lowerer<'_> {
     /// entry, which is what a zero slice of C contributes to whatever the producer computes.
     /// Returns the cursor's declarations and the step each iteration starts with; the level
     /// stays resolved (and its children's range open) until [`Self::unguide`].
-    pub(super) fn guide(&mut self, guided: &[(usize, usize)], v: VarId) -> (Vec<Stmt>, Vec<Stmt>) {
+    pub(super) fn guide(&mut self, guided: &[(AccessId, usize)], v: VarId) -> (Vec<Stmt>, Vec<Stmt>) {
         let (mut setup, mut step) = (Vec::new(), Vec::new());
         for &(k, l) in guided {
             let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
@@ -67,7 +67,7 @@ impl Lowerer<'_> {
         }
         (setup, step)
     }
-    pub(super) fn unguide(&mut self, guided: &[(usize, usize)], open: usize) {
+    pub(super) fn unguide(&mut self, guided: &[(AccessId, usize)], open: usize) {
         self.windows.truncate(open);
         for &(k, l) in guided {
             self.positions[k][l] = None;

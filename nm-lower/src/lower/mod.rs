@@ -60,6 +60,13 @@ use crate::args::{Partition, ReductionKind};
 use crate::ir::build::{bin, int};
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, Stmt, VarId};
 
+nm_ir::id!(
+    /// An access the kernel reads: one of an operand's distinct subscript lists (a tensor
+    /// read twice, `B(i,k) * B(k,j)`, has two, each with its own iterators).
+    AccessId,
+    "access"
+);
+
 /// A statement this lowering does not handle, by kind: what the driver may try instead
 /// depends on it (an operand read through a copy in another order helps a discordant loop
 /// order or a level kind read here, a split of the statement helps a `where` it cannot place,
@@ -213,8 +220,9 @@ struct Lowerer<'a> {
     /// Loop variable of each index variable, once bound.
     bound: Vec<Option<VarId>>,
     /// For each (tensor, access), the position variable of each resolved level.
-    positions: Vec<Vec<Option<VarId>>>,
-    accesses: Vec<Access>,
+    positions: Arena<AccessId, Vec<Option<VarId>>>,
+    /// The distinct accesses of operands, in order of first appearance.
+    accesses: Arena<AccessId, Access>,
     /// The statement's expression nodes, plus those lattice points make.
     exprs: Arena<ExprId, CinExpr>,
     /// See [`LowerOptions::visit_every_coordinate`].
@@ -263,11 +271,11 @@ struct Lowerer<'a> {
     split_blocks: Vec<(IndexVarId, VarId)>,
     /// (access, level, end of the segment): a non-unique level co-iterated segment by segment;
     /// the entries of the current segment (one coordinate) are its children's positions.
-    segments: Vec<(usize, usize, VarId)>,
+    segments: Vec<(AccessId, usize, VarId)>,
     /// (access, level, subrange): the subsection of a compressed level that the loops of a
     /// compound subscript's earlier variables narrowed it to — from its first entry; where it
     /// ends, the searches of the loops inside find.
-    windows: Vec<(usize, usize, Subrange)>,
+    windows: Vec<(AccessId, usize, Subrange)>,
     /// (pos array, level, hint arrays) of searched levels (see [`Lowerer::search_hints`]).
     hints: Vec<(ArrayId, usize, ArrayId, ArrayId)>,
     /// Statements the kernel runs first (zeroing hint arrays).
@@ -282,7 +290,7 @@ struct Lowerer<'a> {
 #[derive(Clone, Debug)]
 struct PositionSpace {
     /// The access whose positions they are.
-    access: usize,
+    access: AccessId,
     /// The fused variables: the operand's row and column.
     row: IndexVarId,
     col: IndexVarId,
@@ -383,10 +391,10 @@ impl Lowerer<'_> {
     /// The prefix of the names generated for access `k`: its tensor's name where the tensor
     /// is read by no other access, else the name and a letter per access (`B_a`, `B_b` for
     /// `B(i,k) * B(k,j)`), so that each access's iterators have names of their own.
-    fn access_name(&self, k: usize) -> String {
+    fn access_name(&self, k: AccessId) -> String {
         let tensor = self.accesses[k].tensor;
         let name = &self.cin.tensors[tensor].name;
-        let same: Vec<usize> = (0..self.accesses.len()).filter(|&j| self.accesses[j].tensor == tensor).collect();
+        let same: Vec<AccessId> = self.accesses.iter().filter(|(_, a)| a.tensor == tensor).map(|(j, _)| j).collect();
         match same.iter().position(|&j| j == k) {
             Some(nth) if same.len() > 1 => format!("{name}_{}", access_letter(nth)),
             _ => name.clone(),
@@ -397,15 +405,17 @@ impl Lowerer<'_> {
         self.types.sizes[v.index()]
     }
 
-    /// The accesses (indices into `self.accesses`) read by `e`.
-    fn reads(&self, e: ExprId) -> Vec<usize> {
+    /// The id of access `a`, one of those the plan collected.
+    fn access_id(&self, a: &Access) -> AccessId {
+        self.accesses.iter().find(|(_, b)| *b == a).map(|(k, _)| k).expect("collected")
+    }
+
+    /// The accesses read by `e`.
+    fn reads(&self, e: ExprId) -> Vec<AccessId> {
         let mut found = Vec::new();
         collect_accesses_in(&self.exprs, e, &mut found);
-        let mut out: Vec<usize> = found
-            .iter()
-            .filter(|a| !self.cin.temporaries.contains(&a.tensor))
-            .map(|a| self.accesses.iter().position(|b| b == a).expect("collected"))
-            .collect();
+        let mut out: Vec<AccessId> =
+            found.iter().filter(|a| !self.cin.temporaries.contains(&a.tensor)).map(|a| self.access_id(a)).collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -499,13 +509,13 @@ impl Lowerer<'_> {
     }
 
     /// Whether every level of access `k`'s tensor is dense.
-    fn all_dense(&self, k: usize) -> bool {
+    fn all_dense(&self, k: AccessId) -> bool {
         let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
         op.format.levels().iter().all(|l| l.kind == LevelKind::Dense)
     }
 
     /// The position of a read of an all-dense tensor: its levels' coordinates linearized.
-    fn dense_position(&self, k: usize) -> Result<Expr, LowerError> {
+    fn dense_position(&self, k: AccessId) -> Result<Expr, LowerError> {
         let a = &self.accesses[k];
         let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
         let mut position = int(0);

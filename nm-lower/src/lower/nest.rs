@@ -209,7 +209,7 @@ impl Lowerer<'_> {
                 let stored_once = self.producers.is_empty()
                     && self.workspace.is_none()
                     && self.ism.is_none()
-                    && (0..self.accesses.len()).all(|k| self.all_dense(k))
+                    && self.accesses.ids().all(|k| self.all_dense(k))
                     && crate::ir::any(&body, |s| matches!(s, Stmt::Store { array, .. } if *array == vals))
                     && !crate::ir::any(
                         &body,

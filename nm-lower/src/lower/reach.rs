@@ -2,7 +2,7 @@
 //! subsection a compound subscript makes), located, or followed for a `where` producer.
 
 use super::iterate::{Subsection, coefficient};
-use super::{LowerError, Lowerer, refuse};
+use super::{AccessId, LowerError, Lowerer, refuse};
 use nm_format::LevelKind;
 use nm_ir::id::Id;
 use nm_ir::notation::{Access, ExprId, IndexTerm, IndexVarId};
@@ -11,12 +11,12 @@ use nm_ir::notation::{Access, ExprId, IndexTerm, IndexVarId};
 #[derive(Default)]
 pub(super) struct Reached {
     /// Iterated: compressed levels, each with how (the same index in `subsections`).
-    pub(super) sparse: Vec<(usize, usize)>,
+    pub(super) sparse: Vec<(AccessId, usize)>,
     /// Located.
-    pub(super) dense: Vec<(usize, usize)>,
+    pub(super) dense: Vec<(AccessId, usize)>,
     pub(super) subsections: Vec<Subsection>,
     /// Read by a `where` producer along this loop.
-    pub(super) guided: Vec<(usize, usize)>,
+    pub(super) guided: Vec<(AccessId, usize)>,
 }
 
 impl Lowerer<'_> {
@@ -27,8 +27,8 @@ impl Lowerer<'_> {
     pub(super) fn reached_levels(
         &mut self,
         v: IndexVarId,
-        reads: &[usize],
-        consumer_reads: &[usize],
+        reads: &[AccessId],
+        consumer_reads: &[AccessId],
         split: bool,
         lhs: &Access,
         rhs: ExprId,
@@ -88,11 +88,11 @@ impl Lowerer<'_> {
     #[allow(clippy::too_many_arguments)]
     fn reach_compound(
         &mut self,
-        k: usize,
+        k: AccessId,
         l: usize,
         t: &IndexTerm,
         v: IndexVarId,
-        consumer_reads: &[usize],
+        consumer_reads: &[AccessId],
         split: bool,
         reached: &mut Reached,
     ) -> Result<(), LowerError> {
@@ -171,7 +171,14 @@ impl Lowerer<'_> {
     /// sparse result: the temporary, dense to the merge, would have it store every one —
     /// unless the loop visits every one anyway: it resolves a dense level of the result (CSR's
     /// rows), or a term of dense operands fills it.
-    fn reach_guided(&mut self, k: usize, l: usize, v: IndexVarId, lhs: &Access, rhs: ExprId) -> Result<(), LowerError> {
+    fn reach_guided(
+        &mut self,
+        k: AccessId,
+        l: usize,
+        v: IndexVarId,
+        lhs: &Access,
+        rhs: ExprId,
+    ) -> Result<(), LowerError> {
         let name = self.cin.vars[v].name.clone();
         let a = &self.accesses[k];
         let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");

@@ -395,7 +395,7 @@ impl Lowerer<'_> {
         Ok(match &self.exprs[e] {
             CinExpr::Access(a) if self.temporary(a.tensor).is_some() => var(self.temporary(a.tensor).expect("checked")),
             CinExpr::Access(a) => {
-                let k = self.accesses.iter().position(|b| b == a).expect("collected");
+                let k = self.access_id(a);
                 let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
                 let position = if !a.subscripts.is_empty() && self.all_dense(k) {
                     self.dense_position(k)?

@@ -5,13 +5,13 @@
 use super::Coordinates;
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, ScalarType, Stmt};
-use crate::lower::{LowerError, Lowerer, is_factor, refuse};
+use crate::lower::{AccessId, LowerError, Lowerer, is_factor, refuse};
 use nm_ir::id::Id;
 use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
 
 impl Lowerer<'_> {
     /// The access of a vector-wise N:M operand (`nm(N,M,L)`) reached at `v`, not yet iterated.
-    pub(in crate::lower) fn blocked_access(&self, v: IndexVarId, rhs: ExprId) -> Option<usize> {
+    pub(in crate::lower) fn blocked_access(&self, v: IndexVarId, rhs: ExprId) -> Option<AccessId> {
         self.reads(rhs).into_iter().find(|&k| {
             let a = &self.accesses[k];
             let o = self.operands[a.tensor.index()].as_ref().expect("decomposed");
@@ -28,7 +28,7 @@ impl Lowerer<'_> {
     /// where it is read).
     pub(in crate::lower) fn blocked_nest(
         &mut self,
-        k: usize,
+        k: AccessId,
         v: IndexVarId,
         loops: &[(IndexVarId, bool)],
         lhs: &Access,

@@ -3,21 +3,21 @@
 
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt};
-use crate::lower::Lowerer;
+use crate::lower::{AccessId, Lowerer};
 use nm_ir::id::Id;
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
 impl Lowerer<'_> {
     /// Locates every dense level in `list`: position = parent · size + coordinate, the
     /// coordinate being the level's subscript (every variable of it bound).
-    pub(in crate::lower) fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(usize, usize)]) {
+    pub(in crate::lower) fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(AccessId, usize)]) {
         for &(k, l) in list {
             let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
             let dim = op.format.levels()[l].expr.dim();
             let size = op.shape[dim] as i64;
             let coordinate = self.affine(&self.accesses[k].subscripts[dim], None);
             let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
-            let p = self.f.var(&format!("{}{l}_p{k}", self.access_name(k)), ScalarType::Index);
+            let p = self.f.var(&format!("{}{l}_p{}", self.access_name(k), k.index()), ScalarType::Index);
             body.push(Stmt::Decl(p, bin(BinOp::Add, bin(BinOp::Mul, parent, int(size)), coordinate)));
             self.positions[k][l] = Some(p);
         }

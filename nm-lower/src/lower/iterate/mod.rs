@@ -31,7 +31,7 @@ pub(super) use window::settle;
 
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, Stmt, VarId};
-use crate::lower::{Lowerer, Operand};
+use crate::lower::{AccessId, Lowerer, Operand};
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
 /// One level of an operand as the kernel reads it: what it stores, by kind.
@@ -194,7 +194,7 @@ pub(in crate::lower) struct Opening<'a> {
     /// The loop's variable.
     pub(in crate::lower) v: IndexVarId,
     /// The access and level.
-    pub(in crate::lower) k: usize,
+    pub(in crate::lower) k: AccessId,
     pub(in crate::lower) l: usize,
     /// Its index among the loop's iterators (in the names it declares).
     pub(in crate::lower) n: usize,
@@ -295,7 +295,7 @@ impl Lowerer<'_> {
     /// level's `pos` (up to the end of the parent's segment when the parent is walked segment
     /// by segment), N per block of M of a structured level, the parent's own for a singleton.
     /// (Under a guide, its children's range: see [`Self::guide`].)
-    pub(in crate::lower) fn level_range(&self, o: &Operand, k: usize, l: usize, parent: Expr) -> (Expr, Expr) {
+    pub(in crate::lower) fn level_range(&self, o: &Operand, k: AccessId, l: usize, parent: Expr) -> (Expr, Expr) {
         let children = self.windows.iter().rev().find_map(|w| match w {
             &(a, b, Subrange::Children(from, to)) if a == k && b == l => Some((from, to)),
             _ => None,
@@ -312,7 +312,7 @@ impl Lowerer<'_> {
 
     /// The end of the segment access `k`'s level `l - 1` stands on, when that level is walked
     /// segment by segment.
-    pub(in crate::lower) fn segment(&self, k: usize, l: usize) -> Option<VarId> {
+    pub(in crate::lower) fn segment(&self, k: AccessId, l: usize) -> Option<VarId> {
         let parent = l.checked_sub(1)?;
         self.segments.iter().rev().find(|(a, b, _)| *a == k && *b == parent).map(|s| s.2)
     }

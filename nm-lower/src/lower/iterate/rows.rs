@@ -6,7 +6,7 @@
 use super::{Coordinates, RowsAdvance, Subrange, Subsection, coefficient, lower_bound};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
-use crate::lower::Lowerer;
+use crate::lower::{AccessId, Lowerer};
 use nm_format::LevelKind;
 use nm_ir::id::Id;
 use nm_ir::notation::{IndexTerm, IndexVarId};
@@ -25,10 +25,10 @@ impl Lowerer<'_> {
     /// coefficients, more than 4096 rows, OpenMP threads sharing the starts).
     pub(in crate::lower) fn rows_subsection(
         &self,
-        k: usize,
+        k: AccessId,
         l: usize,
         v: IndexVarId,
-        consumer_reads: &[usize],
+        consumer_reads: &[AccessId],
         split: bool,
     ) -> Option<Subsection> {
         if self.threaded || split || !consumer_reads.contains(&k) {
@@ -80,7 +80,7 @@ impl Lowerer<'_> {
     #[allow(clippy::too_many_arguments)]
     pub(in crate::lower) fn rows_cursor(
         &mut self,
-        k: usize,
+        k: AccessId,
         l: usize,
         v: IndexVarId,
         (rows, term): (&IndexTerm, &IndexTerm),
