@@ -234,6 +234,32 @@ fn every_kernel_prints_parses_back_and_prints_the_same() {
 }
 
 #[test]
+fn the_parser_refuses_broken_text_without_panicking() {
+    // Every prefix of a kernel's text, and the text with one token-ish span dropped or
+    // doubled, is parsed or refused by line: never a panic.
+    for f in corpus().into_iter().take(6) {
+        let text = f.to_string();
+        let cuts: Vec<usize> = text.char_indices().map(|(i, _)| i).step_by(3).collect();
+        for &at in &cuts {
+            let _ = Function::parse(&text[..at]);
+            let end = text[at..].find([' ', '\n', '(', ')', '[', ']']).map_or(text.len(), |e| at + e.max(1));
+            let _ = Function::parse(&format!("{}{}", &text[..at], &text[end..]));
+            let _ = Function::parse(&format!("{}{}", &text[..end], &text[at..]));
+        }
+    }
+    for odd in [
+        "",
+        "kernel",
+        "kernel k(",
+        "kernel k() {",
+        "kernel k() { let x: Index = -",
+        "kernel k() { x = 99999999999999999999 }",
+    ] {
+        assert!(Function::parse(odd).is_err(), "{odd}");
+    }
+}
+
+#[test]
 fn a_kernel_written_by_hand_runs_on_both_back_ends() {
     let text = r#"kernel spmv(
   out y_vals: [F64] Values { tensor: "y" },
