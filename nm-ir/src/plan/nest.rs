@@ -60,8 +60,8 @@ pub fn on_threads(attrs: &LoopAttrs) -> bool {
     matches!(attrs.parallel, Some((ParallelUnit::CpuThread, OutputRace::NoRaces | OutputRace::IgnoreRaces)))
 }
 
-/// The accesses `e` reads, in order.
-pub(super) fn collect_accesses(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {
+/// Appends the accesses `e` reads to `out`, in order (temporaries' included).
+pub fn collect_accesses(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {
     match &exprs[e] {
         CinExpr::Access(a) => out.push(a.clone()),
         CinExpr::Literal(_) => {}

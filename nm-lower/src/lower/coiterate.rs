@@ -8,7 +8,7 @@
 use super::entries::{EntryPass, WindowLoop};
 use super::iterate::{Coordinates, Cursor, Opening, Subrange, Subsection, lower_bound, structured};
 use super::reach::Reached;
-use super::{AccessId, LowerError, Lowerer, refuse};
+use super::{AccessId, Inside, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
@@ -53,17 +53,14 @@ impl Lowerer<'_> {
     /// The loop over `v` (or over one block of a split of it, `split_inner`) with `rest`
     /// inside: the levels it reaches are iterated, located or followed, and the lattice of
     /// `rhs` along `v` decides the loop's form.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn coiterate(
         &mut self,
         v: IndexVarId,
         parallel: bool,
         split_inner: Option<(VarId, VarId, i64)>,
-        rest: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         let name = self.cin.vars[v].name.clone();
         let consumer_reads = self.reads(rhs);
         let mut reads = consumer_reads.clone();
@@ -136,7 +133,7 @@ impl Lowerer<'_> {
                 crd: &cursor.crd,
                 dense: &lp.reached.dense,
             };
-            match self.window_by_entries(&w, rest, lhs, op, *e, (&reads, &consumer_reads))? {
+            match self.window_by_entries(&w, Inside { loops: rest, lhs, op, rhs: *e }, (&reads, &consumer_reads))? {
                 Some(EntryPass { pass, when: None }) => {
                     out.extend(pass);
                     self.bound[v.index()] = None;
@@ -264,7 +261,7 @@ impl Lowerer<'_> {
                 }
             }
             inner.extend(self.result_before(v, loop_var));
-            inner.extend(self.nest(lp.rest, lp.lhs, lp.op, e)?);
+            inner.extend(self.nest(Inside { loops: lp.rest, lhs: lp.lhs, op: lp.op, rhs: e })?);
             inner.extend(self.result_after(v, loop_var));
             (self.positions, self.bound) = saved;
             self.segments.truncate(segments);
@@ -315,7 +312,7 @@ impl Lowerer<'_> {
         self.positions[k][l] = Some(p);
         inner.extend(self.result_before(v, loop_var));
         self.repeating += usize::from(!unique);
-        let nested = self.nest(lp.rest, lp.lhs, lp.op, lp.points[0].1);
+        let nested = self.nest(Inside { loops: lp.rest, lhs: lp.lhs, op: lp.op, rhs: lp.points[0].1 });
         self.repeating -= usize::from(!unique);
         inner.extend(nested?);
         inner.extend(self.result_after(v, loop_var));

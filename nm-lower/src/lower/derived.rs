@@ -1,13 +1,13 @@
 //! The loops of variables a schedule made: a `split`'s block loop, a `fuse` of dense loops,
 //! and the positions a `pos` variable walks.
 
-use super::{LowerError, Lowerer, PositionSpace, refuse};
+use super::{Inside, LowerError, Lowerer, PositionSpace, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
 use nm_format::LevelKind;
 use nm_ir::concrete::Derivation;
 use nm_ir::id::Id;
-use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
+use nm_ir::notation::IndexVarId;
 
 impl Lowerer<'_> {
     /// What a `pos` variable iterates: `pos(f, fpos, T)` with `f = fuse(a, b)` and `T(a, b)`
@@ -44,11 +44,9 @@ impl Lowerer<'_> {
         &mut self,
         ps: PositionSpace,
         split: Option<(VarId, VarId, i64)>,
-        rest: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         let name = |lw: &Self, v: IndexVarId| lw.cin.vars[v].name.clone();
         let p = self.f.var(&format!("{}_p", self.access_name(ps.access)), ScalarType::Index);
         let row = self.f.var(&name(self, ps.row), ScalarType::Index);
@@ -115,7 +113,7 @@ impl Lowerer<'_> {
                 }
             }
         }
-        let inner = self.nest(rest, lhs, op, rhs);
+        let inner = self.nest(Inside { loops: rest, lhs, op, rhs });
         (self.bound, self.positions) = saved;
         body.extend(inner?);
         out.push(Stmt::For { var: loop_var, start, end, body, parallel: false });
@@ -125,17 +123,14 @@ impl Lowerer<'_> {
     /// variable recovered by a division (`outer = v / |inner|`, `inner = v % |inner|`), where
     /// both only locate dense levels (taco's `fuse` of dense loops, to parallelize one loop
     /// of their product). Iterating sparse levels along it needs `pos` (`position_loop`).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn fused_loop(
         &mut self,
         v: IndexVarId,
         (outer, inner): (IndexVarId, IndexVarId),
         parallel: bool,
-        rest: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         let name = self.cin.vars[v].name.clone();
         let refuse = |why: &str| {
             refuse(
@@ -179,7 +174,7 @@ impl Lowerer<'_> {
             self.bound[w.index()] = Some(x);
             self.locate(&mut body, &reached.dense);
         }
-        let nested = self.nest(rest, lhs, op, rhs);
+        let nested = self.nest(Inside { loops: rest, lhs, op, rhs });
         (self.positions, self.bound) = saved;
         body.extend(nested?);
         // Pairs write disjoint elements only where the result is indexed by both variables.
@@ -192,18 +187,15 @@ impl Lowerer<'_> {
     }
     /// The block loop of `split(parent, v, _, factor)`: blocks of `factor` coordinates of
     /// `parent`, whose inner loop (in `rest`) walks one block.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn block_loop(
         &mut self,
         v: IndexVarId,
         parent: IndexVarId,
         factor: u64,
         parallel: bool,
-        rest: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         // Over positions, the number of blocks is known when the kernel runs.
         let over_positions = self.position_space(parent);
         let blocks = match &over_positions {
@@ -234,7 +226,7 @@ impl Lowerer<'_> {
             self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
         }
         self.split_blocks.push((parent, block));
-        let body = self.nest(rest, lhs, op, rhs);
+        let body = self.nest(Inside { loops: rest, lhs, op, rhs });
         self.split_blocks.pop();
         let body = body?;
         let (start, end) = match self.bounds.filter(|_| ranged) {

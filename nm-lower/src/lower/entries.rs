@@ -11,12 +11,12 @@
 use super::iterate::{Coordinates, Subsection, coefficient, lower_bound};
 use super::reach::Reached;
 use super::workspace::mark_range;
-use super::{AccessId, LowerError, Lowerer};
+use super::{AccessId, Inside, LowerError, Lowerer};
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
 use nm_ir::lattice::MergeLattice;
-use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId, Scope};
+use nm_ir::notation::{AssignOp, ExprId, IndexVarId, Scope};
 
 /// The largest filter whose offsets are written out one by one.
 const UNROLLED: i64 = 8;
@@ -75,12 +75,10 @@ impl Lowerer<'_> {
     fn entry_pass_shape<'r>(
         &mut self,
         w: &WindowLoop<'_>,
-        rest: &'r [(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'r>,
         reads: (&[AccessId], &[AccessId]),
     ) -> Option<PassShape<'r>> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         let Subsection::Window { term, coef: cq, width, size: filter } = w.subsection else { return None };
         let (cq, width, filter) = (*cq, *width, *filter);
         let (&(j, _), inner) = rest.split_first()?;
@@ -147,15 +145,13 @@ impl Lowerer<'_> {
     pub(super) fn window_by_entries(
         &mut self,
         w: &WindowLoop<'_>,
-        rest: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
         reads: (&[AccessId], &[AccessId]),
     ) -> Result<Option<EntryPass>, LowerError> {
+        let Inside { loops: rest, lhs, op, rhs } = inside;
         let Coordinates::Window { raw, base, .. } = w.crd else { return Ok(None) };
         let Some(PassShape { j, inner, cq, cj, width, filter, e, reached }) =
-            self.entry_pass_shape(w, rest, lhs, op, rhs, reads)
+            self.entry_pass_shape(w, Inside { loops: rest, lhs, op, rhs }, reads)
         else {
             return Ok(None);
         };
@@ -215,7 +211,7 @@ impl Lowerer<'_> {
         if marks.is_some() {
             self.workspace.as_mut().expect("a workspace").marked = true;
         }
-        let nested = self.nest(inner, lhs, op, e);
+        let nested = self.nest(Inside { loops: inner, lhs, op, rhs: e });
         if let Some(ws) = self.workspace.as_mut() {
             ws.marked = false;
         }

@@ -6,8 +6,8 @@
 use super::assembly::{Assembly, IsmResult};
 use super::workspace::{NARROW, RowList, RowWorkspace};
 use super::{
-    AccessId, DEFAULT_POLICY, IndexWidths, LowerError, LowerOptions, Lowered, Lowerer, Operand, TensorDecl, decompose,
-    refuse,
+    AccessId, DEFAULT_POLICY, IndexWidths, Inside, LowerError, LowerOptions, Lowered, Lowerer, Operand, TensorDecl,
+    decompose, refuse,
 };
 use crate::args::{Partition, Reduction, ReductionKind};
 use crate::ir::build::{bin, int, load};
@@ -110,7 +110,7 @@ pub fn lower_plan(
     if let Some(w) = &lw.workspace {
         body.extend(w.prologue());
     }
-    body.extend(lw.nest(&loops, &lhs, op, rhs)?);
+    body.extend(lw.nest(Inside { loops: &loops, lhs: &lhs, op, rhs })?);
     lw.note_sequential_loops(&loops);
     let reduction = lw.bounds.and(lw.reduction);
     if let (Some(_), Some(v), None) = (asked, outer, reduction) {

@@ -31,7 +31,7 @@ use nm_format::{Format, LevelKind};
 use nm_ir::concrete::ConcreteNotation;
 use nm_ir::id::{Arena, Id};
 use nm_ir::lattice::PointExpr;
-use nm_ir::notation::{Access, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
+use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
 use nm_ir::plan::Producer;
 
 mod assembly;
@@ -286,6 +286,16 @@ struct Lowerer<'a> {
     on_threads: Vec<IndexVarId>,
 }
 
+/// What a loop being built has inside it: the loops still to open (outermost first, each with
+/// whether the schedule put it on threads) and the assignment at the leaf.
+#[derive(Clone, Copy)]
+struct Inside<'a> {
+    loops: &'a [(IndexVarId, bool)],
+    lhs: &'a Access,
+    op: AssignOp,
+    rhs: ExprId,
+}
+
 /// The positions a `pos` loop walks (see [`Lowerer::position_space`]).
 #[derive(Clone, Debug)]
 struct PositionSpace {
@@ -375,18 +385,6 @@ fn decompose(
     Ok(Operand { format, shape: ty.shape.clone(), levels, vals })
 }
 
-fn collect_accesses_in(exprs: &Arena<ExprId, CinExpr>, e: ExprId, out: &mut Vec<Access>) {
-    match &exprs[e] {
-        CinExpr::Access(a) => out.push(a.clone()),
-        CinExpr::Literal(_) => {}
-        CinExpr::Neg(a) | CinExpr::Sum(_, a) => collect_accesses_in(exprs, *a, out),
-        CinExpr::Binary(_, a, b) => {
-            collect_accesses_in(exprs, *a, out);
-            collect_accesses_in(exprs, *b, out);
-        }
-    }
-}
-
 impl Lowerer<'_> {
     /// The prefix of the names generated for access `k`: its tensor's name where the tensor
     /// is read by no other access, else the name and a letter per access (`B_a`, `B_b` for
@@ -413,7 +411,7 @@ impl Lowerer<'_> {
     /// The accesses read by `e`.
     fn reads(&self, e: ExprId) -> Vec<AccessId> {
         let mut found = Vec::new();
-        collect_accesses_in(&self.exprs, e, &mut found);
+        nm_ir::plan::nest::collect_accesses(&self.exprs, e, &mut found);
         let mut out: Vec<AccessId> =
             found.iter().filter(|a| !self.cin.temporaries.contains(&a.tensor)).map(|a| self.access_id(a)).collect();
         out.sort_unstable();

@@ -5,7 +5,7 @@
 //! co-iterates the levels the variable reaches (`coiterate`).
 
 use super::marks::{hoist_marks, mark, mark_terms};
-use super::{LowerError, Lowerer, refuse};
+use super::{Inside, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, float, int, var};
 use crate::ir::{BinOp, ScalarType, Stmt, VarId};
 use nm_ir::concrete::Derivation;
@@ -20,28 +20,23 @@ impl Lowerer<'_> {
     /// a constant), with a case per point; otherwise one `while` per lattice point over its
     /// sparse iterators, with a case per sub-point, taking the smallest coordinate and
     /// advancing the iterators that stand on it (taco's co-iteration).
-    pub(super) fn nest(
-        &mut self,
-        loops: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
-    ) -> Result<Vec<Stmt>, LowerError> {
+    pub(super) fn nest(&mut self, inside: Inside<'_>) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops, lhs, op, rhs } = inside;
         if self.workspace.as_ref().is_some_and(|w| !w.active && !self.in_producer && self.depth() == w.outer) {
-            return self.workspace_region(loops, lhs, op, rhs);
+            return self.workspace_region(inside);
         }
         let Some((&(mut v, parallel), rest)) = loops.split_first() else {
             return self.leaf(lhs, op, rhs);
         };
         if self.reduces_into_register(v, lhs, op) {
-            return self.register_reduction(loops, lhs, op, rhs);
+            return self.register_reduction(inside);
         }
         // `split(i, i0, i1, c)`: `i0` counts blocks of `c` coordinates; `i1` walks one block as
         // the loop over `i` (i = i0·c + i1, stopping at the end of `i`).
         let mut split_inner = None;
         match self.cin.derivations.get(&v) {
             Some(&Derivation::Split { parent, outer: true, factor }) => {
-                return self.block_loop(v, parent, factor, parallel, rest, lhs, op, rhs);
+                return self.block_loop(v, parent, factor, parallel, Inside { loops: rest, ..inside });
             }
             Some(&Derivation::Split { parent, outer: false, factor }) => {
                 let Some(&(_, block)) = self.split_blocks.iter().rev().find(|(p, _)| *p == parent) else {
@@ -55,12 +50,12 @@ impl Lowerer<'_> {
                 v = parent;
             }
             Some(&Derivation::Fuse { outer, inner }) => {
-                return self.fused_loop(v, (outer, inner), parallel, rest, lhs, op, rhs);
+                return self.fused_loop(v, (outer, inner), parallel, Inside { loops: rest, ..inside });
             }
             _ => {}
         }
         if let Some(ps) = self.position_space(v) {
-            return self.position_loop(ps, split_inner, rest, lhs, op, rhs);
+            return self.position_loop(ps, split_inner, Inside { loops: rest, ..inside });
         }
         if matches!(self.cin.derivations.get(&v), Some(Derivation::Pos { .. })) {
             return refuse(
@@ -74,9 +69,9 @@ impl Lowerer<'_> {
         if split_inner.is_none()
             && let Some(k) = self.blocked_access(v, rhs)
         {
-            return self.blocked_nest(k, v, rest, lhs, op, rhs);
+            return self.blocked_nest(k, v, Inside { loops: rest, ..inside });
         }
-        self.coiterate(v, parallel, split_inner, rest, lhs, op, rhs)
+        self.coiterate(v, parallel, split_inner, Inside { loops: rest, ..inside })
     }
 
     /// The leaf: the `where` producers compute their temporaries first (outside a producer),
@@ -97,7 +92,7 @@ impl Lowerer<'_> {
                 let saved = (self.positions.clone(), self.bound.clone());
                 self.in_producer = true;
                 self.producing = terms;
-                let code = self.nest(&p.loops, &p.lhs, p.op, p.rhs);
+                let code = self.nest(Inside { loops: &p.loops, lhs: &p.lhs, op: p.op, rhs: p.rhs });
                 self.in_producer = false;
                 self.producing = None;
                 (self.positions, self.bound) = saved;
@@ -141,17 +136,12 @@ impl Lowerer<'_> {
     /// The reduction loops `loops` summing into a register, then its store. Into a sparse
     /// result, the element is stored only where the reduction produced a term: an inner
     /// product whose rows share no coordinate stores nothing.
-    fn register_reduction(
-        &mut self,
-        loops: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
-    ) -> Result<Vec<Stmt>, LowerError> {
+    fn register_reduction(&mut self, inside: Inside<'_>) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops, lhs, op, rhs } = inside;
         let scalar = self.value.scalar();
         let acc = self.f.var("acc", scalar);
         self.accumulator = Some(acc);
-        let inner = self.nest(loops, lhs, op, rhs);
+        let inner = self.nest(Inside { loops, lhs, op, rhs });
         self.accumulator = None;
         let mut out = vec![Stmt::Decl(acc, float(0.0))];
         let mut inner = inner?;

@@ -1,10 +1,10 @@
 //! The row workspace: a dense row for the last level of a sparse result that the loops
 //! write out of order, its marks a bitmap, appended in coordinate order after each row.
 
-use super::{LowerError, Lowerer};
+use super::{Inside, LowerError, Lowerer};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, ScalarType, Stmt, UnOp, VarId};
-use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
+use nm_ir::notation::IndexVarId;
 
 /// A dense workspace for the last level of a sparse result the loops write out of order —
 /// Gustavson's SpGEMM `forall i, k, j: A(i,j) += B(i,k) C(k,j)` into CSR. Values accumulate in
@@ -128,18 +128,13 @@ pub(super) fn mark_range(mark: ArrayId, from: VarId, to: VarId) -> Stmt {
 impl Lowerer<'_> {
     /// The loops below the result's outer levels, accumulating into the row workspace, then
     /// the row appended in coordinate order and the workspace cleared.
-    pub(super) fn workspace_region(
-        &mut self,
-        loops: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
-    ) -> Result<Vec<Stmt>, LowerError> {
+    pub(super) fn workspace_region(&mut self, inside: Inside<'_>) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops, lhs, op, rhs } = inside;
         let mut w = self.workspace.clone().expect("a workspace");
         let mut out = vec![Stmt::Decl(w.count, int(0)), Stmt::Decl(w.products, int(0))];
         w.active = true;
         self.workspace = Some(w.clone());
-        let inner = self.nest(loops, lhs, op, rhs);
+        let inner = self.nest(Inside { loops, lhs, op, rhs });
         w.active = false;
         self.workspace = Some(w.clone());
         out.extend(inner?);

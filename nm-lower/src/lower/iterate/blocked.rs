@@ -5,9 +5,9 @@
 use super::Coordinates;
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, ScalarType, Stmt};
-use crate::lower::{AccessId, LowerError, Lowerer, is_factor, refuse};
+use crate::lower::{AccessId, Inside, LowerError, Lowerer, is_factor, refuse};
 use nm_ir::id::Id;
-use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
+use nm_ir::notation::{ExprId, IndexVarId};
 
 impl Lowerer<'_> {
     /// The access of a vector-wise N:M operand (`nm(N,M,L)`) reached at `v`, not yet iterated.
@@ -30,11 +30,9 @@ impl Lowerer<'_> {
         &mut self,
         k: AccessId,
         v: IndexVarId,
-        loops: &[(IndexVarId, bool)],
-        lhs: &Access,
-        op: AssignOp,
-        rhs: ExprId,
+        inside: Inside<'_>,
     ) -> Result<Vec<Stmt>, LowerError> {
+        let Inside { loops, lhs, op, rhs } = inside;
         let a = self.accesses[k].clone();
         let o = self.operands[a.tensor.index()].clone().expect("decomposed");
         let tname = self.cin.tensors[a.tensor].name.clone();
@@ -79,7 +77,7 @@ impl Lowerer<'_> {
         self.positions[k][1] = Some(p1);
         self.positions[k][2] = Some(p2);
         self.positions[k][3] = Some(p3);
-        let inner = self.nest(rest, lhs, op, rhs);
+        let inner = self.nest(Inside { loops: rest, lhs, op, rhs });
         (self.positions, self.bound) = saved;
         let inner = inner?;
         let lanes = vec![
