@@ -13,17 +13,16 @@ use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
 use nm_ir::lattice::MergeLattice;
-use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId, Scope};
+use nm_ir::notation::{ExprId, IndexVarId, Scope};
 
 /// A co-iterating loop as [`Lowerer::coiterate`] sets it up, for the code that builds its
 /// forms.
 struct CoLoop<'a> {
     v: IndexVarId,
     loop_var: VarId,
-    /// The loops inside, and the assignment at the leaf.
-    rest: &'a [(IndexVarId, bool)],
-    lhs: &'a Access,
-    op: AssignOp,
+    /// The loops inside, and the assignment at the leaf (its right-hand side the whole
+    /// expression; each lattice point hands on its own).
+    inside: Inside<'a>,
     /// Where the loop walks one block of a split: (inner variable, block variable, factor).
     split_inner: Option<(VarId, VarId, i64)>,
     reached: Reached,
@@ -116,7 +115,16 @@ impl Lowerer<'_> {
         let Opened { setup, cursors, narrowed } =
             self.open_iterators(v, &name, &reached, &segmented, alone, ranged, split_inner)?;
         out.extend(setup);
-        let lp = CoLoop { v, loop_var, rest, lhs, op, split_inner, reached, points, cursors, guide_step };
+        let lp = CoLoop {
+            v,
+            loop_var,
+            inside: Inside { loops: rest, lhs, op, rhs },
+            split_inner,
+            reached,
+            points,
+            cursors,
+            guide_step,
+        };
         let mut entry_pass = None;
         if let ([(its, e)], [sub @ Subsection::Window { .. }], [cursor]) =
             (lp.points.as_slice(), lp.reached.subsections.as_slice(), lp.cursors.as_slice())
@@ -261,7 +269,7 @@ impl Lowerer<'_> {
                 }
             }
             inner.extend(self.result_before(v, loop_var));
-            inner.extend(self.nest(Inside { loops: lp.rest, lhs: lp.lhs, op: lp.op, rhs: e })?);
+            inner.extend(self.nest(Inside { rhs: e, ..lp.inside })?);
             inner.extend(self.result_after(v, loop_var));
             (self.positions, self.bound) = saved;
             self.segments.truncate(segments);
@@ -312,7 +320,7 @@ impl Lowerer<'_> {
         self.positions[k][l] = Some(p);
         inner.extend(self.result_before(v, loop_var));
         self.repeating += usize::from(!unique);
-        let nested = self.nest(Inside { loops: lp.rest, lhs: lp.lhs, op: lp.op, rhs: lp.points[0].1 });
+        let nested = self.nest(Inside { rhs: lp.points[0].1, ..lp.inside });
         self.repeating -= usize::from(!unique);
         inner.extend(nested?);
         inner.extend(self.result_after(v, loop_var));
@@ -349,7 +357,7 @@ impl Lowerer<'_> {
         let all_its: Vec<usize> = (0..lp.cursors.len()).collect();
         let mut body = self.case_body(lp, &all_its, true)?;
         if ranged && self.assembly.is_none() && self.reduction.is_none() {
-            body = self.row_body(lp.lhs, v, loop_var, body);
+            body = self.row_body(lp.inside.lhs, v, loop_var, body);
         }
         let (start, end) = match self.bounds.filter(|_| ranged) {
             Some(b) => (load(b, int(0)), load(b, int(1))),
