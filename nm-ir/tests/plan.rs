@@ -144,3 +144,61 @@ fn what_the_planner_refuses() {
     let err = Plan::new(&c, &types, &PlanOptions::default()).unwrap_err();
     assert!(matches!(&err, PlanError::Schedule(m) if m.contains("on a loop inside another")), "{err}");
 }
+
+/// The expression a point computes, as text.
+fn point_text(p: &Plan, e: nm_ir::notation::ExprId) -> String {
+    let scope = nm_ir::notation::Scope { tensors: &p.cin.tensors, vars: &p.cin.vars, exprs: &p.lattices.exprs };
+    let mut text = String::new();
+    scope.write_expr(&mut text, e).unwrap();
+    text
+}
+
+/// Each point's (iterators as `tensor.level`, expression) along `var` for `e`.
+fn points(p: &Plan, e: nm_ir::notation::ExprId, var: &str) -> Vec<(Vec<String>, String)> {
+    let v = p.cin.vars.iter().find(|(_, x)| x.name == var).unwrap().0;
+    let lattice = p.lattices.along(e, v).unwrap_or_else(|| panic!("no lattice along {var}"));
+    lattice
+        .iter()
+        .map(|pt| {
+            let its = pt.iterators.iter().map(|it| format!("{}.{}", p.cin.tensors[it.tensor].name, it.level)).collect();
+            (its, point_text(p, pt.expr))
+        })
+        .collect()
+}
+
+#[test]
+fn every_point_has_the_lattice_of_the_loop_inside() {
+    // Along `i` a union of the rows; each point hands its sub-expression to `j`.
+    let p =
+        plan("C(i,j) = A(i,j) + B(i,j)", &[("C", &[4, 5], "dcsr"), ("A", &[4, 5], "dcsr"), ("B", &[4, 5], "dcsr")], "");
+    let outer = points(&p, p.nest.rhs, "i");
+    let texts: Vec<&str> = outer.iter().map(|(_, e)| e.as_str()).collect();
+    assert_eq!(texts, ["A(i,j) + B(i,j)", "A(i,j)", "B(i,j)"]);
+    assert_eq!(outer[0].0, ["A.0", "B.0"]);
+    let i = p.cin.vars.iter().find(|(_, x)| x.name == "i").unwrap().0;
+    let inner: Vec<Vec<(Vec<String>, String)>> =
+        p.lattices.along(p.nest.rhs, i).unwrap().iter().map(|pt| points(&p, pt.expr, "j")).collect();
+    assert_eq!(inner[0].len(), 3, "{inner:?}");
+    assert_eq!(inner[1], [(vec!["A.1".to_string()], "A(i,j)".to_string())]);
+    assert_eq!(inner[2], [(vec!["B.1".to_string()], "B(i,j)".to_string())]);
+    // Three lattices along `j` and one along `i`: equal points share one node.
+    assert_eq!(p.lattices.len(), 4);
+}
+
+#[test]
+fn lattices_follow_splits_and_producers() {
+    // A split's inner loop co-iterates its parent's coordinates; its block loop nothing.
+    let p =
+        plan("y(i) = b(i) * c(i)", &[("y", &[40], ""), ("b", &[40], "s"), ("c", &[40], "s")], "split(i, i0, i1, 8)");
+    let found = points(&p, p.nest.rhs, "i");
+    assert_eq!(found, [(vec!["b.0".to_string(), "c.0".to_string()], "b(i) * c(i)".to_string())]);
+    assert_eq!(p.lattices.len(), 1);
+    // A `where` producer's loops have their own lattices, over its own expression.
+    let p = plan(
+        "A(i,j) = B(i,j) - sum(k, C(i,k))",
+        &[("A", &[3, 4], "csr"), ("B", &[3, 4], "csr"), ("C", &[3, 5], "csr")],
+        "",
+    );
+    let [producer] = p.nest.producers.as_slice() else { panic!("{:?}", p.nest) };
+    assert_eq!(points(&p, producer.rhs, "k"), [(vec!["C.1".to_string()], "C(i,k)".to_string())]);
+}

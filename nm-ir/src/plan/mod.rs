@@ -10,14 +10,19 @@
 //! its policy) and the outer loop's row ranges decided ([`rows`]: whether they may run on
 //! threads apart, and how ranges that add into the same elements meet).
 //!
-//! Merge lattices are built where a loop is lowered, from [`crate::lattice`] (the points of a
-//! loop depend on which variables the loops outside it bound, a sub-expression at a time).
+//! Last, the merge lattice of every loop ([`lattices`]): along each variable, for each
+//! sub-expression a point of the loop outside hands on, the points that co-iterate it.
+//!
+//! The iteration graph ([`crate::graph`]) is not part of the plan: it is the analysis that
+//! chose the loop order (`concretize`), and the order is in the statement the plan takes.
 
 pub mod checks;
+pub mod lattices;
 pub mod nest;
 pub mod result;
 pub mod rows;
 
+pub use lattices::Lattices;
 pub use nest::{Nest, Producer};
 pub use result::ResultPlan;
 pub use rows::{ReductionKind, RowPlan};
@@ -65,6 +70,8 @@ pub struct Plan {
     pub result: ResultPlan,
     /// The outer loop's row ranges.
     pub rows: RowPlan,
+    /// The merge lattice of every loop, and the expression nodes its points compute.
+    pub lattices: Lattices,
     /// What the planner decided that a user should hear about.
     pub notes: Vec<String>,
 }
@@ -96,6 +103,7 @@ impl Plan {
         let workspace = options.workspace.or(from_schedule);
         let result = ResultPlan::new(&cin, &types, &nest, workspace);
         let rows = RowPlan::new(&cin, &types, &nest, &result);
-        Ok(Plan { cin, types, nest, accesses, result, rows, notes })
+        let lattices = Lattices::new(&cin, &types, &nest);
+        Ok(Plan { cin, types, nest, accesses, result, rows, lattices, notes })
     }
 }

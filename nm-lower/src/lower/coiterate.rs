@@ -12,8 +12,7 @@ use super::{AccessId, Inside, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
-use nm_ir::lattice::MergeLattice;
-use nm_ir::notation::{ExprId, IndexVarId, Scope};
+use nm_ir::notation::{ExprId, IndexVarId};
 
 /// A co-iterating loop as [`Lowerer::coiterate`] sets it up, for the code that builds its
 /// forms.
@@ -78,7 +77,7 @@ impl Lowerer<'_> {
         let parallel = parallel && reached.guided.is_empty();
         let guides_open = self.windows.len();
         let (guide_setup, guide_step) = self.guide(&reached.guided, loop_var);
-        let points = self.lattice_points(v, rhs, &reached.sparse);
+        let points = self.lattice_points(v, rhs, &reached.sparse)?;
         let dense_driven = reached.sparse.is_empty() || points.iter().any(|(its, _)| its.is_empty());
         // A non-unique level (COO's first) walked alone adds entry by entry: right when the
         // entries only add into a dense result or a workspace. Merged with other operands, or
@@ -180,34 +179,26 @@ impl Lowerer<'_> {
         o.format.levels()[l].kind
     }
 
-    /// The merge lattice of `rhs` along `v`: per point, the iterators of `sparse` it merges
-    /// (full ones left out) and its expression.
+    /// The merge lattice of `rhs` along `v`, as the plan holds it: per point, the iterators
+    /// of `sparse` it merges (full ones left out) and its expression.
     fn lattice_points(
-        &mut self,
+        &self,
         v: IndexVarId,
         rhs: ExprId,
         sparse: &[(AccessId, usize)],
-    ) -> Vec<(Vec<usize>, ExprId)> {
-        let bound: Vec<IndexVarId> =
-            self.bound.iter().enumerate().filter(|(_, b)| b.is_some()).map(|(i, _)| IndexVarId::new(i)).collect();
-        let lattice = {
-            let scope = Scope { tensors: &self.cin.tensors, vars: &self.cin.vars, exprs: &self.exprs };
-            MergeLattice::build(scope, &self.formats, rhs, v, &bound)
-        };
+    ) -> Result<Vec<(Vec<usize>, ExprId)>, LowerError> {
+        let points = self.planned_lattice(rhs, v)?;
         // The iterator of a lattice level: which (access, level) of `sparse` it is.
-        let find = |lw: &Self, it: &nm_ir::lattice::LevelIterator| {
+        let find = |it: &nm_ir::lattice::LevelIterator| {
             sparse.iter().position(|&(k, l)| {
-                let a = &lw.accesses[k];
+                let a = &self.accesses[k];
                 a.tensor == it.tensor && a.subscripts == it.subscripts && l == it.level
             })
         };
-        let mut points = Vec::new();
-        for p in &lattice.points {
-            let its: Vec<usize> = p.iterators.iter().filter(|it| !it.full).filter_map(|it| find(self, it)).collect();
-            let e = self.materialize(&p.expr);
-            points.push((its, e));
-        }
-        points
+        Ok(points
+            .iter()
+            .map(|p| (p.iterators.iter().filter(|it| !it.full).filter_map(find).collect(), p.expr))
+            .collect())
     }
 
     /// Which iterators walk their level segment by segment: a non-unique level not walked

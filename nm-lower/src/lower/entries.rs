@@ -15,8 +15,7 @@ use super::{AccessId, Inside, LowerError, Lowerer};
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
 use nm_ir::id::Id;
-use nm_ir::lattice::MergeLattice;
-use nm_ir::notation::{AssignOp, ExprId, IndexVarId, Scope};
+use nm_ir::notation::{AssignOp, ExprId, IndexVarId};
 
 /// The largest filter whose offsets are written out one by one.
 const UNROLLED: i64 = 8;
@@ -110,20 +109,13 @@ impl Lowerer<'_> {
             return None;
         }
         // Along `j` (`v` bound): one lattice point, iterating this level alone.
-        self.bound[j.index()] = Some(w.loop_var);
-        let lattice = {
-            let bound: Vec<IndexVarId> =
-                self.bound.iter().enumerate().filter(|(_, b)| b.is_some()).map(|(i, _)| IndexVarId::new(i)).collect();
-            let scope = Scope { tensors: &self.cin.tensors, vars: &self.cin.vars, exprs: &self.exprs };
-            MergeLattice::build(scope, &self.formats, rhs, j, &bound)
-        };
-        self.bound[j.index()] = None;
-        let [point] = lattice.points.as_slice() else { return None };
+        let [point] = self.planned_lattice(rhs, j).ok()? else { return None };
         let its: Vec<_> = point.iterators.iter().filter(|it| !it.full).collect();
         if !matches!(its.as_slice(), [it] if it.tensor == self.accesses[k].tensor && it.subscripts == self.accesses[k].subscripts && it.level == l)
         {
             return None;
         }
+        let e = point.expr;
         let reached = match self.reached_levels(j, reads.0, reads.1, false, lhs, rhs) {
             Ok(r) if r.sparse == [(k, l)] && r.guided.is_empty() => r,
             _ => return None,
@@ -135,7 +127,6 @@ impl Lowerer<'_> {
         if !resolves {
             return None;
         }
-        let e = self.materialize(&point.expr);
         Some(PassShape { j, inner, cq, cj, width, filter, e, reached })
     }
 

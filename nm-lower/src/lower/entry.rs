@@ -87,8 +87,7 @@ pub fn lower_plan(
     }
     let RowPlan { outer, split_outer, asked, reduction, partitionable } = plan.rows.clone();
     let mut lw = Lowerer::new(
-        cin,
-        types,
+        plan,
         Kernel { f, operands, accesses, result, result_vals, value },
         ResultWriting { assembly, workspace, ism },
         producers,
@@ -175,13 +174,12 @@ struct Kernel {
 }
 
 impl<'a> Lowerer<'a> {
-    /// The lowering's state before the nest: `kernel` as declared so far, the result written
-    /// as `writing` says, `ranges` (whether row ranges may run apart, how a reduction's ranges
-    /// combine), the loops and the options.
+    /// The lowering's state before the nest: `plan`'s statement, types and lattices, `kernel`
+    /// as declared so far, the result written as `writing` says, `ranges` (whether row ranges
+    /// may run apart, how a reduction's ranges combine), the loops and the options.
     #[allow(clippy::too_many_arguments)] // each is a value an earlier phase made
     fn new(
-        cin: &'a ConcreteNotation,
-        types: &'a Types,
+        plan: &'a Plan,
         kernel: Kernel,
         writing: ResultWriting,
         producers: Vec<Producer>,
@@ -191,6 +189,7 @@ impl<'a> Lowerer<'a> {
         notes: Vec<String>,
     ) -> Self {
         let Kernel { f, operands, accesses, result, result_vals, value } = kernel;
+        let (cin, types) = (&plan.cin, &plan.types);
         let ResultWriting { assembly, workspace, ism } = writing;
         let (partitionable, reduction) = ranges;
         // One position per level (a blocked format has more levels than dimensions).
@@ -211,8 +210,8 @@ impl<'a> Lowerer<'a> {
             bound: vec![None; cin.vars.len()],
             positions,
             accesses,
-            exprs: cin.exprs.clone(),
-            formats: types.tensors.iter().map(|t| t.format.clone()).collect(),
+            exprs: &plan.lattices.exprs,
+            lattices: &plan.lattices,
             assembly,
             temporaries: Vec::new(),
             temporary_terms: Vec::new(),

@@ -30,9 +30,8 @@
 use nm_format::{Format, LevelKind};
 use nm_ir::concrete::ConcreteNotation;
 use nm_ir::id::{Arena, Id};
-use nm_ir::lattice::PointExpr;
 use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
-use nm_ir::plan::Producer;
+use nm_ir::plan::{Lattices, Producer};
 
 mod assembly;
 mod boundary;
@@ -223,14 +222,14 @@ struct Lowerer<'a> {
     positions: Arena<AccessId, Vec<Option<VarId>>>,
     /// The distinct accesses of operands, in order of first appearance.
     accesses: Arena<AccessId, Access>,
-    /// The statement's expression nodes, plus those lattice points make.
-    exprs: Arena<ExprId, CinExpr>,
+    /// The statement's expression nodes, plus those lattice points compute (the plan's).
+    exprs: &'a Arena<ExprId, CinExpr>,
+    /// The merge lattice of every loop (the plan's).
+    lattices: &'a Lattices,
     /// See [`LowerOptions::visit_every_coordinate`].
     visit_every_coordinate: bool,
     /// See [`Lowered::notes`].
     notes: Vec<String>,
-    /// Every tensor's format, by id (`None`: dense).
-    formats: Vec<Option<Format>>,
     /// How a sparse result is assembled (`None`: a dense result).
     assembly: Option<Assembly>,
     /// The scalar variable of each `where` temporary.
@@ -411,7 +410,7 @@ impl Lowerer<'_> {
     /// The accesses read by `e`.
     fn reads(&self, e: ExprId) -> Vec<AccessId> {
         let mut found = Vec::new();
-        nm_ir::plan::nest::collect_accesses(&self.exprs, e, &mut found);
+        nm_ir::plan::nest::collect_accesses(self.exprs, e, &mut found);
         let mut out: Vec<AccessId> =
             found.iter().filter(|a| !self.cin.temporaries.contains(&a.tensor)).map(|a| self.access_id(a)).collect();
         out.sort_unstable();
@@ -419,19 +418,12 @@ impl Lowerer<'_> {
         out
     }
 
-    /// Materializes a lattice point's expression as nodes.
-    fn materialize(&mut self, p: &PointExpr) -> ExprId {
-        match p {
-            PointExpr::Node(e) => *e,
-            PointExpr::Neg(a) => {
-                let a = self.materialize(a);
-                self.exprs.push(CinExpr::Neg(a))
-            }
-            PointExpr::Binary(op, a, b) => {
-                let (a, b) = (self.materialize(a), self.materialize(b));
-                self.exprs.push(CinExpr::Binary(*op, a, b))
-            }
-        }
+    /// The points of the loop over `v` computing `e`, from the plan's lattices. Every loop
+    /// the lowering co-iterates is one the plan walked; one it did not is a bug, refused.
+    fn planned_lattice(&self, e: ExprId, v: IndexVarId) -> Result<&[nm_ir::plan::lattices::Point], LowerError> {
+        self.lattices.along(e, v).ok_or_else(|| {
+            LowerError::Internal(format!("the plan holds no merge lattice along `{}`", self.cin.vars[v].name))
+        })
     }
 
     /// Whether a loop the schedule put on threads runs on OpenMP threads: not where its

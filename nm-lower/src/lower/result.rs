@@ -205,7 +205,7 @@ impl Lowerer<'_> {
                 let tname = self.cin.tensors[a.tensor].name.clone();
                 let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
                     && levels[l].kind.is_ordered();
-                if !searchable || !is_factor(&self.exprs, rhs, &a) {
+                if !searchable || !is_factor(self.exprs, rhs, &a) {
                     return refuse(
                         LowerError::LoopOrder,
                         format!(

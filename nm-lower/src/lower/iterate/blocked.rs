@@ -52,7 +52,7 @@ impl Lowerer<'_> {
         };
         debug_assert_eq!(next, other);
         let others_dense = self.reads(rhs).into_iter().all(|j| j == k || self.all_dense(j));
-        if !others_dense || !is_factor(&self.exprs, rhs, &a) || self.assembly.is_some() {
+        if !others_dense || !is_factor(self.exprs, rhs, &a) || self.assembly.is_some() {
             return refuse(
                 LowerError::Format,
                 format!("`{tname}` in nm(N,M,L) other than as a factor of a product with dense operands"),
