@@ -85,7 +85,7 @@ impl Lowerer<'_> {
         // de-duplicating iterator): each run of equal coordinates is one coordinate, whose
         // entries are its children's positions.
         let appends = self.assembly.is_some() && !self.workspace.as_ref().is_some_and(|w| w.active);
-        let unique = reached.sparse.iter().all(|&(k, l)| self.level_kind(k, l).is_unique());
+        let unique = reached.sparse.iter().all(|&(k, l)| self.level(k, l).is_unique());
         // (A resolving subsection iterator with coefficient 1 visits every entry of its range.)
         let alone = !dense_driven
             && reached.subsections.iter().all(|s| matches!(s, Subsection::Plain | Subsection::Last { coef: 1, .. }))
@@ -173,10 +173,9 @@ impl Lowerer<'_> {
         Ok(out)
     }
 
-    /// The kind of access `k`'s level `l`.
-    fn level_kind(&self, k: AccessId, l: usize) -> nm_format::LevelKind {
-        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
-        o.format.levels()[l].kind
+    /// Access `k`'s level `l`, as the kernel reads it.
+    fn level(&self, k: AccessId, l: usize) -> &super::iterate::Level {
+        &self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed").levels[l]
     }
 
     /// The merge lattice of `rhs` along `v`, as the plan holds it: per point, the iterators
@@ -207,15 +206,15 @@ impl Lowerer<'_> {
     fn segmented(&self, reached: &Reached, alone: bool) -> Result<Vec<bool>, LowerError> {
         let mut segmented = vec![false; reached.sparse.len()];
         for (n, &(k, l)) in reached.sparse.iter().enumerate() {
-            let kind = self.level_kind(k, l);
-            if !kind.is_ordered() && !alone {
+            let level = self.level(k, l);
+            if !level.is_ordered() && !alone {
                 let tname = &self.cin.tensors[self.accesses[k].tensor].name;
                 return refuse(
                     LowerError::Format,
                     format!("co-iterating `{tname}`'s unordered level {l} with other operands or into a sparse result"),
                 );
             }
-            segmented[n] = !kind.is_unique() && !alone && !matches!(reached.subsections[n], Subsection::Window { .. });
+            segmented[n] = !level.is_unique() && !alone && !matches!(reached.subsections[n], Subsection::Window { .. });
         }
         Ok(segmented)
     }
@@ -510,7 +509,7 @@ impl Lowerer<'_> {
         let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
         let level = o.format.levels()[l];
         if o.shape[level.expr.dim()] > self.size(v) && !matches!(crd, Coordinates::Structured { .. }) {
-            if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) || !level.kind.is_ordered() {
+            if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) || !o.levels[l].is_ordered() {
                 return refuse(
                     LowerError::LoopOrder,
                     format!(

@@ -4,7 +4,6 @@
 use super::{Inside, LowerError, Lowerer, PositionSpace, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
-use nm_format::LevelKind;
 use nm_ir::concrete::Derivation;
 use nm_ir::id::Id;
 use nm_ir::notation::IndexVarId;
@@ -25,8 +24,9 @@ impl Lowerer<'_> {
         let op = self.operands[tensor.index()].as_ref()?;
         let levels = op.format.levels();
         let csr_like = levels.len() == 2
-            && levels[0].kind == LevelKind::Dense
-            && matches!(levels[1].kind, LevelKind::Compressed(p) if p.unique)
+            && op.levels[0].is_dense()
+            && op.levels[1].pos().is_some()
+            && op.levels[1].is_unique()
             && levels[0].expr == nm_format::LevelExpr::Dim(0)
             && levels[1].expr == nm_format::LevelExpr::Dim(1);
         if !csr_like {
@@ -101,12 +101,13 @@ impl Lowerer<'_> {
         for v in [ps.row, ps.col] {
             for k in self.reads(rhs) {
                 let a = &self.accesses[k];
-                let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().to_vec();
+                let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+                let levels = op.format.levels();
                 if k == ps.access || self.all_dense(k) {
                     continue;
                 }
                 if let Some(l) = self.positions[k].iter().take(levels.len()).position(Option::is_none)
-                    && levels[l].kind == LevelKind::Dense
+                    && op.levels[l].is_dense()
                     && a.subscripts.get(levels[l].expr.dim()).and_then(|t| t.as_var()) == Some(v)
                 {
                     self.locate(&mut body, &[(k, l)]);

@@ -91,7 +91,7 @@ impl Lowerer<'_> {
         let others: Vec<IndexVarId> = term.vars().filter(|&x| x != w.v && self.bound[x.index()].is_none()).collect();
         let cj = coefficient(term, j);
         let operand = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
-        let kind = operand.format.levels()[l].kind;
+        let level = &operand.levels[l];
         if op != AssignOp::Accumulate
             || !order_free
             || self.in_producer
@@ -103,8 +103,8 @@ impl Lowerer<'_> {
             || cq <= 0
             || cj <= 0
             || width != cj * (self.size(j) as i64 - 1)
-            || !kind.is_unique()
-            || !kind.is_ordered()
+            || !level.is_unique()
+            || !level.is_ordered()
         {
             return None;
         }

@@ -5,7 +5,6 @@ use super::iterate::Subrange;
 use super::{AccessId, Lowerer};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ScalarType, Stmt, VarId};
-use nm_format::LevelKind;
 use nm_ir::id::Id;
 
 impl Lowerer<'_> {
@@ -15,8 +14,9 @@ impl Lowerer<'_> {
         let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
         let levels = o.format.levels();
         let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l);
-        levels[l].kind == LevelKind::COMPRESSED
-            && o.levels[l].structured().is_none()
+        o.levels[l].pos().is_some()
+            && o.levels[l].is_ordered()
+            && o.levels[l].is_unique()
             && l + 1 < levels.len()
             && o.levels[l + 1].pos().is_some()
             && o.levels[l + 1].structured().is_none()

@@ -339,7 +339,7 @@ fn decompose(
     // variables are reached (see `Lowerer::blocked_nest`).
     if let Some((n, m, _)) = format.nm_params() {
         let meta = array(f, "2_meta", ElemType::U64, Role::Metadata { tensor: tensor(), level: 2 });
-        let mut levels = vec![Level::Blocked; format.levels().len()];
+        let mut levels: Vec<Level> = format.levels().iter().map(|l| Level::Blocked { kind: l.kind }).collect();
         levels[2] = Level::Structured { meta, n, m, per_parent: n as usize };
         let vals = array(f, "_vals", value, Role::Values { tensor: tensor() });
         return Ok(Operand { format, shape: ty.shape.clone(), levels, vals });
@@ -353,17 +353,16 @@ fn decompose(
             {
                 return refuse(LowerError::Format, format!("blocked compressed levels (`{name}`)"));
             }
-            LevelKind::Compressed(_) => {
+            LevelKind::Compressed(props) => {
                 let (pos_elem, crd_elem) = widths.get(name, l);
                 let pos = array(f, &format!("{l}_pos"), pos_elem, Role::Pos { tensor: tensor(), level: l });
                 let crd = array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l });
-                Level::Compressed { pos, crd }
+                Level::Compressed { pos, crd, props }
             }
-            LevelKind::Singleton(_) => {
+            LevelKind::Singleton(props) => {
                 let (_, crd_elem) = widths.get(name, l);
-                Level::Singleton {
-                    crd: array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l }),
-                }
+                let crd = array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l });
+                Level::Singleton { crd, props }
             }
             LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
                 let meta = array(f, &format!("{l}_meta"), ElemType::U64, Role::Metadata { tensor: tensor(), level: l });
@@ -491,9 +490,7 @@ impl Lowerer<'_> {
             CinExpr::Binary(_, a, b) => self.covered_by_dense(*a) && self.covered_by_dense(*b),
             CinExpr::Access(a) => {
                 !self.cin.temporaries.contains(&a.tensor)
-                    && self.operands[a.tensor.index()]
-                        .as_ref()
-                        .is_some_and(|op| op.format.levels().iter().all(|l| l.kind == LevelKind::Dense))
+                    && self.operands[a.tensor.index()].as_ref().is_some_and(|op| op.levels.iter().all(Level::is_dense))
             }
         }
     }
@@ -501,7 +498,7 @@ impl Lowerer<'_> {
     /// Whether every level of access `k`'s tensor is dense.
     fn all_dense(&self, k: AccessId) -> bool {
         let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
-        op.format.levels().iter().all(|l| l.kind == LevelKind::Dense)
+        op.levels.iter().all(Level::is_dense)
     }
 
     /// The position of a read of an all-dense tensor: its levels' coordinates linearized.

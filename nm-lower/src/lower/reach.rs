@@ -45,14 +45,13 @@ impl Lowerer<'_> {
             let Some(l) = self.positions[k].iter().take(op.format.levels().len()).position(Option::is_none) else {
                 continue;
             };
-            let level = &op.format.levels()[l];
-            let term = a.subscripts.get(level.expr.dim());
+            let term = a.subscripts.get(op.format.levels()[l].expr.dim());
             let dim_var = term.and_then(|t| t.as_var());
             if let Some(t) = term.filter(|t| t.is_compound() && t.vars().any(|w| w == v)) {
                 let t = t.clone();
                 self.reach_compound(k, l, &t, v, consumer_reads, split, &mut reached)?;
             } else if dim_var == Some(v) {
-                if level.kind == LevelKind::Dense {
+                if op.levels[l].is_dense() {
                     reached.dense.push((k, l))
                 } else if !consumer_reads.contains(&k) {
                     self.reach_guided(k, l, v, lhs, rhs)?;
@@ -99,9 +98,9 @@ impl Lowerer<'_> {
         let name = &self.cin.vars[v].name;
         let a = &self.accesses[k];
         let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
-        let level = &op.format.levels()[l];
+        let level = &op.levels[l];
         let last = t.vars().all(|w| w == v || self.bound[w.index()].is_some());
-        if level.kind == LevelKind::Dense {
+        if level.is_dense() {
             if last {
                 reached.dense.push((k, l));
             }
@@ -119,12 +118,12 @@ impl Lowerer<'_> {
                 format!("a `where` producer reading `{tname}` through a compound subscript its loops do not finish"),
             );
         }
-        if !level.kind.is_ordered() || matches!(level.kind, LevelKind::Structured { .. }) {
+        if !level.is_searchable() {
             return refuse(
                 LowerError::Subscript,
                 format!(
                     "a compound subscript on `{tname}`'s level {l} ({}): it needs an ordered compressed or singleton level",
-                    level.kind
+                    level.kind()
                 ),
             );
         }
@@ -182,7 +181,7 @@ impl Lowerer<'_> {
         let name = self.cin.vars[v].name.clone();
         let a = &self.accesses[k];
         let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
-        let kind = op.format.levels()[l].kind;
+        let kind = op.levels[l].kind();
         let tname = self.cin.tensors[a.tensor].name.clone();
         let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();
         let dense_result_level = self

@@ -6,7 +6,6 @@ use super::workspace::{one_if, set_marks, word};
 use super::{LowerError, Lowerer, is_factor, refuse};
 use crate::ir::build::{bin, float, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, Role, ScalarType, Stmt, UnOp, VarId};
-use nm_format::LevelKind;
 use nm_ir::id::Id;
 use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId};
 
@@ -196,16 +195,14 @@ impl Lowerer<'_> {
                 if term.vars().any(|v| self.bound[v.index()].is_none()) {
                     break;
                 }
-                if levels[l].kind == LevelKind::Dense {
+                if o.levels[l].is_dense() {
                     let mut stmts = Vec::new();
                     self.locate(&mut stmts, &[(k, l)]);
                     steps.push((stmts, None));
                     continue;
                 }
                 let tname = self.cin.tensors[a.tensor].name.clone();
-                let searchable = matches!(levels[l].kind, LevelKind::Compressed(_) | LevelKind::Singleton(_))
-                    && levels[l].kind.is_ordered();
-                if !searchable || !is_factor(self.exprs, rhs, &a) {
+                if !o.levels[l].is_searchable() || !is_factor(self.exprs, rhs, &a) {
                     return refuse(
                         LowerError::LoopOrder,
                         format!(

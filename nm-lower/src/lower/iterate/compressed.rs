@@ -46,7 +46,7 @@ impl Lowerer<'_> {
         search.extend(lower_bound(&mut self.f, p, end, &crd, coordinate.clone()));
         let stored = bin(BinOp::And, bin(BinOp::Lt, var(p), var(end)), bin(BinOp::Eq, crd.at(var(p)), coordinate));
         self.positions[k][l] = Some(p);
-        let unique = o.format.levels()[l].kind.is_unique();
+        let unique = o.levels[l].is_unique();
         let segment = (!unique).then(|| {
             // Every entry with that coordinate: the children's range (COO's next level).
             let segend = self.f.fresh_var(&format!("{prefix}{l}_segend"), ScalarType::Index);

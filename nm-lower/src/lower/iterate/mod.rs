@@ -32,6 +32,7 @@ pub(super) use window::settle;
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, Stmt, VarId};
 use crate::lower::{AccessId, Lowerer, Operand};
+use nm_format::{LevelKind, LevelProperties};
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
 /// One level of an operand as the kernel reads it: what it stores, by kind.
@@ -40,18 +41,50 @@ pub(in crate::lower) enum Level {
     /// Every coordinate is present; stores nothing (located, see `dense`).
     Dense,
     /// The coordinates of parent position `p` in `crd[pos[p]..pos[p+1]]`.
-    Compressed { pos: ArrayId, crd: ArrayId },
+    Compressed { pos: ArrayId, crd: ArrayId, props: LevelProperties },
     /// One coordinate per parent position, in `crd[p]` (COO's inner levels).
-    Singleton { crd: ArrayId },
+    Singleton { crd: ArrayId, props: LevelProperties },
     /// N of every M coordinates kept (see `structured`): `per_parent` positions per parent
     /// position, each one's offset in its block in `meta`.
     Structured { meta: ArrayId, n: u32, m: u32, per_parent: usize },
-    /// A level of a vector-wise N:M operand other than its metadata: the four are walked at
-    /// once (see `blocked`).
-    Blocked,
+    /// A level of a vector-wise N:M operand other than its metadata, of kind `kind`: the four
+    /// are walked at once (see `blocked`).
+    Blocked { kind: LevelKind },
 }
 
 impl Level {
+    /// The level's kind, as its format names it (refusals say it).
+    pub(in crate::lower) fn kind(&self) -> LevelKind {
+        match self {
+            Level::Dense => LevelKind::Dense,
+            Level::Compressed { props, .. } => LevelKind::Compressed(*props),
+            Level::Singleton { props, .. } => LevelKind::Singleton(*props),
+            Level::Structured { n, m, .. } => LevelKind::Structured { n: *n, m: *m },
+            Level::Blocked { kind } => *kind,
+        }
+    }
+
+    /// Whether every coordinate is present, so the level is located rather than walked.
+    pub(in crate::lower) fn is_dense(&self) -> bool {
+        self.kind() == LevelKind::Dense
+    }
+
+    /// Whether no coordinate repeats below one parent position.
+    pub(in crate::lower) fn is_unique(&self) -> bool {
+        self.kind().is_unique()
+    }
+
+    /// Whether coordinates below one parent position increase.
+    pub(in crate::lower) fn is_ordered(&self) -> bool {
+        self.kind().is_ordered()
+    }
+
+    /// Whether one coordinate is found by a binary search of its `crd` (an ordered compressed
+    /// or singleton level).
+    pub(in crate::lower) fn is_searchable(&self) -> bool {
+        matches!(self, Level::Compressed { .. } | Level::Singleton { .. }) && self.is_ordered()
+    }
+
     /// The `pos` array of a compressed level.
     pub(in crate::lower) fn pos(&self) -> Option<ArrayId> {
         match self {
@@ -63,9 +96,9 @@ impl Level {
     /// The array a position's coordinate is read from: `crd`, or a structured level's metadata.
     pub(in crate::lower) fn crd(&self) -> Option<ArrayId> {
         match self {
-            Level::Compressed { crd, .. } | Level::Singleton { crd } => Some(*crd),
+            Level::Compressed { crd, .. } | Level::Singleton { crd, .. } => Some(*crd),
             Level::Structured { meta, .. } => Some(*meta),
-            Level::Dense | Level::Blocked => None,
+            Level::Dense | Level::Blocked { .. } => None,
         }
     }
 
@@ -85,7 +118,7 @@ impl Level {
             Level::Compressed { pos, .. } => compressed::range(*pos, parent, parent_end),
             Level::Structured { per_parent, .. } => structured::range(*per_parent, parent, parent_end),
             // A singleton's position is its parent's own.
-            Level::Singleton { .. } | Level::Dense | Level::Blocked => (parent, parent_end),
+            Level::Singleton { .. } | Level::Dense | Level::Blocked { .. } => (parent, parent_end),
         }
     }
 

@@ -7,7 +7,6 @@ use super::{Coordinates, RowsAdvance, Subrange, Subsection, coefficient, lower_b
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
 use crate::lower::{AccessId, Lowerer};
-use nm_format::LevelKind;
 use nm_ir::id::Id;
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
@@ -38,15 +37,11 @@ impl Lowerer<'_> {
         let o = self.operands[a.tensor.index()].as_ref()?;
         let levels = o.format.levels();
         let (parent, level) = (levels.get(l)?, levels.get(l + 1)?);
-        let ordered = matches!(level.kind, LevelKind::Compressed(p) if p.ordered);
+        let (above, below) = (&o.levels[l], &o.levels[l + 1]);
         // A compressed parent (DCSR) holds only some rows: those in the reach of its
         // subscript are a range of its positions, found by search.
-        let parent_ok = match parent.kind {
-            LevelKind::Dense => true,
-            LevelKind::Compressed(p) => p.ordered && p.unique && o.levels[l].pos().is_some(),
-            _ => false,
-        };
-        if !parent_ok || !ordered || o.levels[l + 1].pos().is_none() {
+        let parent_ok = above.is_dense() || (above.pos().is_some() && above.is_ordered() && above.is_unique());
+        if !parent_ok || !below.is_ordered() || below.pos().is_none() {
             return None;
         }
         let (rows, term) = (&a.subscripts[parent.expr.dim()], &a.subscripts[level.expr.dim()]);
