@@ -144,10 +144,13 @@ fn random_case(rng: &mut Pcg64) -> Case {
             vars.push('k');
         }
         let format = match vars.len() {
-            1 => ["dense", "s"][rng.random_range(0..2)].to_string(),
+            1 => ["dense", "s", "b"][rng.random_range(0..3)].to_string(),
             2 => [
                 "dense",
                 "csr",
+                // Band rows, and band columns.
+                "db",
+                "db:1,0",
                 "dcsr",
                 "ds:1,0",
                 "coo",
@@ -159,9 +162,9 @@ fn random_case(rng: &mut Pcg64) -> Case {
                 // Element-wise 1:4 along rows; blocks of two rows, compressed.
                 "(i,j) -> (i:dense, j floordiv 4:dense, j mod 4:structured[1,4])",
                 "(i,j) -> (i floordiv 2:compressed, j:compressed, i mod 2:dense)",
-            ][rng.random_range(0..12)]
+            ][rng.random_range(0..14)]
             .to_string(),
-            3 => ["dense", "csf", "coo", "dds", "sds"][rng.random_range(0..5)].to_string(),
+            3 => ["dense", "csf", "coo", "dds", "sds", "ddb"][rng.random_range(0..6)].to_string(),
             _ => ["dense", "csf", "coo", "ddds", "dsds", "sdss"][rng.random_range(0..6)].to_string(),
         };
         // Now and then a compound subscript (a sliding window `i+k`, a stride `2*i+k`, an

@@ -27,7 +27,7 @@ fn indices(v: &[u8]) -> Indices {
 fuzz_target!(|input: Input| {
     let shape = vec![input.rows as usize % 9, input.cols as usize % 9];
     let values: Vec<f64> = input.values.iter().map(|&v| v as f64).collect();
-    let (format, levels) = match input.format % 4 {
+    let (format, levels) = match input.format % 5 {
         0 => (
             Format::csr(),
             vec![
@@ -47,6 +47,13 @@ fuzz_target!(|input: Input| {
             vec![
                 LevelStorage::Compressed { pos: indices(&input.outer_pos), crd: indices(&input.outer_crd) },
                 LevelStorage::Singleton { crd: indices(&input.crd) },
+            ],
+        ),
+        3 => (
+            Format::parse("db", 2).expect("band rows"),
+            vec![
+                LevelStorage::Dense { size: shape[0] },
+                LevelStorage::Band { pos: indices(&input.pos), first: indices(&input.crd) },
             ],
         ),
         _ => {

@@ -176,8 +176,8 @@ impl<T: Value> Tensor<T> {
     /// stores is carried over exactly, explicit zeros included: they are part of the sparsity
     /// pattern, and an expression over the tensor stores a result where they are, whatever the
     /// format (components stored twice by a non-unique format are summed). Zeros that a
-    /// dense or structured last level stores are padding (every element of a dense tensor, the
-    /// unkept slots of N:M, the rest of a block) and are not carried over. Converting into an
+    /// dense, band or structured last level stores are padding (every element of a dense
+    /// tensor, the zeros inside a band's runs, the unkept slots of N:M, the rest of a block) and are not carried over. Converting into an
     /// N:M format fails unless the data fits the pattern; see [`Tensor::prune`].
     pub fn convert(&self, format: &Format) -> Result<Self> {
         if format.order() != self.order() {
@@ -189,11 +189,9 @@ impl<T: Value> Tensor<T> {
         if let Some(t) = self.convert_compressed_matrix(format) {
             return Ok(t);
         }
-        let padding = self
-            .format
-            .levels()
-            .last()
-            .is_none_or(|l| matches!(l.kind, crate::LevelKind::Dense | crate::LevelKind::Structured { .. }));
+        let padding = self.format.levels().last().is_none_or(|l| {
+            matches!(l.kind, crate::LevelKind::Dense | crate::LevelKind::Structured { .. } | crate::LevelKind::Band)
+        });
         let list = self.components(|v| !padding || v != T::ZERO);
         let entries = Entries::from_list(&list, format);
         Builder { format, shape: &self.shape }.build(entries, Duplicates::Sum, false).map(|(t, _)| t)
@@ -250,7 +248,9 @@ pub(crate) fn general_peak<T: Value>(shape: &[usize], format: &Format, entries: 
                 bytes = bytes.saturating_add(p.saturating_mul(crate::level::metadata_bits(m) as u128) / 8);
                 p
             }
-            LevelKind::Compressed(_) => {
+            // A band's runs hold at least its entries; how many zeros between them is known
+            // only once they are sorted, and checked then.
+            LevelKind::Compressed(_) | LevelKind::Band => {
                 let parents = positions.saturating_add(1);
                 let children = positions.saturating_mul(size).min(e);
                 bytes =
@@ -516,6 +516,7 @@ impl Builder<'_> {
                     (written..parents * blocks).for_each(|untouched| default_block(&mut meta, untouched));
                     (LevelStorage::Structured { size, meta }, positions)
                 }
+                LevelKind::Band => self.band_level::<T>(l, parents, &mut at, lc)?,
             };
             levels.push(storage);
             parents = positions;
@@ -527,6 +528,44 @@ impl Builder<'_> {
         }
         let tensor = Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values };
         Ok((tensor, report))
+    }
+
+    /// A band level below `parents` parent positions, from the sorted entries' parents `at`
+    /// (turned into their positions) and level coordinates `lc`: each parent's run goes from
+    /// its first entry's coordinate to its last's, the zeros between them stored. The memory
+    /// for those zeros (their values and their children's positions, at most) is checked
+    /// before it is taken.
+    fn band_level<T: Value>(
+        &self,
+        l: usize,
+        parents: usize,
+        at: &mut [usize],
+        lc: &[usize],
+    ) -> Result<(LevelStorage, usize)> {
+        let mut first = vec![0usize; parents];
+        let mut pos = vec![0usize; parents + 1];
+        let mut e = 0;
+        while e < at.len() {
+            let p = at[e];
+            let end = e + at[e..].iter().take_while(|&&q| q == p).count();
+            first[p] = lc[e];
+            pos[p + 1] = lc[end - 1] - lc[e] + 1;
+            e = end;
+        }
+        for i in 1..pos.len() {
+            pos[i] = pos[i]
+                .checked_add(pos[i - 1])
+                .ok_or_else(|| TensorError::TooLarge { what: format!("the runs of band level {l}") })?;
+        }
+        let positions = pos[parents];
+        let per_position = (16 + std::mem::size_of::<T>()) as u128;
+        nm_runtime::memory::ensure_available(positions as u128 * per_position, || {
+            format!("band level {l} of a {:?} tensor ({positions} positions)", self.shape)
+        })?;
+        for (q, &c) in at.iter_mut().zip(lc) {
+            *q = pos[*q] + (c - first[*q]);
+        }
+        Ok((LevelStorage::Band { pos: Indices::from_usize(pos), first: Indices::from_usize(first) }, positions))
     }
 
     /// Refuses, before anything is sorted or allocated, a tensor whose building would take

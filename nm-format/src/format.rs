@@ -102,6 +102,12 @@ impl Format {
                         ));
                     }
                 }
+                LevelKind::Band if !matches!(level.expr, LevelExpr::Dim(_)) => {
+                    return invalid(format!(
+                        "level {l} is a band level of `{}`: a band stores a whole dimension",
+                        level.expr
+                    ));
+                }
                 LevelKind::Structured { n, m } => {
                     if n == 0 || n > m || m > 65536 {
                         return invalid(format!("level {l} is structured {n}:{m}; need 1 <= N <= M <= 65536"));

@@ -10,6 +10,11 @@
 //! | compressed | `pos`, `crd` | `pos[p] .. pos[p+1]` | `crd[q]` |
 //! | singleton | `crd` | `p .. p+1` | `crd[q]` |
 //! | structured N:M (size s, `B = s/M` blocks) | `meta` | `p·B·N .. (p+1)·B·N` | `(q/N mod B)·M + meta[q]` |
+//! | band | `pos`, `first` | `pos[p] .. pos[p+1]` | `first[p] + (q - pos[p])` |
+//!
+//! A band level stores each parent's coordinates as one run, from its first stored coordinate
+//! to its last, zeros inside the run included: the coordinates are implied, so a banded matrix
+//! (a stencil's, a finite-difference one's) is read without a coordinate array.
 //!
 //! The values array is indexed by the positions of the last level.
 
@@ -55,6 +60,9 @@ pub enum LevelKind {
         /// Block length.
         m: u32,
     },
+    /// Each parent position's coordinates are one contiguous run (its band): positions
+    /// `pos[p]..pos[p+1]` hold coordinates `first[p]`, `first[p] + 1`, …
+    Band,
 }
 
 impl LevelKind {
@@ -66,7 +74,7 @@ impl LevelKind {
     /// Whether the level may repeat a coordinate below one parent position.
     pub fn is_unique(&self) -> bool {
         match self {
-            LevelKind::Dense | LevelKind::Structured { .. } => true,
+            LevelKind::Dense | LevelKind::Structured { .. } | LevelKind::Band => true,
             LevelKind::Compressed(p) | LevelKind::Singleton(p) => p.unique,
         }
     }
@@ -74,7 +82,7 @@ impl LevelKind {
     /// Whether coordinates below one parent position are sorted.
     pub fn is_ordered(&self) -> bool {
         match self {
-            LevelKind::Dense | LevelKind::Structured { .. } => true,
+            LevelKind::Dense | LevelKind::Structured { .. } | LevelKind::Band => true,
             LevelKind::Compressed(p) | LevelKind::Singleton(p) => p.ordered,
         }
     }
@@ -103,6 +111,7 @@ impl fmt::Display for LevelKind {
             LevelKind::Compressed(p) => props(f, "compressed", p),
             LevelKind::Singleton(p) => props(f, "singleton", p),
             LevelKind::Structured { n, m } => write!(f, "structured[{n}, {m}]"),
+            LevelKind::Band => write!(f, "band"),
         }
     }
 }

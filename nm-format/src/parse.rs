@@ -179,6 +179,8 @@ impl<'a> Parser<'a> {
                 'u' => LevelKind::Compressed(LevelProperties::ORDERED_NONUNIQUE),
                 'q' => LevelKind::SINGLETON,
                 'c' => LevelKind::Singleton(LevelProperties::ORDERED_NONUNIQUE),
+                // Not taco's: each parent's coordinates stored as one run (see `LevelKind::Band`).
+                'b' => LevelKind::Band,
                 // taco's zeroless compressed level promises no stored zero: the same storage.
                 'z' => LevelKind::COMPRESSED,
                 'p' => {
@@ -194,7 +196,7 @@ impl<'a> Parser<'a> {
                         start,
                         name.len(),
                         "unknown format: expected a name (dense, csr, csc, dcsr, dcsc, coo, csf, nv24, \
-                         bcsr(B), nm(N,M,L)), taco letters (d s u z q c) or a map `(d0, ...) -> (...)`",
+                         bcsr(B), nm(N,M,L)), taco letters (d s u z q c) or b (band), or a map `(d0, ...) -> (...)`",
                     ));
                 }
                 _ => {
@@ -202,8 +204,8 @@ impl<'a> Parser<'a> {
                         start + i,
                         c.len_utf8(),
                         format!(
-                            "unknown format `{name}`: not a format name, and `{c}` is not a taco level \
-                             letter (d s u z q c)"
+                            "unknown format `{name}`: not a format name, and `{c}` is not a level letter \
+                             (taco's d s u z q c, or b for band)"
                         ),
                     ));
                 }
@@ -334,6 +336,7 @@ impl<'a> Parser<'a> {
             "dense" => Ok(LevelKind::Dense),
             "compressed" => Ok(LevelKind::Compressed(self.props()?)),
             "singleton" => Ok(LevelKind::Singleton(self.props()?)),
+            "band" => Ok(LevelKind::Band),
             "structured" => {
                 self.expect('[')?;
                 let n = self.small_int("N")?;
@@ -345,7 +348,7 @@ impl<'a> Parser<'a> {
             _ => Err(self.error_at(
                 at,
                 name.len(),
-                "unknown level kind: expected dense, compressed, singleton or structured[N, M]",
+                "unknown level kind: expected dense, compressed, singleton, band or structured[N, M]",
             )),
         }
     }

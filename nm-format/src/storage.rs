@@ -244,6 +244,14 @@ pub enum LevelStorage {
         /// The kept offsets inside each block.
         meta: Metadata,
     },
+    /// A band level.
+    Band {
+        /// `pos[p]..pos[p+1]` are the positions below parent position `p`.
+        pos: Indices,
+        /// The coordinate of each parent's first position (`first[p] + k` is position
+        /// `pos[p] + k`'s).
+        first: Indices,
+    },
 }
 
 impl LevelStorage {
@@ -259,6 +267,7 @@ impl LevelStorage {
             LevelStorage::Compressed { pos, crd } => LevelView::Compressed { pos: pos.view(), crd: crd.view() },
             LevelStorage::Singleton { crd } => LevelView::Singleton { crd: crd.view() },
             LevelStorage::Structured { size, meta } => LevelView::Structured { size: *size, meta },
+            LevelStorage::Band { pos, first } => LevelView::Band { pos: pos.view(), first: first.view() },
         }
     }
 }
@@ -290,6 +299,13 @@ pub enum LevelView<'a> {
         /// The kept offsets inside each block.
         meta: &'a Metadata,
     },
+    /// A band level.
+    Band {
+        /// `pos[p]..pos[p+1]` are the positions below parent position `p`.
+        pos: IndicesView<'a>,
+        /// The coordinate of each parent's first position.
+        first: IndicesView<'a>,
+    },
 }
 
 impl LevelView<'_> {
@@ -300,6 +316,7 @@ impl LevelView<'_> {
             LevelView::Compressed { .. } => "compressed",
             LevelView::Singleton { .. } => "singleton",
             LevelView::Structured { .. } => "structured",
+            LevelView::Band { .. } => "band",
         }
     }
 
@@ -312,6 +329,7 @@ impl LevelView<'_> {
             }
             LevelView::Singleton { crd } => LevelStorage::Singleton { crd: crd.to_indices() },
             LevelView::Structured { size, meta } => LevelStorage::Structured { size, meta: meta.clone() },
+            LevelView::Band { pos, first } => LevelStorage::Band { pos: pos.to_indices(), first: first.to_indices() },
         }
     }
 }

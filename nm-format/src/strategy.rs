@@ -8,19 +8,21 @@ use crate::format::Format;
 use crate::level::{LevelKind, LevelProperties};
 
 /// A random format of `order` dimensions that can hold any tensor of that order: taco
-/// letters (singletons only below non-unique levels) with a random mode ordering, CSF, COO,
+/// letters and band levels (singletons only below non-unique levels) with a random mode
+/// ordering, CSF, COO,
 /// dense, and for order 2 also CSR/CSC/DCSC and BCSR(b).
 pub fn any_format(order: usize) -> BoxedStrategy<Format> {
-    let letters = proptest::collection::vec(0u8..3, order)
+    let letters = proptest::collection::vec(0u8..4, order)
         .prop_flat_map(move |kinds| (Just(kinds), Just((0..order).collect::<Vec<_>>()).prop_shuffle()))
         .prop_map(move |(kinds, modes)| {
-            // 0 dense, 1 compressed, 2 start of a COO run (non-unique then singletons).
+            // 0 dense, 1 compressed, 3 band, 2 start of a COO run (non-unique then singletons).
             let mut levels = Vec::with_capacity(order);
             let mut l = 0;
             while l < order {
                 match kinds[l] {
                     0 => levels.push(LevelKind::Dense),
                     1 => levels.push(LevelKind::COMPRESSED),
+                    3 => levels.push(LevelKind::Band),
                     _ => {
                         let rest = order - l;
                         if rest == 1 {

@@ -40,10 +40,28 @@ pub struct Tensor<T> {
 /// compressed level needs an array for it (the parent of each position, expanded from `pos`);
 /// the others compute both from the position, so dense levels cost no memory.
 pub(crate) enum LevelPositions<'a> {
-    Dense { size: usize },
-    Compressed { parent: Vec<usize>, crd: IndicesView<'a> },
-    Singleton { crd: IndicesView<'a> },
-    Structured { n: usize, m: usize, blocks: usize, meta: &'a Metadata },
+    Dense {
+        size: usize,
+    },
+    Compressed {
+        parent: Vec<usize>,
+        crd: IndicesView<'a>,
+    },
+    Singleton {
+        crd: IndicesView<'a>,
+    },
+    Structured {
+        n: usize,
+        m: usize,
+        blocks: usize,
+        meta: &'a Metadata,
+    },
+    /// A band level: each position's parent, and each parent's first coordinate less its
+    /// first position (so a position's coordinate is `q + shift[parent]`).
+    Band {
+        parent: Vec<usize>,
+        shift: Vec<isize>,
+    },
 }
 
 impl LevelPositions<'_> {
@@ -52,7 +70,7 @@ impl LevelPositions<'_> {
     pub fn parent(&self, q: usize) -> usize {
         match self {
             LevelPositions::Dense { size } => q / size,
-            LevelPositions::Compressed { parent, .. } => parent[q],
+            LevelPositions::Compressed { parent, .. } | LevelPositions::Band { parent, .. } => parent[q],
             LevelPositions::Singleton { .. } => q,
             LevelPositions::Structured { n, blocks, .. } => q / (n * blocks),
         }
@@ -65,6 +83,7 @@ impl LevelPositions<'_> {
             LevelPositions::Dense { size } => q % size,
             LevelPositions::Compressed { crd, .. } | LevelPositions::Singleton { crd } => crd.get(q),
             LevelPositions::Structured { n, m, blocks, meta } => ((q / n) % blocks) * m + meta.get(q) as usize,
+            LevelPositions::Band { parent, shift } => q.wrapping_add_signed(shift[parent[q]]),
         }
     }
 }
@@ -115,7 +134,9 @@ impl<T: Value> Tensor<T> {
     pub(crate) fn positions(&self, l: usize, parent: usize) -> Range<usize> {
         match &self.levels[l] {
             LevelStorage::Dense { size } => parent * size..(parent + 1) * size,
-            LevelStorage::Compressed { pos, .. } => pos.get(parent)..pos.get(parent + 1),
+            LevelStorage::Compressed { pos, .. } | LevelStorage::Band { pos, .. } => {
+                pos.get(parent)..pos.get(parent + 1)
+            }
             LevelStorage::Singleton { .. } => parent..parent + 1,
             LevelStorage::Structured { size, .. } => {
                 let per_parent = self.structured_positions_per_parent(l, *size);
@@ -142,6 +163,7 @@ impl<T: Value> Tensor<T> {
                 let blocks = size / m as usize;
                 ((q / n as usize) % blocks) * m as usize + meta.get(q) as usize
             }
+            LevelStorage::Band { pos, first } => first.get(parent) + (q - pos.get(parent)),
         }
     }
 
@@ -280,6 +302,16 @@ pub(crate) fn level_positions<'a>(format: &Format, levels: &[LevelView<'a>]) -> 
                 (LevelPositions::Compressed { parent, crd }, crd.len())
             }
             LevelView::Singleton { crd } => (LevelPositions::Singleton { crd }, parents),
+            LevelView::Band { pos, first } => {
+                let mut parent = Vec::with_capacity(pos.get(parents));
+                let mut shift = Vec::with_capacity(parents);
+                for p in 0..parents {
+                    parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
+                    shift.push(first.get(p) as isize - pos.get(p) as isize);
+                }
+                let positions = parent.len();
+                (LevelPositions::Band { parent, shift }, positions)
+            }
             LevelView::Structured { size, meta } => {
                 let LevelKind::Structured { n, m } = format.levels()[l].kind else { unreachable!() };
                 let (n, m) = (n as usize, m as usize);

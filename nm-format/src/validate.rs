@@ -56,23 +56,7 @@ fn check_level(l: usize, kind: LevelKind, storage: &LevelView, size: usize, pare
             crd.len()
         }
         (LevelKind::Compressed(props), LevelView::Compressed { pos, crd }) => {
-            if pos.len() != parents + 1 {
-                return Err(TensorError::PosLength { level: l, expected: parents + 1, actual: pos.len() });
-            }
-            if pos.get(0) != 0 {
-                return Err(TensorError::PosStart { level: l, value: pos.get(0) });
-            }
-            for p in 1..pos.len() {
-                if pos.get(p) < pos.get(p - 1) {
-                    return Err(TensorError::PosNotMonotone {
-                        level: l,
-                        position: p,
-                        value: pos.get(p),
-                        previous: pos.get(p - 1),
-                    });
-                }
-            }
-            let positions = pos.get(parents);
+            let positions = check_pos(l, pos, parents)?;
             if crd.len() != positions {
                 return Err(TensorError::CrdLength { level: l, expected: positions, actual: crd.len() });
             }
@@ -119,8 +103,49 @@ fn check_level(l: usize, kind: LevelKind, storage: &LevelView, size: usize, pare
             }
             positions
         }
+        (LevelKind::Band, LevelView::Band { pos, first }) => {
+            let positions = check_pos(l, pos, parents)?;
+            if first.len() != parents {
+                return Err(TensorError::CrdLength { level: l, expected: parents, actual: first.len() });
+            }
+            // Each run's coordinates, `first[p]` onward, lie in the level.
+            for p in 0..parents {
+                let run = pos.get(p + 1) - pos.get(p);
+                if first.get(p).checked_add(run).is_none_or(|end| end > size) {
+                    return Err(TensorError::CoordinateOutOfRange {
+                        level: l,
+                        position: pos.get(p + 1).saturating_sub(1),
+                        coordinate: first.get(p).saturating_add(run.saturating_sub(1)),
+                        size,
+                    });
+                }
+            }
+            positions
+        }
         _ => return Err(mismatch()),
     })
+}
+
+/// Checks a `pos` array below `parents` parent positions (its length, a first entry of 0,
+/// no decrease); returns its positions.
+fn check_pos(l: usize, pos: crate::storage::IndicesView, parents: usize) -> Result<usize> {
+    if pos.len() != parents + 1 {
+        return Err(TensorError::PosLength { level: l, expected: parents + 1, actual: pos.len() });
+    }
+    if pos.get(0) != 0 {
+        return Err(TensorError::PosStart { level: l, value: pos.get(0) });
+    }
+    for p in 1..pos.len() {
+        if pos.get(p) < pos.get(p - 1) {
+            return Err(TensorError::PosNotMonotone {
+                level: l,
+                position: p,
+                value: pos.get(p),
+                previous: pos.get(p - 1),
+            });
+        }
+    }
+    Ok(pos.get(parents))
 }
 
 /// Ordered/unique singleton levels compare each position with the previous one when all

@@ -95,6 +95,8 @@ impl<'a, T: Value> TensorView<'a, T> {
 /// allocate. A plain enum rather than a `SmallVec`, whose associated item type would make
 /// `TensorView` invariant in its lifetime: a view of a long-lived tensor must pass where a
 /// shorter one is expected.
+// The inline variant is the point: boxing it would allocate on every copy of a view.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub(crate) enum Levels<'a> {
     Inline([LevelView<'a>; 4], usize),

@@ -75,7 +75,7 @@ fn the_map_syntax_reads_what_display_writes() {
 fn errors_point_at_the_offending_text() {
     assert_eq!(
         error("csx", 2),
-        "unknown format `csx`: not a format name, and `x` is not a taco level letter (d s u z q c)\n  csx\n    ^"
+        "unknown format `csx`: not a format name, and `x` is not a level letter (taco's d s u z q c, or b for band)\n  csx\n    ^"
     );
     assert_eq!(error("csr", 3), "`csr` is a format for 2-dimensional tensors, not 3\n  csr\n  ^^^");
     assert_eq!(error("nm(2,4)", 2), "expected `,`\n  nm(2,4)\n        ^");
@@ -85,7 +85,7 @@ fn errors_point_at_the_offending_text() {
     assert_eq!(error("dss", 2), "3 level letters for a 2-dimensional tensor\n  dss\n  ^^^");
     assert_eq!(
         error("(i,j) -> (i : dense, j : compresed)", 2),
-        "unknown level kind: expected dense, compressed, singleton or structured[N, M]\n  (i,j) -> (i : dense, j : compresed)\n                           ^^^^^^^^^"
+        "unknown level kind: expected dense, compressed, singleton, band or structured[N, M]\n  (i,j) -> (i : dense, j : compresed)\n                           ^^^^^^^^^"
     );
     assert_eq!(error("(i,j) -> (i : dense, k : dense)", 2).lines().last().unwrap(), "                       ^");
     assert!(error("(i,j) -> (i : dense)", 2).contains("dimension d1 is not stored by any level"));
@@ -106,7 +106,9 @@ fn errors_point_at_the_offending_text() {
 fn non_ascii_text_is_an_error_not_a_panic() {
     // Found by the format_parse fuzz target: a non-breaking space after `(`.
     assert!(error("(\u{a0}", 1).contains("expected a name"));
-    assert!(error("ds\u{e9}", 2).ends_with("`é` is not a taco level letter (d s u z q c)\n  dsé\n    ^"));
+    assert!(
+        error("ds\u{e9}", 2).ends_with("`é` is not a level letter (taco's d s u z q c, or b for band)\n  dsé\n    ^")
+    );
     let caret = error("(i) -> (i : dénse)", 1);
     assert!(caret.ends_with("\n              ^^^^^"), "{caret:?}");
 }

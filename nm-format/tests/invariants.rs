@@ -254,3 +254,84 @@ fn nm_parts_need_an_nm_tensor_and_valid_parts() {
         TensorError::MetadataLength { level: 2, expected: 2, actual: 1 }
     );
 }
+
+/// A 3×4 matrix with band rows (`db`) from its arrays.
+fn banded(pos: Vec<u32>, first: Vec<u32>, values: Vec<f64>) -> Result<Tensor<f64>, TensorError> {
+    let format = Format::parse("db", 2).unwrap();
+    let levels = vec![LevelStorage::Dense { size: 3 }, LevelStorage::Band { pos: pos.into(), first: first.into() }];
+    Tensor::from_raw(vec![3, 4], format, levels, values)
+}
+
+#[test]
+fn band_rows_store_each_row_as_one_run() {
+    // Row 0 holds columns 1 and 3 (the zero at column 2 inside its run), row 1 nothing, row 2
+    // column 0.
+    let mut list = CoordinateList::new(vec![3, 4]);
+    list.push(&[0, 1], 1.0);
+    list.push(&[0, 3], 2.0);
+    list.push(&[2, 0], 3.0);
+    let t = Tensor::from_coordinates(&list, &Format::parse("db", 2).unwrap(), Duplicates::Reject).unwrap();
+    let [_, LevelStorage::Band { pos, first }] = t.levels() else { panic!("{:?}", t.levels()) };
+    assert_eq!((pos.to_usize(), first.to_usize()), (vec![0, 3, 3, 4], vec![1, 0, 0]));
+    assert_eq!(t.values(), &[1.0, 0.0, 2.0, 3.0]);
+    assert_eq!(t.to_dense().unwrap(), vec![0., 1., 0., 2., 0., 0., 0., 0., 3., 0., 0., 0.]);
+    // The zero inside the run is padding: gone in CSR.
+    assert_eq!(t.convert(&Format::csr()).unwrap().values(), &[1.0, 2.0, 3.0]);
+    assert_eq!(banded(vec![0, 3, 3, 4], vec![1, 0, 0], vec![1.0, 0.0, 2.0, 3.0]).unwrap(), t);
+}
+
+#[test]
+fn band_arrays_are_checked() {
+    let e = banded(vec![0, 3, 3], vec![1, 0, 0], vec![]).unwrap_err();
+    assert_eq!(e, TensorError::PosLength { level: 1, expected: 4, actual: 3 });
+    let e = banded(vec![0, 3, 2, 4], vec![1, 0, 0], vec![0.0; 4]).unwrap_err();
+    assert!(matches!(e, TensorError::PosNotMonotone { level: 1, position: 2, .. }), "{e:?}");
+    let e = banded(vec![0, 3, 3, 4], vec![1, 0], vec![0.0; 4]).unwrap_err();
+    assert_eq!(e, TensorError::CrdLength { level: 1, expected: 3, actual: 2 });
+    // A run of three from column 2 would end past the last column.
+    let e = banded(vec![0, 3, 3, 4], vec![2, 0, 0], vec![0.0; 4]).unwrap_err();
+    assert_eq!(e, TensorError::CoordinateOutOfRange { level: 1, position: 2, coordinate: 4, size: 4 });
+    let e = banded(vec![0, 3, 3, 4], vec![1, 0, usize::MAX as u32], vec![0.0; 4]).unwrap_err();
+    assert!(matches!(e, TensorError::CoordinateOutOfRange { level: 1, .. }), "{e:?}");
+    let e = Tensor::<f64>::from_raw(
+        vec![3, 4],
+        Format::parse("db", 2).unwrap(),
+        vec![
+            LevelStorage::Dense { size: 3 },
+            LevelStorage::Compressed { pos: vec![0u32; 4].into(), crd: Indices::U32(vec![]) },
+        ],
+        vec![],
+    )
+    .unwrap_err();
+    assert_eq!(e, TensorError::LevelKindMismatch { level: 1, expected: LevelKind::Band, found: "compressed" });
+    // A band stores a whole dimension, never a block of one.
+    let e = Format::parse("(i,j) -> (i : dense, j floordiv 2 : band, j mod 2 : dense)", 2).unwrap_err();
+    assert!(e.to_string().contains("a band stores a whole dimension"), "{e}");
+}
+
+#[test]
+fn arbitrary_band_arrays_are_refused_or_read_without_panicking() {
+    // Small random `pos`, `first` and values (a fixed generator): whatever validation
+    // accepts densifies and lists its components.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound) as u32
+    };
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let pos: Vec<u32> = (0..next(6)).map(|_| next(7)).collect();
+        let first: Vec<u32> = (0..next(5)).map(|_| next(6)).collect();
+        let values: Vec<f64> = (0..next(8)).map(|v| v as f64).collect();
+        if let Ok(t) = banded(pos, first, values) {
+            accepted += 1;
+            let dense = t.to_dense().unwrap();
+            assert_eq!(dense.len(), 12);
+            let list = t.to_coordinates();
+            assert!(list.coords[0].iter().all(|&r| r < 3) && list.coords[1].iter().all(|&c| c < 4), "{list:?}");
+        }
+    }
+    assert!(accepted > 0, "the generator should hit some valid band rows");
+}

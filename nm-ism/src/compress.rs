@@ -68,7 +68,7 @@ impl<V: Value> Components<V> {
         if kinds.len() != order {
             return Err(IsmError::Level(format!("{} levels for {order} workspace dimensions", kinds.len())));
         }
-        if let Some(k) = kinds.iter().find(|k| matches!(k, LevelKind::Structured { .. })) {
+        if let Some(k) = kinds.iter().find(|k| matches!(k, LevelKind::Structured { .. } | LevelKind::Band)) {
             return Err(IsmError::Level(k.to_string()));
         }
         let LevelArrays { pos, crd, vals } = out;
@@ -164,7 +164,7 @@ impl<V: Value> Components<V> {
                             new_parent = true;
                         }
                     }
-                    LevelKind::Structured { .. } => unreachable!("refused above"),
+                    LevelKind::Structured { .. } | LevelKind::Band => unreachable!("refused above"),
                 }
                 parent = p[l];
             }
@@ -189,7 +189,7 @@ impl<V: Value> Components<V> {
                     positions = pos_l[positions] as usize;
                 }
                 LevelKind::Singleton(_) => {}
-                LevelKind::Structured { .. } => unreachable!("refused above"),
+                LevelKind::Structured { .. } | LevelKind::Band => unreachable!("refused above"),
             }
         }
         vals.resize(positions, V::ZERO);

@@ -397,6 +397,7 @@ fn addresses<T: PyScalar>(
             };
             match level {
                 LevelView::Compressed { pos, crd } => arrays.extend([address(pos), address(crd)]),
+                LevelView::Band { pos, first } => arrays.extend([address(pos), address(first)]),
                 LevelView::Singleton { crd } => arrays.push(address(crd)),
                 _ => {}
             }

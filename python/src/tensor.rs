@@ -150,7 +150,8 @@ impl NativeTensor {
     }
 
     /// The arrays of each level (copies): `("dense", size)`, `("compressed", pos, crd)`,
-    /// `("singleton", crd)` or `("structured", size, offsets)`, and the values.
+    /// `("singleton", crd)`, `("structured", size, offsets)` or `("band", pos, first)`, and the
+    /// values.
     fn parts<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyAny>)> {
         with_tensor!(&self.tensor, t => {
             let levels = PyList::empty(py);
@@ -163,6 +164,9 @@ impl NativeTensor {
                     nm_format::LevelView::Singleton { crd } => ("singleton", indices_view_to_py(py, crd)).into_pyobject(py)?.into_any(),
                     nm_format::LevelView::Structured { size, meta } => {
                         ("structured", size, meta.unpack().into_pyarray(py)).into_pyobject(py)?.into_any()
+                    }
+                    nm_format::LevelView::Band { pos, first } => {
+                        ("band", indices_view_to_py(py, pos), indices_view_to_py(py, first)).into_pyobject(py)?.into_any()
                     }
                 };
                 levels.append(item)?;

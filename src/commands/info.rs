@@ -153,6 +153,11 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
                 ));
             }
         }
+        if let Some(csr) = convert(&Format::csr())?
+            && let Some(why) = band_rows(&csr)
+        {
+            out.push(("db".to_string(), why));
+        }
         if let Some(dcsr) = convert(&Format::csf(2))? {
             let rows_used = match &dcsr.levels()[0] {
                 nm_format::LevelStorage::Compressed { crd, .. } => crd.len(),
@@ -179,6 +184,30 @@ fn suggest(t: &Tensor<f64>, density: f64) -> Result<Vec<(String, String)>, Comma
         out.push(("coo".to_string(), "for kernels that stream components in any order".to_string()));
     }
     Ok(out)
+}
+
+/// Why band rows (`db`) would suit a CSR matrix, where they take fewer bytes than CSR: each
+/// row stored as one run of columns, its zeros included, with no column indices.
+fn band_rows(csr: &Tensor<f64>) -> Option<String> {
+    let [_, nm_format::LevelStorage::Compressed { pos, crd }] = csr.levels() else { return None };
+    let rows = pos.len().saturating_sub(1);
+    let mut run = 0usize;
+    for r in 0..rows {
+        let (start, end) = (pos.get(r), pos.get(r + 1));
+        if end > start {
+            run += crd.get(end - 1) - crd.get(start) + 1;
+        }
+    }
+    let entries = crd.len();
+    // Values of 8 bytes and indices of 4: CSR's per entry and row, the band's per run and row.
+    let (csr_bytes, band_bytes) = (12 * entries + 4 * rows, 8 * run + 8 * rows);
+    (entries > 0 && band_bytes < csr_bytes).then(|| {
+        format!(
+            "each row one run of columns: {:.2} values stored per entry, {:.0}% of CSR's bytes",
+            run as f64 / entries as f64,
+            100.0 * band_bytes as f64 / csr_bytes as f64
+        )
+    })
 }
 
 impl Info {

@@ -86,7 +86,7 @@ impl ElemType {
 }
 
 /// What an array is, as the kernel boundary decomposes tensors (after Triton's sparse-operand
-/// decomposition): per level `pos`/`crd` or N:M metadata, then values.
+/// decomposition): per level `pos`/`crd`, a band's `pos`/`first` or N:M metadata, then values.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     /// `pos` of a compressed level.
@@ -98,6 +98,13 @@ pub enum Role {
     },
     /// `crd` of a compressed or singleton level.
     Crd {
+        /// The tensor's name.
+        tensor: String,
+        /// The level.
+        level: usize,
+    },
+    /// The first coordinate of each parent's run, of a band level.
+    First {
         /// The tensor's name.
         tensor: String,
         /// The level.

@@ -253,13 +253,14 @@ impl Parser {
                 let fields = self.fields()?;
                 Role::Values { tensor: field_text(&fields, "tensor").or_else(|e| self.fail(e))? }
             }
-            "Pos" | "Crd" | "Metadata" => {
+            "Pos" | "Crd" | "First" | "Metadata" => {
                 let fields = self.fields()?;
                 let tensor = field_text(&fields, "tensor").or_else(|e| self.fail(e))?;
                 let level = field_count(&fields, "level").or_else(|e| self.fail(e))?;
                 match kind.as_str() {
                     "Pos" => Role::Pos { tensor, level },
                     "Crd" => Role::Crd { tensor, level },
+                    "First" => Role::First { tensor, level },
                     _ => Role::Metadata { tensor, level },
                 }
             }

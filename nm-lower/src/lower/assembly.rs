@@ -40,6 +40,14 @@ impl IsmResult {
             if let LevelKind::Structured { .. } = level.kind {
                 return refuse(LowerError::LoopOrder, format!("a structured N:M result `{name}` written out of order"));
             }
+            if level.kind == LevelKind::Band {
+                return refuse(
+                    LowerError::Format,
+                    format!(
+                        "a band result `{name}`: band levels are read, not written (compute it in another format and convert it)"
+                    ),
+                );
+            }
         }
         let extents = format.level_sizes(shape);
         let mut config = config;

@@ -14,7 +14,8 @@ use nm_ir::id::Id;
 /// 64-bit arrays: the default is all 32-bit, and equal widths compare equal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct IndexWidths {
-    /// (tensor, level, whether `pos` is 64-bit, whether `crd` is 64-bit), only where one is.
+    /// (tensor, level, whether `pos` is 64-bit, whether `crd` (a band's `first`) is 64-bit),
+    /// only where one is.
     wide: Vec<(String, usize, bool, bool)>,
 }
 
@@ -35,6 +36,7 @@ impl IndexWidths {
                 let (pos, crd) = match level {
                     LevelView::Compressed { pos, crd } => (pos.width() == 8, crd.width() == 8),
                     LevelView::Singleton { crd } => (false, crd.width() == 8),
+                    LevelView::Band { pos, first } => (pos.width() == 8, first.width() == 8),
                     _ => (false, false),
                 };
                 if pos || crd {
@@ -150,7 +152,13 @@ pub fn view_arguments<'a, T: KernelValue>(
                 }
                 (Role::Values { .. }, false) => tensor.map_or_else(|| T::wrap(Vec::new()), |x| T::borrow(x.values())),
                 (Role::Pos { level: l, .. }, false) => match level(*l) {
-                    Some(LevelView::Compressed { pos, .. }) => ArrayData::Borrowed(pos.into()),
+                    Some(LevelView::Compressed { pos, .. } | LevelView::Band { pos, .. }) => {
+                        ArrayData::Borrowed(pos.into())
+                    }
+                    _ => ArrayData::empty(decl.elem),
+                },
+                (Role::First { level: l, .. }, false) => match level(*l) {
+                    Some(LevelView::Band { first, .. }) => ArrayData::Borrowed(first.into()),
                     _ => ArrayData::empty(decl.elem),
                 },
                 (Role::Metadata { level: l, .. }, false) => match level(*l) {

@@ -364,6 +364,12 @@ fn decompose(
                 let crd = array(f, &format!("{l}_crd"), crd_elem, Role::Crd { tensor: tensor(), level: l });
                 Level::Singleton { crd, props }
             }
+            LevelKind::Band => {
+                let (pos_elem, first_elem) = widths.get(name, l);
+                let pos = array(f, &format!("{l}_pos"), pos_elem, Role::Pos { tensor: tensor(), level: l });
+                let first = array(f, &format!("{l}_first"), first_elem, Role::First { tensor: tensor(), level: l });
+                Level::Band { pos, first }
+            }
             LevelKind::Structured { n, m } if matches!(level.expr, nm_format::LevelExpr::Dim(_)) => {
                 let meta = array(f, &format!("{l}_meta"), ElemType::U64, Role::Metadata { tensor: tensor(), level: l });
                 let size = ty.shape[level.expr.dim()].div_ceil(m as usize) * m as usize;

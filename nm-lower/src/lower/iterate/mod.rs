@@ -9,7 +9,8 @@
 //! walked segment by segment, where its segment ends.
 //!
 //! One file per kind: `dense` (located: parent · size + coordinate), `compressed` (compressed
-//! and singleton levels: `pos` and `crd`, and the search for one coordinate), `structured`
+//! and singleton levels: `pos` and `crd`, and the search for one coordinate), `band` (a run
+//! of coordinates per parent: `pos` and its first coordinate, no `crd`), `structured`
 //! (N:M: N positions per block of M, offsets decoded from packed metadata) and `blocked`
 //! (vector-wise `nm(N,M,L)`, whose four levels are walked at once). Under compound subscripts
 //! (sparse convolution) a compressed level is walked by subsections ([`Subsection`]): `window`
@@ -18,6 +19,7 @@
 //! `search`. A new level kind is a [`Level`] variant, the arms of the matches here, and its
 //! file.
 
+mod band;
 mod blocked;
 mod compressed;
 mod dense;
@@ -47,6 +49,9 @@ pub(in crate::lower) enum Level {
     /// N of every M coordinates kept (see `structured`): `per_parent` positions per parent
     /// position, each one's offset in its block in `meta`.
     Structured { meta: ArrayId, n: u32, m: u32, per_parent: usize },
+    /// The coordinates of parent position `p` are one run, `first[p]` onward, at positions
+    /// `pos[p]..pos[p+1]` (see `band`).
+    Band { pos: ArrayId, first: ArrayId },
     /// A level of a vector-wise N:M operand other than its metadata, of kind `kind`: the four
     /// are walked at once (see `blocked`).
     Blocked { kind: LevelKind },
@@ -60,6 +65,7 @@ impl Level {
             Level::Compressed { props, .. } => LevelKind::Compressed(*props),
             Level::Singleton { props, .. } => LevelKind::Singleton(*props),
             Level::Structured { n, m, .. } => LevelKind::Structured { n: *n, m: *m },
+            Level::Band { .. } => LevelKind::Band,
             Level::Blocked { kind } => *kind,
         }
     }
@@ -98,7 +104,7 @@ impl Level {
         match self {
             Level::Compressed { crd, .. } | Level::Singleton { crd, .. } => Some(*crd),
             Level::Structured { meta, .. } => Some(*meta),
-            Level::Dense | Level::Blocked { .. } => None,
+            Level::Dense | Level::Band { .. } | Level::Blocked { .. } => None,
         }
     }
 
@@ -115,7 +121,7 @@ impl Level {
     /// segment when walked segment by segment).
     pub(in crate::lower) fn range(&self, parent: Expr, parent_end: Expr) -> (Expr, Expr) {
         match self {
-            Level::Compressed { pos, .. } => compressed::range(*pos, parent, parent_end),
+            Level::Compressed { pos, .. } | Level::Band { pos, .. } => compressed::range(*pos, parent, parent_end),
             Level::Structured { per_parent, .. } => structured::range(*per_parent, parent, parent_end),
             // A singleton's position is its parent's own.
             Level::Singleton { .. } | Level::Dense | Level::Blocked { .. } => (parent, parent_end),
@@ -126,6 +132,7 @@ impl Level {
     pub(in crate::lower) fn coordinates(&self, parent: &Expr) -> Coordinates {
         match self {
             Level::Structured { meta, n, m, per_parent } => structured::coordinates(*meta, *n, *m, *per_parent, parent),
+            Level::Band { pos, first } => band::coordinates(*pos, *first, parent),
             _ => Coordinates::Array(self.crd().expect("compressed or singleton")),
         }
     }
@@ -139,6 +146,9 @@ pub(in crate::lower) enum Coordinates {
     /// A structured N:M level: position `p` is kept entry `(p - base) mod N` of block
     /// `(p - base) / N`, at offset `meta[p]` (⌈log2 M⌉ bits, packed in 64-bit words).
     Structured { meta: ArrayId, n: u32, m: u32, base: Expr },
+    /// A band level's run: position `p` holds coordinate `p + shift` (`shift` the run's first
+    /// coordinate less its first position).
+    Run { shift: Expr },
     /// A compound subscript resolved by this loop: the stored coordinate is
     /// `offset + coef·v`, so `v = (raw - offset) / coef` (entries that give no such `v` are
     /// skipped, see [`settle`]).
@@ -167,6 +177,7 @@ impl Coordinates {
         match self {
             Coordinates::Array(crd) => load(*crd, p),
             Coordinates::Structured { meta, n, m, base } => structured::coordinate(*meta, *n, *m, base, p),
+            Coordinates::Run { shift } => bin(BinOp::Add, p, shift.clone()),
             Coordinates::Mapped { raw, offset, coef } => window::resolved(raw.at(p), offset, *coef),
             Coordinates::Window { raw, base, coef, width, next } => {
                 window::first_value(raw.at(p), base, *coef, *width, *next)
