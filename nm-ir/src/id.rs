@@ -117,3 +117,44 @@ impl<I: Id + fmt::Display, T: fmt::Debug> fmt::Debug for Arena<I, T> {
         f.debug_map().entries(self.iter().map(|(i, t)| (i.to_string(), t))).finish()
     }
 }
+
+/// A side table over the ids of an arena made elsewhere: at most one value per id, each
+/// either set or not (`self[id]` is an `Option`). The lowering keeps, per index variable, the
+/// loop variable bound to it, and per tensor its decomposed arrays, in these rather than in
+/// vectors indexed by bare numbers.
+#[derive(Clone, PartialEq)]
+pub struct IdMap<I, T> {
+    items: Vec<Option<T>>,
+    _id: PhantomData<I>,
+}
+
+impl<I: Id, T> IdMap<I, T> {
+    /// A table for the `len` ids of an arena, none set.
+    pub fn new(len: usize) -> Self {
+        Self { items: std::iter::repeat_with(|| None).take(len).collect(), _id: PhantomData }
+    }
+
+    /// The ids that are set, with their values, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (I, &T)> {
+        self.items.iter().enumerate().filter_map(|(i, t)| Some((I::new(i), t.as_ref()?)))
+    }
+}
+
+impl<I: Id, T> std::ops::Index<I> for IdMap<I, T> {
+    type Output = Option<T>;
+    fn index(&self, id: I) -> &Option<T> {
+        &self.items[id.index()]
+    }
+}
+
+impl<I: Id, T> std::ops::IndexMut<I> for IdMap<I, T> {
+    fn index_mut(&mut self, id: I) -> &mut Option<T> {
+        &mut self.items[id.index()]
+    }
+}
+
+impl<I: Id + fmt::Display, T: fmt::Debug> fmt::Debug for IdMap<I, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter().map(|(i, t)| (i.to_string(), t))).finish()
+    }
+}

@@ -11,7 +11,6 @@ use super::reach::Reached;
 use super::{AccessId, Inside, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Expr, Role, ScalarType, Stmt, VarId};
-use nm_ir::id::Id;
 use nm_ir::notation::{ExprId, IndexVarId};
 
 /// A co-iterating loop as [`Lowerer::coiterate`] sets it up, for the code that builds its
@@ -72,7 +71,7 @@ impl Lowerer<'_> {
         }
         let reached = self.reached_levels(v, &reads, &consumer_reads, split_inner.is_some(), lhs, rhs)?;
         let loop_var = self.f.var(&name, ScalarType::Index);
-        self.bound[v.index()] = Some(loop_var);
+        self.bound[v] = Some(loop_var);
         // (A guide's cursor moves on with the loop: its iterations run in order.)
         let parallel = parallel && reached.guided.is_empty();
         let guides_open = self.windows.len();
@@ -103,7 +102,7 @@ impl Lowerer<'_> {
             && split_inner.is_none()
             && reached.subsections.iter().all(|s| matches!(s, Subsection::Plain))
             && reached.sparse.iter().all(|&(k, l)| {
-                let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+                let o = self.operand(k);
                 l == 0 && o.levels[l].structured().is_none()
             });
         if ranged {
@@ -143,7 +142,7 @@ impl Lowerer<'_> {
             match self.window_by_entries(&w, Inside { loops: rest, lhs, op, rhs: *e }, (&reads, &consumer_reads))? {
                 Some(EntryPass { pass, when: None }) => {
                     out.extend(pass);
-                    self.bound[v.index()] = None;
+                    self.bound[v] = None;
                     return Ok(out);
                 }
                 pass => entry_pass = pass,
@@ -168,14 +167,14 @@ impl Lowerer<'_> {
         } else {
             self.merge_loops(&lp, out, entry_pass)?
         };
-        self.bound[v.index()] = None;
+        self.bound[v] = None;
         self.unguide(&lp.reached.guided, guides_open);
         Ok(out)
     }
 
     /// Access `k`'s level `l`, as the kernel reads it.
     fn level(&self, k: AccessId, l: usize) -> &super::iterate::Level {
-        &self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed").levels[l]
+        &self.operand(k).levels[l]
     }
 
     /// The merge lattice of `rhs` along `v`, as the plan holds it: per point, the iterators
@@ -317,7 +316,7 @@ impl Lowerer<'_> {
         (self.positions, self.bound) = saved;
         // A structured level's last block may reach past the dimension (zero padding), and
         // its dimension past the loop's range.
-        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let o = self.operand(k);
         let dimension = o.shape[o.format.levels()[l].expr.dim()];
         match crd {
             Coordinates::Structured { m, .. } if structured::needs_bound(*m as usize, self.size(v), dimension) => {
@@ -414,7 +413,7 @@ impl Lowerer<'_> {
         let mut out = Vec::new();
         let (mut cursors, mut narrowed) = (Vec::new(), false);
         for (n, (&(k, l), subsection)) in reached.sparse.iter().zip(&reached.subsections).enumerate() {
-            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+            let o = self.operand(k).clone();
             // (A rows iterator's parent is not resolved: its range is its rows'.)
             let rows = matches!(subsection, Subsection::Rows { .. });
             let parent = match l.checked_sub(1) {
@@ -506,7 +505,7 @@ impl Lowerer<'_> {
     ) -> Result<Coordinates, LowerError> {
         let Opening { v, k, l, n, p, end, .. } = *at;
         let tname = at.tname;
-        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let o = self.operand(k);
         let level = o.format.levels()[l];
         if o.shape[level.expr.dim()] > self.size(v) && !matches!(crd, Coordinates::Structured { .. }) {
             if !matches!(level.expr, nm_format::LevelExpr::Dim(_)) || !o.levels[l].is_ordered() {

@@ -5,7 +5,6 @@ use super::{Inside, LowerError, Lowerer, PositionSpace, refuse};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
 use nm_ir::concrete::Derivation;
-use nm_ir::id::Id;
 use nm_ir::notation::IndexVarId;
 
 impl Lowerer<'_> {
@@ -21,7 +20,7 @@ impl Lowerer<'_> {
                 && a.subscripts[0].as_var() == Some(outer)
                 && a.subscripts[1].as_var() == Some(inner)
         })?;
-        let op = self.operands[tensor.index()].as_ref()?;
+        let op = self.operands[tensor].as_ref()?;
         let levels = op.format.levels();
         let csr_like = levels.len() == 2
             && op.levels[0].is_dense()
@@ -92,8 +91,8 @@ impl Lowerer<'_> {
         });
         body.push(Stmt::Decl(col, load(ps.crd, var(p))));
         let saved = (self.bound.clone(), self.positions.clone());
-        self.bound[ps.row.index()] = Some(row);
-        self.bound[ps.col.index()] = Some(col);
+        self.bound[ps.row] = Some(row);
+        self.bound[ps.col] = Some(col);
         self.positions[ps.access][0] = Some(row);
         self.positions[ps.access][1] = Some(p);
         // Other operands' dense levels over the two variables are located here, in level
@@ -101,7 +100,7 @@ impl Lowerer<'_> {
         for v in [ps.row, ps.col] {
             for k in self.reads(rhs) {
                 let a = &self.accesses[k];
-                let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+                let op = self.operands[a.tensor].as_ref().expect("decomposed");
                 let levels = op.format.levels();
                 if k == ps.access || self.all_dense(k) {
                     continue;
@@ -172,7 +171,7 @@ impl Lowerer<'_> {
             }
             let x = self.f.var(&self.cin.vars[w].name.clone(), ScalarType::Index);
             body.push(Stmt::Decl(x, value));
-            self.bound[w.index()] = Some(x);
+            self.bound[w] = Some(x);
             self.locate(&mut body, &reached.dense);
         }
         let nested = self.nest(Inside { loops: rest, lhs, op, rhs });

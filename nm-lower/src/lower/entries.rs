@@ -14,7 +14,6 @@ use super::workspace::mark_range;
 use super::{AccessId, Inside, LowerError, Lowerer};
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
-use nm_ir::id::Id;
 use nm_ir::notation::{AssignOp, ExprId, IndexVarId};
 
 /// The largest filter whose offsets are written out one by one.
@@ -88,9 +87,9 @@ impl Lowerer<'_> {
             (None, None, None) => true,
             (Some(_), None, None) => false,
         };
-        let others: Vec<IndexVarId> = term.vars().filter(|&x| x != w.v && self.bound[x.index()].is_none()).collect();
+        let others: Vec<IndexVarId> = term.vars().filter(|&x| x != w.v && self.bound[x].is_none()).collect();
         let cj = coefficient(term, j);
-        let operand = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let operand = self.operand(k);
         let level = &operand.levels[l];
         if op != AssignOp::Accumulate
             || !order_free
@@ -194,7 +193,7 @@ impl Lowerer<'_> {
         }
         let saved = (self.positions.clone(), self.bound.clone());
         self.locate(&mut resolved, w.dense);
-        self.bound[j.index()] = Some(jv);
+        self.bound[j] = Some(jv);
         self.positions[k][l] = Some(at);
         self.locate(&mut resolved, &reached.dense);
         resolved.extend(self.result_before(w.v, w.loop_var));

@@ -14,7 +14,7 @@ use crate::ir::build::{bin, int, load};
 use crate::ir::{ArrayId, BinOp, ElemType, Function, Role, ScalarType, Stmt};
 use nm_format::Format;
 use nm_ir::concrete::ConcreteNotation;
-use nm_ir::id::{Arena, Id};
+use nm_ir::id::{Arena, Id, IdMap};
 use nm_ir::notation::{Access, IndexVarId, TensorId, Types};
 use nm_ir::plan::{Nest, Plan, PlanOptions, Producer, ResultPlan, RowPlan};
 
@@ -74,15 +74,15 @@ pub fn lower_plan(
     params.push(result);
     // One iterator per distinct access: `B(i,j) * C(i,j) - C(i,j) * B(i,j)` reads B once.
     let accesses: Arena<AccessId, Access> = plan.accesses.iter().cloned().collect();
-    let mut operands: Vec<Option<Operand>> = vec![None; cin.tensors.len()];
+    let mut operands: IdMap<TensorId, Operand> = IdMap::new(cin.tensors.len());
     for (_, a) in accesses.iter() {
         let t = a.tensor;
         if t == result {
             return refuse(LowerError::ResultRead, "the result read on the right-hand side");
         }
-        if operands[t.index()].is_none() {
+        if operands[t].is_none() {
             let (name, ty) = (&cin.tensors[t].name, &types.tensors[t.index()]);
-            operands[t.index()] = Some(decompose(&mut f, &mut params, t, name, ty, widths, value)?);
+            operands[t] = Some(decompose(&mut f, &mut params, t, name, ty, widths, value)?);
         }
     }
     let RowPlan { outer, split_outer, asked, reduction, partitionable } = plan.rows.clone();
@@ -166,7 +166,7 @@ pub fn lower_plan(
 /// operands' decompositions and accesses, the result's values array and the value type.
 struct Kernel {
     f: Function,
-    operands: Vec<Option<Operand>>,
+    operands: IdMap<TensorId, Operand>,
     accesses: Arena<AccessId, Access>,
     result: TensorId,
     result_vals: ArrayId,
@@ -196,7 +196,7 @@ impl<'a> Lowerer<'a> {
         let positions = accesses
             .iter()
             .map(|(_, a)| {
-                let levels = operands[a.tensor.index()].as_ref().map_or(0, |o| o.format.levels().len());
+                let levels = operands[a.tensor].as_ref().map_or(0, |o| o.format.levels().len());
                 vec![None; a.subscripts.len().max(levels).max(1)]
             })
             .collect();
@@ -207,7 +207,7 @@ impl<'a> Lowerer<'a> {
             operands,
             result,
             result_vals,
-            bound: vec![None; cin.vars.len()],
+            bound: IdMap::new(cin.vars.len()),
             positions,
             accesses,
             exprs: &plan.lattices.exprs,

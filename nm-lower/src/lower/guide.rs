@@ -5,13 +5,12 @@ use super::iterate::Subrange;
 use super::{AccessId, Lowerer};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ScalarType, Stmt, VarId};
-use nm_ir::id::Id;
 
 impl Lowerer<'_> {
     /// Whether a `where` producer's read of access `k`'s level `l` can follow an outer loop
     /// (see [`Self::guide`]).
     pub(super) fn guidable(&self, k: AccessId, l: usize) -> bool {
-        let o = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let o = self.operand(k);
         let levels = o.format.levels();
         let window = self.windows.iter().rev().find(|w| w.0 == k && w.1 == l);
         o.levels[l].pos().is_some()
@@ -32,7 +31,7 @@ impl Lowerer<'_> {
     pub(super) fn guide(&mut self, guided: &[(AccessId, usize)], v: VarId) -> (Vec<Stmt>, Vec<Stmt>) {
         let (mut setup, mut step) = (Vec::new(), Vec::new());
         for &(k, l) in guided {
-            let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+            let o = self.operand(k).clone();
             let tname = self.access_name(k);
             let parent = match l.checked_sub(1) {
                 None => int(0),

@@ -29,7 +29,7 @@
 
 use nm_format::{Format, LevelKind};
 use nm_ir::concrete::ConcreteNotation;
-use nm_ir::id::{Arena, Id};
+use nm_ir::id::{Arena, Id, IdMap};
 use nm_ir::notation::{Access, AssignOp, BinaryOp, Expr as CinExpr, ExprId, IndexVarId, TensorId, Types};
 use nm_ir::plan::{Lattices, Producer};
 
@@ -213,11 +213,11 @@ struct Lowerer<'a> {
     cin: &'a ConcreteNotation,
     types: &'a Types,
     f: Function,
-    operands: Vec<Option<Operand>>,
+    operands: IdMap<TensorId, Operand>,
     result: TensorId,
     result_vals: ArrayId,
     /// Loop variable of each index variable, once bound.
-    bound: Vec<Option<VarId>>,
+    bound: IdMap<IndexVarId, VarId>,
     /// For each (tensor, access), the position variable of each resolved level.
     positions: Arena<AccessId, Vec<Option<VarId>>>,
     /// The distinct accesses of operands, in order of first appearance.
@@ -407,6 +407,11 @@ impl Lowerer<'_> {
         self.types.sizes[v.index()]
     }
 
+    /// The arrays of access `k`'s tensor (every operand is decomposed before the nest).
+    fn operand(&self, k: AccessId) -> &Operand {
+        self.operands[self.accesses[k].tensor].as_ref().expect("every operand decomposed")
+    }
+
     /// The id of access `a`, one of those the plan collected.
     fn access_id(&self, a: &Access) -> AccessId {
         self.accesses.iter().find(|(_, b)| *b == a).map(|(k, _)| k).expect("collected")
@@ -480,7 +485,7 @@ impl Lowerer<'_> {
 
     /// How many loops are bound now.
     fn depth(&self) -> usize {
-        self.bound.iter().filter(|b| b.is_some()).count()
+        self.bound.iter().count()
     }
 
     /// Whether `e` has a term made only of dense operands and constants (`B(i) + 2*t` with B
@@ -496,25 +501,25 @@ impl Lowerer<'_> {
             CinExpr::Binary(_, a, b) => self.covered_by_dense(*a) && self.covered_by_dense(*b),
             CinExpr::Access(a) => {
                 !self.cin.temporaries.contains(&a.tensor)
-                    && self.operands[a.tensor.index()].as_ref().is_some_and(|op| op.levels.iter().all(Level::is_dense))
+                    && self.operands[a.tensor].as_ref().is_some_and(|op| op.levels.iter().all(Level::is_dense))
             }
         }
     }
 
     /// Whether every level of access `k`'s tensor is dense.
     fn all_dense(&self, k: AccessId) -> bool {
-        let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+        let op = self.operand(k);
         op.levels.iter().all(Level::is_dense)
     }
 
     /// The position of a read of an all-dense tensor: its levels' coordinates linearized.
     fn dense_position(&self, k: AccessId) -> Result<Expr, LowerError> {
         let a = &self.accesses[k];
-        let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+        let op = self.operands[a.tensor].as_ref().expect("decomposed");
         let mut position = int(0);
         for level in op.format.levels() {
             let d = level.expr.dim();
-            if let Some(v) = a.subscripts[d].vars().find(|v| self.bound[v.index()].is_none()) {
+            if let Some(v) = a.subscripts[d].vars().find(|&v| self.bound[v].is_none()) {
                 return refuse(
                     LowerError::LoopOrder,
                     format!(

@@ -9,7 +9,6 @@ use super::{Inside, LowerError, Lowerer, refuse};
 use crate::ir::build::{bin, float, int, var};
 use crate::ir::{BinOp, ScalarType, Stmt, VarId};
 use nm_ir::concrete::Derivation;
-use nm_ir::id::Id;
 use nm_ir::notation::{Access, AssignOp, ExprId, IndexVarId};
 
 impl Lowerer<'_> {
@@ -130,7 +129,7 @@ impl Lowerer<'_> {
             // result needs it — appended once per reduction, not once per iteration (found by
             // the differential tests: `A(i) = B(i,k) + C(j,k)` into a sparse vector).
             && (self.producers.is_empty() || self.assembly.is_some() || self.ism.is_some())
-            && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w.index()].is_some()))
+            && lhs.subscripts.iter().all(|t| t.as_var().is_some_and(|w| w != v && self.bound[w].is_some()))
     }
 
     /// The reduction loops `loops` summing into a register, then its store. Into a sparse
@@ -148,7 +147,7 @@ impl Lowerer<'_> {
         let store = match &self.assembly {
             Some(a) => {
                 let last = a.vars.last().copied().expect("a result level");
-                a.append(self.bound[last.index()].expect("bound"), var(acc))
+                a.append(self.bound[last].expect("bound"), var(acc))
             }
             // Every loop outside over a result variable: the sum is the element's whole
             // value, stored (no `+=`: the row then needs no buffer, and the compiler
@@ -157,9 +156,7 @@ impl Lowerer<'_> {
             None => {
                 let whole = self.repeating == 0
                     && self.reduction.is_none()
-                    && self.bound.iter().enumerate().all(|(w, b)| {
-                        b.is_none() || lhs.subscripts.iter().any(|t| t.as_var().is_some_and(|x| x.index() == w))
-                    });
+                    && self.bound.iter().all(|(w, _)| lhs.subscripts.iter().any(|t| t.as_var() == Some(w)));
                 self.result_store(lhs, var(acc), !whole)?
             }
         };

@@ -4,7 +4,6 @@
 use super::iterate::{Subsection, coefficient};
 use super::{AccessId, LowerError, Lowerer, refuse};
 use nm_format::LevelKind;
-use nm_ir::id::Id;
 use nm_ir::notation::{Access, ExprId, IndexTerm, IndexVarId};
 
 /// The levels a loop reaches (see [`Lowerer::reached_levels`]): `(access, level)` pairs.
@@ -37,7 +36,7 @@ impl Lowerer<'_> {
         let mut reached = Reached::default();
         for &k in reads {
             let a = &self.accesses[k];
-            let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
+            let op = self.operands[a.tensor].as_ref().expect("every operand decomposed");
             if self.all_dense(k) {
                 // Located all at once where it is read, in any loop order.
                 continue;
@@ -97,9 +96,9 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let name = &self.cin.vars[v].name;
         let a = &self.accesses[k];
-        let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
+        let op = self.operands[a.tensor].as_ref().expect("every operand decomposed");
         let level = &op.levels[l];
-        let last = t.vars().all(|w| w == v || self.bound[w.index()].is_some());
+        let last = t.vars().all(|w| w == v || self.bound[w].is_some());
         if level.is_dense() {
             if last {
                 reached.dense.push((k, l));
@@ -133,7 +132,7 @@ impl Lowerer<'_> {
         // in dense loops (no window skipping: filters are small); a window's reach
         // is then only that of positive ones.
         if t.terms.iter().any(|&(c, _)| c < 0) {
-            let negative_inside = t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w.index()].is_none());
+            let negative_inside = t.terms.iter().any(|&(c, w)| c < 0 && w != v && self.bound[w].is_none());
             if coefficient(t, v) < 0 && last {
                 return refuse(
                     LowerError::Subscript,
@@ -180,7 +179,7 @@ impl Lowerer<'_> {
     ) -> Result<(), LowerError> {
         let name = self.cin.vars[v].name.clone();
         let a = &self.accesses[k];
-        let op = self.operands[a.tensor.index()].as_ref().expect("every operand decomposed");
+        let op = self.operands[a.tensor].as_ref().expect("every operand decomposed");
         let kind = op.levels[l].kind();
         let tname = self.cin.tensors[a.tensor].name.clone();
         let sparse_result = self.assembly.is_some() || self.workspace.is_some() || self.ism.is_some();

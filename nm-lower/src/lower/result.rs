@@ -188,11 +188,11 @@ impl Lowerer<'_> {
                 continue;
             }
             let a = self.accesses[k].clone();
-            let o = self.operands[a.tensor.index()].clone().expect("decomposed");
+            let o = self.operands[a.tensor].clone().expect("decomposed");
             let levels = o.format.levels();
             while let Some(l) = self.positions[k][..levels.len()].iter().position(Option::is_none) {
                 let term = &a.subscripts[levels[l].expr.dim()];
-                if term.vars().any(|v| self.bound[v.index()].is_none()) {
+                if term.vars().any(|v| self.bound[v].is_none()) {
                     break;
                 }
                 if o.levels[l].is_dense() {
@@ -271,7 +271,7 @@ impl Lowerer<'_> {
         // Every access the expression reads must be fully resolved.
         for k in self.reads(rhs) {
             let a = &self.accesses[k];
-            let levels = self.operands[a.tensor.index()].as_ref().expect("decomposed").format.levels().len();
+            let levels = self.operands[a.tensor].as_ref().expect("decomposed").format.levels().len();
             if !a.subscripts.is_empty() && !self.all_dense(k) && self.positions[k][..levels].iter().any(Option::is_none)
             {
                 return refuse(
@@ -288,7 +288,7 @@ impl Lowerer<'_> {
             return Ok(out);
         }
         if let Some(w) = self.workspace.as_ref().filter(|w| w.active) {
-            let j = var(self.bound[w.var.index()].expect("the workspace variable's loop"));
+            let j = var(self.bound[w.var].expect("the workspace variable's loop"));
             let value = self.expr(rhs)?;
             let add = Stmt::Store { array: w.values, index: j.clone(), value, accumulate: op == AssignOp::Accumulate };
             if w.marked {
@@ -341,7 +341,7 @@ impl Lowerer<'_> {
         }
         if let Some(a) = &self.assembly {
             let last = a.vars.last().copied().expect("a result level");
-            let v = self.bound[last.index()].expect("the last result level's loop");
+            let v = self.bound[last].expect("the last result level's loop");
             let value = self.expr(rhs)?;
             return Ok(a.append(v, value));
         }
@@ -361,7 +361,7 @@ impl Lowerer<'_> {
         let mut first = int(0);
         for (d, t) in lhs.subscripts.iter().enumerate() {
             let v = t.as_var().expect("the left-hand side is plain variables");
-            let lv = self.bound[v.index()].ok_or_else(|| {
+            let lv = self.bound[v].ok_or_else(|| {
                 LowerError::LoopOrder(format!("result variable `{}` has no loop", self.cin.vars[v].name))
             })?;
             if d == ism.first_dim {
@@ -379,7 +379,7 @@ impl Lowerer<'_> {
         let mut index = int(0);
         for (d, t) in lhs.subscripts.iter().enumerate() {
             let v = t.as_var().expect("the left-hand side is plain variables");
-            let lv = self.bound[v.index()].ok_or_else(|| {
+            let lv = self.bound[v].ok_or_else(|| {
                 LowerError::LoopOrder(format!("result variable `{}` has no loop", self.cin.vars[v].name))
             })?;
             index = bin(BinOp::Add, bin(BinOp::Mul, index, int(shape[d] as i64)), var(lv));
@@ -393,7 +393,7 @@ impl Lowerer<'_> {
             CinExpr::Access(a) if self.temporary(a.tensor).is_some() => var(self.temporary(a.tensor).expect("checked")),
             CinExpr::Access(a) => {
                 let k = self.access_id(a);
-                let op = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+                let op = self.operands[a.tensor].as_ref().expect("decomposed");
                 let position = if !a.subscripts.is_empty() && self.all_dense(k) {
                     self.dense_position(k)?
                 } else if a.subscripts.is_empty() {

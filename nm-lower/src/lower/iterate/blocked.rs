@@ -6,7 +6,6 @@ use super::Coordinates;
 use crate::ir::build::{bin, int, var};
 use crate::ir::{BinOp, ScalarType, Stmt};
 use crate::lower::{AccessId, Inside, LowerError, Lowerer, is_factor, refuse};
-use nm_ir::id::Id;
 use nm_ir::notation::{ExprId, IndexVarId};
 
 impl Lowerer<'_> {
@@ -14,7 +13,7 @@ impl Lowerer<'_> {
     pub(in crate::lower) fn blocked_access(&self, v: IndexVarId, rhs: ExprId) -> Option<AccessId> {
         self.reads(rhs).into_iter().find(|&k| {
             let a = &self.accesses[k];
-            let o = self.operands[a.tensor.index()].as_ref().expect("decomposed");
+            let o = self.operands[a.tensor].as_ref().expect("decomposed");
             o.format.nm_params().is_some()
                 && self.positions[k][0].is_none()
                 && a.subscripts.iter().any(|t| t.as_var() == Some(v))
@@ -34,7 +33,7 @@ impl Lowerer<'_> {
     ) -> Result<Vec<Stmt>, LowerError> {
         let Inside { loops, lhs, op, rhs } = inside;
         let a = self.accesses[k].clone();
-        let o = self.operands[a.tensor.index()].clone().expect("decomposed");
+        let o = self.operands[a.tensor].clone().expect("decomposed");
         let tname = self.cin.tensors[a.tensor].name.clone();
         let (n, m, l) = o.format.nm_params().expect("nm(N,M,L)");
         let (Some(x), Some(y)) = (a.subscripts[0].as_var(), a.subscripts[1].as_var()) else {
@@ -71,8 +70,8 @@ impl Lowerer<'_> {
         let meta = o.levels[2].crd().expect("metadata");
         let offset = Coordinates::Structured { meta, n, m, base: bin(BinOp::Mul, var(p1), int(n as i64)) }.at(var(p2));
         let saved = (self.positions.clone(), self.bound.clone());
-        self.bound[x.index()] = Some(xv);
-        self.bound[y.index()] = Some(yv);
+        self.bound[x] = Some(xv);
+        self.bound[y] = Some(yv);
         self.positions[k][0] = Some(w);
         self.positions[k][1] = Some(p1);
         self.positions[k][2] = Some(p2);

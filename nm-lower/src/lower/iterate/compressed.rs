@@ -8,7 +8,6 @@ use super::{Coordinates, lower_bound};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{ArrayId, BinOp, Expr, ScalarType, Stmt};
 use crate::lower::{AccessId, Lowerer};
-use nm_ir::id::Id;
 use nm_ir::notation::IndexTerm;
 
 /// The positions of parent positions `[parent, parent_end)`: from `pos`.
@@ -34,7 +33,7 @@ impl Lowerer<'_> {
     /// resolved to the first entry at or past it (and, for a non-unique level, its segment
     /// opened), and the caller runs what is inside only where [`Found::stored`] holds.
     pub(in crate::lower) fn search_coordinate(&mut self, k: AccessId, l: usize, term: &IndexTerm) -> Found {
-        let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+        let o = self.operand(k).clone();
         let prefix = self.access_name(k);
         let parent = if l == 0 { int(0) } else { var(self.positions[k][l - 1].expect("resolved in order")) };
         let range = self.level_range(&o, k, l, parent);

@@ -12,7 +12,7 @@ impl Lowerer<'_> {
     /// coordinate being the level's subscript (every variable of it bound).
     pub(in crate::lower) fn locate(&mut self, body: &mut Vec<Stmt>, list: &[(AccessId, usize)]) {
         for &(k, l) in list {
-            let op = self.operands[self.accesses[k].tensor.index()].as_ref().expect("decomposed");
+            let op = self.operand(k);
             let dim = op.format.levels()[l].expr.dim();
             let size = op.shape[dim] as i64;
             let coordinate = self.affine(&self.accesses[k].subscripts[dim], None);
@@ -29,7 +29,7 @@ impl Lowerer<'_> {
         let mut e = int(term.constant);
         let mut first = term.constant == 0;
         for &(c, w) in &term.terms {
-            let Some(lv) = self.bound[w.index()].filter(|_| Some(w) != except) else { continue };
+            let Some(lv) = self.bound[w].filter(|_| Some(w) != except) else { continue };
             let t = if c == 1 { var(lv) } else { bin(BinOp::Mul, int(c), var(lv)) };
             e = if first { t } else { bin(BinOp::Add, e, t) };
             first = false;

@@ -7,7 +7,6 @@ use super::{Coordinates, RowsAdvance, Subrange, Subsection, coefficient, lower_b
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, ElemType, Role, ScalarType, Stmt, VarId};
 use crate::lower::{AccessId, Lowerer};
-use nm_ir::id::Id;
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
 /// Moving on past the loop's value `loop_var`: `next` past it, then the steps.
@@ -34,7 +33,7 @@ impl Lowerer<'_> {
             return None;
         }
         let a = &self.accesses[k];
-        let o = self.operands[a.tensor.index()].as_ref()?;
+        let o = self.operands[a.tensor].as_ref()?;
         let levels = o.format.levels();
         let (parent, level) = (levels.get(l)?, levels.get(l + 1)?);
         let (above, below) = (&o.levels[l], &o.levels[l + 1]);
@@ -45,7 +44,7 @@ impl Lowerer<'_> {
             return None;
         }
         let (rows, term) = (&a.subscripts[parent.expr.dim()], &a.subscripts[level.expr.dim()]);
-        let unbound = |w: IndexVarId| w != v && self.bound[w.index()].is_none();
+        let unbound = |w: IndexVarId| w != v && self.bound[w].is_none();
         if rows.vars().any(|w| w == v)
             || !rows.vars().any(unbound)
             || !term.vars().any(|w| w == v)
@@ -83,7 +82,7 @@ impl Lowerer<'_> {
         end: VarId,
         crd: &Coordinates,
     ) -> (Vec<Stmt>, Coordinates, Subrange) {
-        let o = self.operands[self.accesses[k].tensor.index()].clone().expect("decomposed");
+        let o = self.operand(k).clone();
         let tname = self.access_name(k);
         let levels = o.format.levels();
         // `l` is the compressed level; its parent `l - 1` waits for a later loop.

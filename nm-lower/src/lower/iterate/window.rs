@@ -8,7 +8,6 @@ use super::{Coordinates, Opening, Subrange, lower_bound};
 use crate::ir::build::{bin, int, load, var};
 use crate::ir::{BinOp, Expr, ScalarType, Stmt, VarId};
 use crate::lower::Lowerer;
-use nm_ir::id::Id;
 use nm_ir::notation::{IndexTerm, IndexVarId};
 
 /// The value of the resolving variable at a stored coordinate `raw`: `(raw - offset) / coef`.
@@ -82,7 +81,7 @@ impl Lowerer<'_> {
     pub(in crate::lower) fn reach(&self, term: &IndexTerm, v: IndexVarId) -> i64 {
         term.terms
             .iter()
-            .filter(|(_, w)| *w != v && self.bound[w.index()].is_none())
+            .filter(|(_, w)| *w != v && self.bound[*w].is_none())
             .map(|&(c, w)| c * (self.size(w) as i64 - 1).max(0))
             .sum()
     }
