@@ -443,6 +443,11 @@ pub struct Partition {
     pub bounds: ArrayId,
     /// A sparse result's `pos`, `crd` and values (`None`: a dense result).
     pub rows: Option<(ArrayId, ArrayId, ArrayId)>,
+    /// The `pos` of an operand's level below the outer loop (a CSR operand's rows), where one
+    /// is read: the runner cuts the rows into ranges of about equal entries and rows, rather
+    /// than equal rows, so that the range holding a long row is not the one every thread
+    /// waits for (BENCHMARKS.md, "Two threads"). `None`: equal rows.
+    pub weights: Option<ArrayId>,
     /// Whether the schedule put the outermost loop on CPU threads (`parallelize`): its row
     /// ranges are what runs on them, so a caller that was given no thread count uses every core.
     pub scheduled: bool,

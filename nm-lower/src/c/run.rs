@@ -309,8 +309,9 @@ impl CKernel {
             })
             .collect();
         let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
-        let ranges = (threads * 16).min(extent);
-        let bounds = |r: usize| (extent * r / ranges, extent * (r + 1) / ranges);
+        let cuts = row_cuts(extent, (threads * 16).min(extent), partition.weights.map(|w| &arrays[w.index()]));
+        let ranges = cuts.len() - 1;
+        let bounds = |r: usize| (cuts[r], cuts[r + 1]);
         // SAFETY: the generated function has exactly this signature (see `emit`).
         let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
         let next = AtomicUsize::new(0);
@@ -411,7 +412,7 @@ impl CKernel {
             arrays[k].set_sum(&parts, threads);
         }
         if let Some(rows) = rows {
-            self.join_ranges(arrays, rows, &own, &sharing, (extent, ranges), writes_pos, threads)?;
+            self.join_ranges(arrays, rows, &own, &sharing, &cuts, writes_pos, threads)?;
         }
         if let Ok(mut kept) = self.pool.try_lock() {
             kept.threads =
@@ -494,12 +495,13 @@ impl CKernel {
         (pos, crd, vals): (usize, usize, usize),
         own: &[Vec<ArrayData>],
         sharing: &[Sharing],
-        (extent, ranges): (usize, usize),
+        cuts: &[usize],
         writes_pos: bool,
         threads: usize,
     ) -> Result<(), RunError> {
         let f = &self.function;
-        let bounds = |r: usize| (extent * r / ranges, extent * (r + 1) / ranges);
+        let ranges = cuts.len() - 1;
+        let bounds = |r: usize| (cuts[r], cuts[r + 1]);
         let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
         let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
         // Each range counted its entries from zero: shift its rows' `pos` by what came
@@ -531,6 +533,45 @@ impl CKernel {
         }
         Ok(())
     }
+}
+
+/// Where at most `ranges` ranges of `extent` rows begin and end: range `r` is rows
+/// `cuts[r]..cuts[r + 1]`, never empty (a range's rows are where it writes a sparse result's
+/// `pos`, which the join reads). Equal rows each, or, given `weights` (a `pos` array with an
+/// entry per row and one more, see [`Partition::weights`]), about equal entries plus rows each
+/// (a row costs its entries and its own work), fewer ranges where one row outweighs several
+/// ranges' share; weights too short for the rows count for nothing.
+fn row_cuts(extent: usize, ranges: usize, weights: Option<&ArrayData>) -> Vec<usize> {
+    let position = |i: usize| -> Option<u64> {
+        use crate::args::Borrowed;
+        match weights? {
+            ArrayData::Borrowed(Borrowed::U32(v)) => v.get(i).map(|&x| x as u64),
+            ArrayData::Borrowed(Borrowed::U64(v)) => v.get(i).copied(),
+            ArrayData::U64(v) => v.get(i).copied(),
+            ArrayData::I32(v) => v.get(i).map(|&x| x.max(0) as u64),
+            ArrayData::I64(v) => v.get(i).map(|&x| x.max(0) as u64),
+            _ => None,
+        }
+    };
+    let equal = || (0..=ranges).map(|r| extent * r / ranges).collect();
+    let (Some(first), Some(last)) = (position(0), position(extent)) else { return equal() };
+    // The work before row `i`: its entries (from `pos`) and its rows.
+    let before = |i: usize| position(i).unwrap_or(first).saturating_sub(first) as u128 + i as u128;
+    let total = last.saturating_sub(first) as u128 + extent as u128;
+    let mut cuts = vec![0usize; ranges + 1];
+    for r in 1..ranges {
+        let target = total * r as u128 / ranges as u128;
+        // The first row with at least `target` work before it (`before` grows with `i`).
+        let (mut lo, mut hi) = (cuts[r - 1], extent);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(mid) < target { lo = mid + 1 } else { hi = mid }
+        }
+        cuts[r] = lo;
+    }
+    cuts[ranges] = extent;
+    cuts.dedup();
+    cuts
 }
 
 /// What a workspace's `finish` needs: where the result goes, and the workspace.
@@ -676,7 +717,8 @@ fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::threads_worth_copies;
+    use super::{row_cuts, threads_worth_copies};
+    use crate::args::{ArrayData, Borrowed};
 
     #[test]
     fn copies_of_a_reduction_are_made_only_where_they_pay() {
@@ -690,5 +732,25 @@ mod tests {
         assert_eq!(threads_worth_copies(591_904, 8_738, 2), 2);
         assert_eq!(threads_worth_copies(0, 0, 4), 1);
         assert_eq!(threads_worth_copies(10, 0, 1), 1);
+    }
+
+    #[test]
+    fn rows_are_cut_by_their_entries_where_an_operand_counts_them() {
+        // Eight rows, the first holding 70 entries, the others one each: equal rows would put
+        // row 0 with row 1 in one of four ranges; by entries and rows (85 in all, about 21 a
+        // range) row 0 is a range alone and the other seven one more: two ranges, none empty.
+        let pos: Vec<u32> = vec![0, 70, 71, 72, 73, 74, 75, 76, 77];
+        let weights = ArrayData::Borrowed(Borrowed::U32(&pos));
+        assert_eq!(row_cuts(8, 4, None), [0, 2, 4, 6, 8]);
+        assert_eq!(row_cuts(8, 4, Some(&weights)), [0, 1, 8]);
+        // Even rows: the same cuts as equal rows.
+        let even: Vec<i64> = (0..=8).map(|r| 3 * r).collect();
+        assert_eq!(row_cuts(8, 4, Some(&ArrayData::I64(even))), [0, 2, 4, 6, 8]);
+        // Too short to weigh the rows: equal rows.
+        assert_eq!(row_cuts(8, 4, Some(&ArrayData::I64(vec![0, 1, 2]))), [0, 2, 4, 6, 8]);
+        // Every cut within the rows and in order, whatever the weights.
+        let odd: Vec<i64> = vec![5, 3, 9, 1, 0, 7, 7, 2, 4];
+        let cuts = row_cuts(8, 4, Some(&ArrayData::I64(odd)));
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]) && cuts[0] == 0 && cuts.last() == Some(&8), "{cuts:?}");
     }
 }

@@ -107,6 +107,14 @@ impl Lowerer<'_> {
             });
         if ranged {
             self.bounds = Some(self.f.array("row_bounds", ElemType::I64, Role::Bounds, false));
+            // An operand whose dense first level this loop locates: its second level's `pos`
+            // counts each row's entries.
+            self.row_weights = reached.dense.iter().find_map(|&(k, l)| {
+                let o = self.operand(k);
+                let dim = o.format.levels().first()?.expr.dim();
+                let plain = self.accesses[k].subscripts.get(dim).and_then(|t| t.as_var()) == Some(v);
+                if l == 0 && plain { o.levels.get(1)?.pos() } else { None }
+            });
         }
         // Positions and ends of the sparse iterators.
         let mut out = guide_setup.clone();

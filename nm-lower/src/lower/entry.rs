@@ -132,6 +132,8 @@ pub fn lower_plan(
         },
         bounds,
         rows: lw.assembly.as_ref().map(|a| (a.pos[1].expect("csr-like"), a.crd[1].expect("csr-like"), lw.result_vals)),
+        // A split's block loop counts blocks, not the rows `pos` counts.
+        weights: lw.row_weights.filter(|_| split_outer.is_none()),
         scheduled: loops.first().is_some_and(|(_, threads)| *threads) || asked.is_some(),
         reduction: reduction.map(|kind| Reduction { values: lw.result_vals, kind }),
     });
@@ -225,6 +227,7 @@ impl<'a> Lowerer<'a> {
             partitionable,
             reduction,
             bounds: None,
+            row_weights: None,
             row_buffer: None,
             repeating: 0,
             segments: Vec::new(),

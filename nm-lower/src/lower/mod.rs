@@ -261,6 +261,8 @@ struct Lowerer<'a> {
     reduction: Option<ReductionKind>,
     /// The range parameter, once the outermost loop took it.
     bounds: Option<ArrayId>,
+    /// The `pos` that weighs the outer loop's rows (see [`Partition::weights`]).
+    row_weights: Option<ArrayId>,
     /// A dense result's row buffer (see [`Lowerer::accumulate_rows`]).
     row_buffer: Option<ArrayId>,
     /// Open loops that visit one coordinate more than once (a non-unique level walked entry
