@@ -12,7 +12,7 @@ pub type Conversion = Vec<(String, Format)>;
 
 /// The conversions to try: every sparse operand at once with its levels in `loop_order` (the
 /// loop order the statement was concretized or scheduled with, outermost first) — first leaving
-/// out those already stored in that order in dense and compressed levels — then each
+/// out those already stored in that order in dense, compressed and band levels — then each
 /// sparse operand alone in each mode order (dimension order first), then every one in
 /// dimension order. `declared` gives an operand's format (`None`: dense, never converted).
 pub fn candidates(
@@ -47,8 +47,10 @@ pub fn candidates(
             order.sort_by_key(|&d| rank(d));
             let plain_in_order = format.levels().len() == order.len()
                 && format.levels().iter().zip(&order).all(|(level, &d)| {
+                    // Band levels are read in place in their order, like compressed ones.
                     level.expr == nm_format::LevelExpr::Dim(d)
-                        && (level.kind == LevelKind::Dense || level.kind == LevelKind::COMPRESSED)
+                        && (matches!(level.kind, LevelKind::Dense | LevelKind::Band)
+                            || level.kind == LevelKind::COMPRESSED)
                 });
             let copy = compressed(format.order(), &order);
             (copy != *format).then(|| (name.clone(), copy, plain_in_order))
@@ -182,6 +184,22 @@ mod tests {
         let c = candidates(&stmt, into_dense, &[i, j]);
         assert_eq!(c.len(), 7, "{c:?}");
         assert_eq!(c[6], vec![("C".to_string(), Format::csc())]);
+    }
+
+    #[test]
+    fn band_operands_in_loop_order_are_read_in_place() {
+        // `D(j)` in band storage is read as it is: copying it first (into a dense-root copy,
+        // over the summed `j`) made `A` store a zero where no operand has a term.
+        let stmt = nm_ir::notation::parse("A(i) = B(i) * C(j,i) - D(j)").unwrap();
+        let declared = |n: &str| match n {
+            "A" | "B" => Some(Format::parse("s", 1).unwrap()),
+            "D" => Some(Format::parse("b", 1).unwrap()),
+            _ => Some(Format::coo(2)),
+        };
+        let order = ["i", "j"].map(|v| stmt.var_named(v).unwrap());
+        let c = candidates(&stmt, declared, &order);
+        // First C alone, which the kernel cannot read in place (COO along `i, j`).
+        assert_eq!(c[0], vec![("C".to_string(), compressed(2, &[1, 0]))], "{c:?}");
     }
 
     #[test]
