@@ -295,20 +295,12 @@ pub(crate) fn level_positions<'a>(format: &Format, levels: &[LevelView<'a>]) -> 
         let (lp, positions) = match *storage {
             LevelView::Dense { size } => (LevelPositions::Dense { size: size.max(1) }, parents * size),
             LevelView::Compressed { pos, crd } => {
-                let mut parent = Vec::with_capacity(crd.len());
-                for p in 0..parents {
-                    parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
-                }
-                (LevelPositions::Compressed { parent, crd }, crd.len())
+                (LevelPositions::Compressed { parent: parent_of_positions(pos, parents), crd }, crd.len())
             }
             LevelView::Singleton { crd } => (LevelPositions::Singleton { crd }, parents),
             LevelView::Band { pos, first } => {
-                let mut parent = Vec::with_capacity(pos.get(parents));
-                let mut shift = Vec::with_capacity(parents);
-                for p in 0..parents {
-                    parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
-                    shift.push(first.get(p) as isize - pos.get(p) as isize);
-                }
+                let parent = parent_of_positions(pos, parents);
+                let shift = (0..parents).map(|p| first.get(p) as isize - pos.get(p) as isize).collect();
                 let positions = parent.len();
                 (LevelPositions::Band { parent, shift }, positions)
             }
@@ -323,6 +315,16 @@ pub(crate) fn level_positions<'a>(format: &Format, levels: &[LevelView<'a>]) -> 
         out.push(lp);
     }
     out
+}
+
+/// The parent position of each position of a level whose `pos` array gives each of
+/// `parents` parent positions its range (a compressed or band level).
+fn parent_of_positions(pos: IndicesView<'_>, parents: usize) -> Vec<usize> {
+    let mut parent = Vec::with_capacity(pos.get(parents));
+    for p in 0..parents {
+        parent.extend(std::iter::repeat_n(p, pos.get(p + 1) - pos.get(p)));
+    }
+    parent
 }
 
 /// The tensor coordinates of the component at each of the `last` positions of the last
