@@ -63,13 +63,15 @@ pub fn candidates(
     // DCSC): a `where` producer cannot walk a compressed level along a loop outside it
     // (`A(i,k) = B(i,j)*C(j,k) + D(i,k)`: the inner product reads C by columns; `A(i) =
     // B(i,k) + C(l,k)`: the sum over `l` reads C by columns). Into a sparse result only where
-    // the dense level's variable is summed over: one of the result's would store every
-    // coordinate the dense loop visits.
+    // the dense level's variable is summed over — one of the result's would store every
+    // coordinate the dense loop visits — and is not the copy's last level: a dense last level
+    // stores every element, explicit zeros the operand does not store, and the result would
+    // store an entry wherever such a zero meets the loops (`A(i) = B(i) - D(j)`, D empty).
     let dense_result = declared(result).is_none_or(|f| f == Format::dense(f.order()));
     let in_result = |v: IndexVarId| stmt.lhs.subscripts.iter().any(|t| t.vars().any(|w| w == v));
     let root_summed = |name: &str, copy: &Format| {
         let root = copy.levels()[0].expr.dim();
-        first_access(name).is_some_and(|a| a.subscripts[root].vars().all(|v| !in_result(v)))
+        copy.order() > 1 && first_access(name).is_some_and(|a| a.subscripts[root].vars().all(|v| !in_result(v)))
     };
     let dense_root: Conversion = needed
         .iter()
@@ -221,5 +223,12 @@ mod tests {
         let order = ["i", "j"].map(|v| stmt.var_named(v).unwrap());
         let c = candidates(&stmt, |_: &str| Some(Format::csr()), &order);
         assert!(!c.iter().flatten().any(|(_, f)| f.levels()[0].kind == LevelKind::Dense), "{c:?}");
+        // `A(i) = B(i) - D(j)` into a sparse vector: `j` is summed over, but a dense copy of D
+        // would store every element: no such candidate.
+        let stmt = nm_ir::notation::parse("A(i) = B(i) - D(j)").unwrap();
+        let order = ["i", "j"].map(|v| stmt.var_named(v).unwrap());
+        let declared = |n: &str| Some(Format::parse(if n == "D" { "u" } else { "s" }, 1).unwrap());
+        let c = candidates(&stmt, declared, &order);
+        assert!(!c.is_empty() && !c.iter().flatten().any(|(_, f)| f.levels()[0].kind == LevelKind::Dense), "{c:?}");
     }
 }

@@ -563,3 +563,108 @@ fn a_sparse_result_assembled_in_order_grows_without_zeroing() {
         }
     }
 }
+
+/// An operand read through a copy never makes a sparse result store more than the operands
+/// reach: a vector in non-unique compressed storage (`u`) that a `where` cannot walk along the
+/// loops outside it is copied, and a copy in dense storage would hold every element — explicit
+/// zeros the vector does not store — so a term `- D(j)` would be produced at every `j` and the
+/// result would store an entry (a zero) where no operand has one.
+#[test]
+fn a_copied_vector_adds_no_stored_entries_to_a_sparse_result() {
+    let vector = |n: usize, entries: &[(usize, f64)], format: &str| {
+        let (coords, values): (Vec<usize>, Vec<f64>) = entries.iter().copied().unzip();
+        let list = nmsparse::format::CoordinateList { shape: vec![n], coords: vec![coords], values };
+        Tensor::from_coordinates(&list, &Format::parse(format, 1).unwrap(), Duplicates::Reject).unwrap()
+    };
+    let empty = |shape: &[usize], format: &str| {
+        let list = nmsparse::format::CoordinateList::<f64> {
+            shape: shape.to_vec(),
+            coords: vec![Vec::new(); shape.len()],
+            values: Vec::new(),
+        };
+        Tensor::from_coordinates(&list, &Format::parse(format, shape.len()).unwrap(), Duplicates::Reject).unwrap()
+    };
+    let (b, c, d) = (vector(3, &[(0, 3.0)], "s"), empty(&[2, 2, 2, 3], "coo"), empty(&[2], "u"));
+    for backend in [Backend::Interp, Backend::Jit] {
+        let kernel = Program::new("A(i) = B(i) * C(l,k,j,i) - D(j)")
+            .unwrap()
+            .tensor("A", &[3], "s")
+            .unwrap()
+            .tensor("B", &[3], "s")
+            .unwrap()
+            .tensor("C", &[2, 2, 2, 3], "coo")
+            .unwrap()
+            .tensor("D", &[2], "u")
+            .unwrap()
+            .compile::<f64>(backend)
+            .unwrap();
+        let a = kernel.run(&[("B", &b), ("C", &c), ("D", &d)]).unwrap();
+        assert_eq!(a.to_coordinates().values, Vec::<f64>::new(), "{backend:?}: nothing is reached");
+        // With D holding an entry, every `A(i)` is reached through `- D(j)`.
+        let d = vector(2, &[(1, 2.0)], "u");
+        let a = kernel.run(&[("B", &b), ("C", &c), ("D", &d)]).unwrap();
+        let dense = Dense {
+            shapes: vec![vec![3], vec![3], vec![2, 2, 2, 3], vec![2]],
+            arrays: vec![None, Some(b.to_dense().unwrap()), Some(vec![0.0; 24]), Some(d.to_dense().unwrap())],
+        };
+        let expected = reference("A(i) = B(i) * C(l,k,j,i) - D(j)", &dense);
+        assert_eq!(a.to_coordinates().coords, vec![vec![0, 1, 2]], "{backend:?}");
+        assert_eq!(a.to_dense().unwrap(), expected, "{backend:?}");
+        assert!(expected.iter().all(|&x| x != 0.0), "{expected:?}");
+    }
+}
+
+/// Compiling a program again returns its kernel without compiling anything (the process keeps
+/// the kernels it compiled); a program that differs in any declaration, size, schedule or
+/// value type gets a kernel of its own.
+#[test]
+fn a_program_compiled_again_is_the_same_kernel_and_any_change_compiles_anew() {
+    let b = Tensor::from_coordinates(
+        &uniform::<f64>(&[7, 5], 0.4, Values::SmallIntegers(9), 3),
+        &Format::csr(),
+        Duplicates::Reject,
+    )
+    .unwrap();
+    let program = |result: &str| {
+        Program::new("A(i,j) = B(i,j) * 2")
+            .unwrap()
+            .tensor("A", &[7, 5], result)
+            .unwrap()
+            .tensor("B", &[7, 5], "csr")
+            .unwrap()
+    };
+    let first = program("csr").compile::<f64>(Backend::Jit).unwrap();
+    let again = program("csr").compile::<f64>(Backend::Jit).unwrap();
+    assert_eq!(first.compiled()[0].compiled().path(), again.compiled()[0].compiled().path());
+    let expected: Vec<f64> = b.to_dense().unwrap().iter().map(|x| x * 2.0).collect();
+    for (kernel, format) in [(first, Format::csr()), (again, Format::csr())] {
+        let a = kernel.run(&[("B", &b)]).unwrap();
+        assert_eq!((a.format(), a.to_dense().unwrap()), (&format, expected.clone()));
+    }
+    // Another result format, schedule, value type or index size: another kernel.
+    let dcsr = program("dcsr").compile::<f64>(Backend::Jit).unwrap().run(&[("B", &b)]).unwrap();
+    assert_eq!((dcsr.format(), dcsr.to_dense().unwrap()), (&Format::csf(2), expected.clone()));
+    let scheduled = program("csr").schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap();
+    assert!(scheduled.parallel());
+    let narrow = Tensor::<f32>::from_dense(&[7, 5], &b.to_dense().unwrap().iter().map(|&x| x as f32).collect::<Vec<_>>(), &Format::csr()).unwrap();
+    let a = program("csr").compile::<f32>(Backend::Jit).unwrap().run(&[("B", &narrow)]).unwrap();
+    assert_eq!(a.to_dense().unwrap().iter().map(|&x| f64::from(x)).collect::<Vec<_>>(), expected);
+    let window = |n: usize| {
+        Program::new("O(i) = I(i+r) * F(r)")
+            .unwrap()
+            .tensor("I", &[8], "s")
+            .unwrap()
+            .tensor("F", &[3], "dense")
+            .unwrap()
+            .tensor("O", &[n], "dense")
+            .unwrap()
+            .index_size("i", n)
+    };
+    let i = Tensor::from_dense(&[8], &[1., 0., 2., 0., 3., 0., 4., 5.], &Format::parse("s", 1).unwrap()).unwrap();
+    let f = Tensor::from_dense(&[3], &[1., 1., 1.], &Format::dense(1)).unwrap();
+    for n in [6, 4, 6] {
+        let o = window(n).compile::<f64>(Backend::Jit).unwrap().run(&[("I", &i), ("F", &f)]).unwrap();
+        let expected: Vec<f64> = [3., 2., 5., 3., 7., 9.][..n].to_vec();
+        assert_eq!(o.to_dense().unwrap(), expected, "{n}");
+    }
+}

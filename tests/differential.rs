@@ -3,9 +3,10 @@
 //! compound subscripts — `i+k`, `2*j+l+1`, `k+2` — on a quarter of the operands' dimensions),
 //! an eighth of the statements with at least two dimensions on the first operand read it again
 //! in the reverse order (`B(i,j) + B(j,i)`, through a view),
-//! random formats per tensor (dense, sparse vectors, CSR, DCSR, CSC, DCSC, COO, nv24, nm(2,4,2),
-//! nm(3,8,4), BCSR, element-wise 1:4 and row-blocked formats written as maps, CSF and other
-//! order-3 mixes; dense or sparse results), random sizes (1–6), densities (empty, sparse, full),
+//! random formats per tensor (dense, sparse, non-unique and band vectors, CSR, DCSR, CSC, DCSC,
+//! COO, band rows and columns, dense rows under a compressed level, nv24, nm(2,4,2), nm(3,8,4),
+//! BCSR, element-wise 1:4 and row-blocked formats written as maps, CSF and other order-3 mixes;
+//! dense or sparse results), random sizes (1–6), densities (empty, sparse, full),
 //! thread counts (1, 2) and value types (every fourth case in f32), run on the interpreter and
 //! the C back end and compared with the independent dense reference — exactly, the data being small integers. A statement the lowering refuses by name is counted
 //! and skipped; anything else that fails is a failure, and at least 40% of the cases must
@@ -144,7 +145,8 @@ fn random_case(rng: &mut Pcg64) -> Case {
             vars.push('k');
         }
         let format = match vars.len() {
-            1 => ["dense", "s", "b"][rng.random_range(0..3)].to_string(),
+            // Non-unique compressed vectors (`u`) are read through copies.
+            1 => ["dense", "s", "b", "u"][rng.random_range(0..4)].to_string(),
             2 => [
                 "dense",
                 "csr",
@@ -162,9 +164,12 @@ fn random_case(rng: &mut Pcg64) -> Case {
                 // Element-wise 1:4 along rows; blocks of two rows, compressed.
                 "(i,j) -> (i:dense, j floordiv 4:dense, j mod 4:structured[1,4])",
                 "(i,j) -> (i floordiv 2:compressed, j:compressed, i mod 2:dense)",
-            ][rng.random_range(0..14)]
+                // Dense rows under a compressed level; COO spelled in letters.
+                "sd",
+                "uq",
+            ][rng.random_range(0..16)]
             .to_string(),
-            3 => ["dense", "csf", "coo", "dds", "sds", "ddb"][rng.random_range(0..6)].to_string(),
+            3 => ["dense", "csf", "coo", "dds", "sds", "ddb", "sdd"][rng.random_range(0..7)].to_string(),
             _ => ["dense", "csf", "coo", "ddds", "dsds", "sdss"][rng.random_range(0..6)].to_string(),
         };
         // Now and then a compound subscript (a sliding window `i+k`, a stride `2*i+k`, an
