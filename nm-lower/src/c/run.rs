@@ -1,7 +1,7 @@
 //! Running a compiled kernel: the arrays handed to C as `nms_array` descriptors, grown through
 //! their callback, on one thread, on OpenMP's, or as row ranges on the worker pool.
 
-use super::emit::emit;
+use super::emit::emit_library;
 use crate::args::{ArgumentError, ArrayData, Partition, ReductionKind};
 use crate::ir::{ArrayId, ElemType, Function, Role, Stmt};
 use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
@@ -59,15 +59,33 @@ type Entry = unsafe extern "C" fn(*mut NmsArray) -> libc::c_int;
 impl CKernel {
     /// Emits, compiles (or finds in the cache) and loads `f`.
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
-        let openmp = crate::ir::has_parallel_loops(f) || f.atomic.is_some();
-        let compiled = cc.compile(&emit(f), CompileOptions { openmp, sanitize: false })?;
-        let set_threads = if crate::ir::has_parallel_loops(f) {
-            // SAFETY: `emit` defines `void NAME_threads(int)` in every kernel with a parallel loop.
-            Some(*unsafe { compiled.function::<unsafe extern "C" fn(libc::c_int)>(&format!("{}_threads", f.name)) }?)
-        } else {
-            None
-        };
-        Ok(CKernel::new(f, compiled, set_threads))
+        let mut kernels = CKernel::compile_library(&[f], cc)?;
+        Ok(kernels.pop().expect("one kernel per function"))
+    }
+
+    /// Emits `functions` (their names differ) as one library, compiles it in one run of the
+    /// compiler (or finds it in the cache) and loads it once: a kernel per function, in order.
+    /// An assembly and a compute kernel compiled together cost one compiler start and one
+    /// load (BENCHMARKS.md, "Compile latency").
+    pub fn compile_library(functions: &[&Function], cc: &CCompiler) -> Result<Vec<CKernel>, JitError> {
+        let parallel = |f: &Function| crate::ir::has_parallel_loops(f);
+        let openmp = functions.iter().any(|f| parallel(f) || f.atomic.is_some());
+        let compiled = cc.compile(&emit_library(functions), CompileOptions { openmp, sanitize: false })?;
+        functions
+            .iter()
+            .map(|f| {
+                let set_threads = if parallel(f) {
+                    // SAFETY: `emit_library` defines `void NAME_threads(int)` for every kernel
+                    // with a parallel loop.
+                    Some(*unsafe {
+                        compiled.function::<unsafe extern "C" fn(libc::c_int)>(&format!("{}_threads", f.name))
+                    }?)
+                } else {
+                    None
+                };
+                Ok(CKernel::new(f, compiled.clone(), set_threads))
+            })
+            .collect()
     }
 
     fn new(f: &Function, compiled: Compiled, set_threads: Option<unsafe extern "C" fn(libc::c_int)>) -> CKernel {

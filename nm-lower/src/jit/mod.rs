@@ -10,7 +10,11 @@
 //!   and the compile fails with [`JitError::Timeout`].
 //! - The cache directory is `$NMSPARSE_CACHE_DIR`, else `$XDG_CACHE_HOME/nmsparse`, else
 //!   `~/.cache/nmsparse`. Objects are keyed by a SHA-256 of the source, the flags, the
-//!   compiler's `--version` and this crate's version, so a change to any of them compiles anew.
+//!   compiler's identity and this crate's version, so a change to any of them compiles anew.
+//!   The identity is the compiler program's resolved path, size and modification time (as
+//!   ccache's default `compiler_check=mtime`): reading them costs microseconds, where asking
+//!   the compiler its `--version` starts a process and costs more than the rest of a cache hit
+//!   (BENCHMARKS.md, "Compile latency"). An upgrade replaces the program, and so the key.
 //! - Entries are sealed ([`nm_cache`]): written atomically with a SHA-256 of the object, and
 //!   loaded only when it matches. A truncated, overwritten or corrupted entry is a miss that
 //!   compiles the kernel again and replaces it; the bytes loaded are the bytes verified (from
@@ -128,7 +132,8 @@ pub enum Outcome {
     Cached,
 }
 
-/// A loaded shared object.
+/// A loaded shared object (a clone shares it).
+#[derive(Clone)]
 pub struct Compiled {
     library: Arc<libloading::Library>,
     path: PathBuf,
@@ -163,7 +168,8 @@ impl Compiled {
 pub struct CCompiler {
     /// The program and the words given with it.
     command: Vec<String>,
-    version: String,
+    /// The program's resolved path, size and modification time.
+    identity: String,
     /// `$NMSPARSE_CFLAGS`, split on whitespace.
     extra: Vec<String>,
     timeout: Duration,
@@ -199,23 +205,16 @@ impl CCompiler {
         Self::with_timeout(command, Duration::from_secs(DEFAULT_TIMEOUT_SECONDS))
     }
 
-    /// A compiler command whose every run (the `--version` asked here included) is stopped
-    /// after `limit`.
+    /// A compiler command whose every run is stopped after `limit`; fails when its program
+    /// is not found (on `PATH` where it names no directory).
     pub fn with_timeout(command: &str, limit: Duration) -> Result<Self, JitError> {
         let words = shlex::split(command)
             .filter(|w| !w.is_empty())
             .ok_or_else(|| JitError::Config(format!("CC={command}: not a command (unbalanced quotes, or empty)")))?;
-        let mut args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
-        args.push("--version");
-        let finished = run::with_limit(&words[0], &args, limit)
-            .map_err(|source| JitError::NoCompiler { program: command.to_string(), source })?
-            .ok_or_else(|| JitError::Config(format!(
-                "CC={command}: `{command} --version` did not finish within {} s (set NMSPARSE_CC_TIMEOUT to allow longer)",
-                limit.as_secs_f64()
-            )))?;
-        let version = String::from_utf8_lossy(&finished.stdout).lines().next().unwrap_or("").to_string();
+        let identity =
+            identity(&words[0]).map_err(|source| JitError::NoCompiler { program: command.to_string(), source })?;
         let extra = std::env::var("NMSPARSE_CFLAGS").unwrap_or_default().split_whitespace().map(String::from).collect();
-        Ok(Self { command: words, version, extra, timeout: limit })
+        Ok(Self { command: words, identity, extra, timeout: limit })
     }
 
     /// The compiler command, as given.
@@ -244,7 +243,7 @@ impl CCompiler {
                 source.as_bytes(),
                 flags.join(" ").as_bytes(),
                 program.as_bytes(),
-                self.version.as_bytes(),
+                self.identity.as_bytes(),
                 env!("CARGO_PKG_VERSION").as_bytes(),
             ],
             32,
@@ -316,4 +315,14 @@ impl CCompiler {
     pub fn compile(&self, source: &str, options: CompileOptions) -> Result<Compiled, JitError> {
         self.compile_in(&cache_dir(), source, options)
     }
+}
+
+/// What identifies `program` (found on `PATH` where it names no directory): the path it
+/// resolves to through every link, its size and its modification time.
+fn identity(program: &str) -> std::io::Result<String> {
+    let found = which::which(program).map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))?;
+    let path = std::fs::canonicalize(found)?;
+    let metadata = std::fs::metadata(&path)?;
+    let modified = metadata.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Ok(format!("{} {} {}", path.display(), metadata.len(), modified.as_nanos()))
 }

@@ -13,19 +13,19 @@ use std::time::{Duration, Instant};
 /// What a finished run printed.
 pub(super) struct Finished {
     pub(super) status: ExitStatus,
-    pub(super) stdout: Vec<u8>,
+    /// Its standard error and output, in the order written (a compiler's diagnostics).
     pub(super) stderr: Vec<u8>,
 }
 
-/// Runs `program args`, in a process group of its own, and returns its status and output;
-/// `None` when it ran past `limit`, in which case the whole group (the compiler driver and
-/// the passes it started) was killed.
+/// Runs `program args`, in a process group of its own, and returns its status and what it
+/// printed; `None` when it ran past `limit`, in which case the whole group (the compiler
+/// driver and the passes it started) was killed.
 pub(super) fn with_limit(program: &str, args: &[&str], limit: Duration) -> std::io::Result<Option<Finished>> {
-    let (mut out, mut err) = (capture()?, capture()?);
+    let mut err = capture()?;
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(out.try_clone()?))
+        .stdout(Stdio::from(err.try_clone()?))
         .stderr(Stdio::from(err.try_clone()?))
         .process_group(0)
         .spawn()?;
@@ -43,7 +43,7 @@ pub(super) fn with_limit(program: &str, args: &[&str], limit: Duration) -> std::
         f.read_to_end(&mut bytes)?;
         Ok(bytes)
     };
-    Ok(Some(Finished { status, stdout: read(&mut out)?, stderr: read(&mut err)? }))
+    Ok(Some(Finished { status, stderr: read(&mut err)? }))
 }
 
 /// A file the child's output goes to: anonymous and in memory (`memfd_create`), else an
