@@ -644,9 +644,15 @@ fn a_program_compiled_again_is_the_same_kernel_and_any_change_compiles_anew() {
     // Another result format, schedule, value type or index size: another kernel.
     let dcsr = program("dcsr").compile::<f64>(Backend::Jit).unwrap().run(&[("B", &b)]).unwrap();
     assert_eq!((dcsr.format(), dcsr.to_dense().unwrap()), (&Format::csf(2), expected.clone()));
-    let scheduled = program("csr").schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap();
+    let scheduled =
+        program("csr").schedule("parallelize(i, cpu_thread, no_races)").compile::<f64>(Backend::Jit).unwrap();
     assert!(scheduled.parallel());
-    let narrow = Tensor::<f32>::from_dense(&[7, 5], &b.to_dense().unwrap().iter().map(|&x| x as f32).collect::<Vec<_>>(), &Format::csr()).unwrap();
+    let narrow = Tensor::<f32>::from_dense(
+        &[7, 5],
+        &b.to_dense().unwrap().iter().map(|&x| x as f32).collect::<Vec<_>>(),
+        &Format::csr(),
+    )
+    .unwrap();
     let a = program("csr").compile::<f32>(Backend::Jit).unwrap().run(&[("B", &narrow)]).unwrap();
     assert_eq!(a.to_dense().unwrap().iter().map(|&x| f64::from(x)).collect::<Vec<_>>(), expected);
     let window = |n: usize| {

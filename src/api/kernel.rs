@@ -48,6 +48,19 @@ impl Engine {
     }
 }
 
+/// A clone shares the compiled code and every specialization made so far.
+impl Clone for Engine {
+    fn clone(&self) -> Engine {
+        match self {
+            Engine::Generated { narrow, wide } => Engine::Generated {
+                narrow: narrow.clone(),
+                wide: Mutex::new(wide.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            },
+            Engine::NmSpmm(route) => Engine::NmSpmm(route.clone()),
+        }
+    }
+}
+
 /// A kernel lowered (and compiled) for one set of operand index widths.
 pub(crate) struct Specialization {
     /// The statement's plan, which every specialization lowers.
@@ -89,11 +102,14 @@ impl Specialization {
             Backend::Interp => Vec::new(),
             Backend::Jit => {
                 let cc = CCompiler::from_env()?;
-                let compile = |f: &Function| match source {
-                    Some(source) => CKernel::compile_source(f, source, &cc),
-                    None => CKernel::compile(f, &cc),
-                };
-                functions.into_iter().map(compile).collect::<Result<_, _>>()?
+                match source {
+                    Some(source) => functions
+                        .into_iter()
+                        .map(|f| CKernel::compile_source(f, source, &cc))
+                        .collect::<Result<_, _>>()?,
+                    // Assembly and compute in one object: one compiler run, one load.
+                    None => CKernel::compile_library(&functions, &cc)?,
+                }
             }
         };
         Ok(Specialization { plan, widths, lowered, halves, compiled, kept: Mutex::new(Vec::new()) })
@@ -115,7 +131,8 @@ impl Specialization {
 }
 
 /// A compiled statement, ready to run on tensors of value type `T`. Operands are read in
-/// place, never copied.
+/// place, never copied. A clone shares the compiled code (cloning compiles nothing).
+#[derive(Clone)]
 pub struct Kernel<T> {
     pub(super) stmt: IndexNotation,
     pub(super) shapes: HashMap<String, (Vec<usize>, Option<Format>)>,

@@ -10,6 +10,7 @@
 mod bound;
 mod error;
 mod kernel;
+mod memo;
 mod nm_route;
 mod program;
 

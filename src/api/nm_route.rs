@@ -17,6 +17,7 @@ pub(crate) enum NmOperand {
 }
 
 /// The operands of an N:M SpMM the statement is.
+#[derive(Clone)]
 pub(crate) struct NmSpmm {
     pub a: TensorId,
     pub b: TensorId,

@@ -163,9 +163,44 @@ impl Program {
     /// a reduction into a temporary first ([`Kernel::parts`]). Explicit `sum`s inside a
     /// product that lower as no `where` are left implicit, where that sums the same terms
     /// ([`IndexNotation::without_sums`]): the product is then one nest.
+    ///
+    /// The process keeps the kernels it compiled: compiling an equal program again (the same
+    /// statement, declarations, schedule, options, back end, value type and compiler
+    /// settings) returns a clone of its kernel, which shares the compiled code.
     pub fn compile<T: Scalar>(&self, backend: Backend) -> Result<Kernel<T>, Error> {
         self.decls.check_names(&self.stmt)?;
-        self.compile_any::<T>(backend)
+        let key = self.memo_key::<T>(backend);
+        if let Some(kernel) = super::memo::find::<T>(&key) {
+            return Ok(kernel);
+        }
+        let kernel = self.compile_any::<T>(backend)?;
+        super::memo::keep(key, &kernel);
+        Ok(kernel)
+    }
+
+    /// Everything a kernel compiled from this program depends on, printed: the statement, the
+    /// declarations, the schedule, the options, the index widths, the back end and value type,
+    /// and for generated C the compiler's settings and cache directory.
+    fn memo_key<T: Scalar>(&self, backend: Backend) -> String {
+        let mut shapes: Vec<_> = self.shapes.iter().collect();
+        shapes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let compiler = match backend {
+            Backend::Jit => {
+                let var = |name| std::env::var(name).unwrap_or_default();
+                format!("{} {} {}", var("CC"), var("NMSPARSE_CFLAGS"), nm_lower::jit::cache_dir().display())
+            }
+            Backend::Interp => String::new(),
+        };
+        format!(
+            "{:?}\n{:?}\n{shapes:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{backend:?} {} {compiler}",
+            self.stmt,
+            self.decls,
+            self.schedule,
+            self.options,
+            self.code,
+            self.widths,
+            std::any::type_name::<T>()
+        )
     }
 
     /// [`Program::compile`] for the index widths `operands` are stored in (the command's

@@ -2,7 +2,7 @@
 //! (from the dimensions it indexes, or from an explicit `-d` size), and every compound
 //! subscript kept inside its dimension ("valid" convolution semantics).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use nm_format::Format;
 
@@ -43,12 +43,13 @@ impl TensorType {
 }
 
 /// What the statement's names mean: tensor types, and sizes for index variables that no plain
-/// subscript determines (the `-d=i:100` of the command line).
+/// subscript determines (the `-d=i:100` of the command line). Ordered maps, so that equal
+/// declarations print the same (callers key compiled programs by the printed form).
 #[derive(Clone, Debug, Default)]
 pub struct Declarations {
-    tensors: HashMap<String, TensorType>,
+    tensors: BTreeMap<String, TensorType>,
     /// Each size and where it was given, for messages.
-    sizes: HashMap<String, (usize, String)>,
+    sizes: BTreeMap<String, (usize, String)>,
 }
 
 impl Declarations {
