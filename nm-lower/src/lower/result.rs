@@ -16,6 +16,23 @@ pub(super) fn stmt_loads(s: &Stmt, array: ArrayId) -> bool {
     found
 }
 
+/// Whether `body` sweeps a row of `vals`: some loop's variable indexes an accumulation into it
+/// (SpMM's `for j { C[i,j] += ... }`), as opposed to scattering into it at coordinates read
+/// from a sparse operand (a convolution's `C[i, c - q] += ...`).
+fn sweeps_row(body: &[Stmt], vals: ArrayId) -> bool {
+    crate::ir::any(body, |s| match s {
+        Stmt::For { var: v, body, .. } => crate::ir::any(body, |t| match t {
+            Stmt::Store { array, index, accumulate: true, .. } if *array == vals => {
+                let mut uses = false;
+                index.walk(&mut |x| uses |= matches!(x, Expr::Var(w) if w == v));
+                uses
+            }
+            _ => false,
+        }),
+        _ => false,
+    })
+}
+
 /// `body` with every store into `from` going to `to` instead, at the index with the row
 /// variable `row` set to 0 (its offset inside the row).
 pub(super) fn redirect_stores(body: &[Stmt], from: ArrayId, to: ArrayId, row: VarId) -> Vec<Stmt> {
@@ -73,10 +90,16 @@ impl Lowerer<'_> {
     /// copied out last; the C compiler keeps a short row in registers (64 doubles: 8 AVX-512
     /// registers). Summing in memory, stores to `C[i, j]` and loads of `B[k, j]` 4 KiB apart are
     /// taken for dependent by the CPU: with both arrays page-aligned that made an SpMM a third
-    /// slower; in registers, hand-written C runs as fast whatever the alignment.
+    /// slower; in registers, hand-written C runs as fast whatever the alignment (and a wider
+    /// swept row, on the stack, still ran faster through the buffer). A row reached by
+    /// scattering — at coordinates read from a sparse operand — is never held in registers:
+    /// there the buffer is one more pass over the row, zeroed and copied, however few terms
+    /// reach it, and the sparsest convolutions into dense results ran slower than the MLIR
+    /// sparsifier's with it and faster without (BENCHMARKS.md, "CPU kernels against the
+    /// peers", the sparsest convolutions).
     /// `Err(body)` unchanged when the pattern does not hold: the result read in the body, `i`
-    /// in another subscript, rows of one element (a register accumulates those) or of more
-    /// than 4096 (the buffer lives on the stack).
+    /// in another subscript, a row scattered into rather than swept, rows of one element (a
+    /// register accumulates those) or of more than 4096 (the buffer lives on the stack).
     pub(super) fn accumulate_rows(
         &mut self,
         lhs: &Access,
@@ -92,7 +115,7 @@ impl Lowerer<'_> {
         let reads_result = crate::ir::any(&body, |s| stmt_loads(s, vals));
         let accumulates =
             crate::ir::any(&body, |s| matches!(s, Stmt::Store { array, accumulate: true, .. } if *array == vals));
-        if !first_only || reads_result || !accumulates || !(2..=4096).contains(&row) {
+        if !first_only || reads_result || !accumulates || !sweeps_row(&body, vals) || !(2..=4096).contains(&row) {
             return Err(body);
         }
         let buffer = match self.row_buffer {
