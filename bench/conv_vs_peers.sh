@@ -6,8 +6,10 @@
 # to bench_peers.py's conv3x3 in the same run: scipy.signal.convolve2d on the densified image,
 # scipy's sum of 9 shifted sparse slices, and the MLIR sparsifier's linalg.conv_2d with a DCSR
 # image into a dense and into a DCSR result (the convolution paper's own system).
-# usage: [REPS=10] [MATRICES="a b"] bench/conv_vs_peers.sh   (needs the peers' venv; see
-#        bench/compare_format.sh)
+# IMAGES="0.001 0.01" adds random 999 x 999 images of those densities (values 1..8, seed 7;
+# "image-0.001" in the table), the sparsest convolutions.
+# usage: [REPS=10] [MATRICES="a b"] [IMAGES="d1 d2"] bench/conv_vs_peers.sh   (needs the peers'
+#        venv; see bench/compare_format.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PEERS_PYTHON:-$HOME/.nmsparse-peers/bin/python}
@@ -19,8 +21,19 @@ cargo build -q --release
 printf '%%%%MatrixMarket matrix array real general\n3 3\n' > "$TMP/F.mtx"
 for q in 0 1 2; do for p in 0 1 2; do echo $((3 * p + q + 1)) >> "$TMP/F.mtx"; done; done
 echo "matrix,system,seconds,checksum" > "$OUT"
-for name in $MATRICES; do
+for density in ${IMAGES:-}; do
+  "$PY" -c "
+import numpy as np, scipy.io, scipy.sparse as sp
+rng = np.random.default_rng(7)
+n = 999
+k = int(round(n * n * $density))
+at = rng.choice(n * n, k, replace=False)
+scipy.io.mmwrite('$TMP/image-$density.mtx', sp.coo_matrix((rng.integers(1, 9, k).astype(float), (at // n, at % n)), shape=(n, n)))
+"
+done
+for name in $MATRICES $(for d in ${IMAGES:-}; do echo "image-$d"; done); do
   f=../shared/data/matrices/$name.mtx
+  [ -f "$TMP/$name.mtx" ] && f=$TMP/$name.mtx
   read -r rows cols _ < <(grep -v '^%' "$f" | head -1)
   run() {
     out=$(./target/release/nmsparse "O(i,j) = A(i+p, j+q) * F(p,q)" -f=A:csr -i=A:"$f" -i=F:"$TMP/F.mtx" -time="$REPS" "$@")
