@@ -204,7 +204,9 @@ enum nms_status nms_program_schedule(struct nms_program *program, const char *sc
 // Type-checks, schedules, lowers and compiles the program for values of `dtype`.
 //
 // On success `*out` is a new kernel the caller releases with `nms_kernel_free`; the program
-// may be freed or changed afterwards.
+// may be freed or changed afterwards. The process keeps the kernels it compiled: compiling an
+// equal program again (the same expression, declarations, schedule, `dtype`, `backend` and
+// `$CC`) shares the compiled code and costs microseconds.
 //
 // # Safety
 // `program` is live; `out` points at room for one pointer.
