@@ -729,7 +729,7 @@ fn an_interrupted_run_leaves_no_output_file() {
 }
 
 /// A missing C compiler, and one that fails, are errors that say so (and the interpreter
-/// still runs the statement without one).
+/// still runs the statement without one); with no PATH at all, `cc` is still found.
 #[test]
 fn a_missing_or_failing_c_compiler_is_a_clear_error() {
     let args = ["y(i) = A(i,j) * x(j)", "-f=A:csr", "-d=i:30", "-d=j:30"];
@@ -755,6 +755,21 @@ fn a_missing_or_failing_c_compiler_is_a_clear_error() {
     let o = with_cc("/nonexistent/cc", &["-backend=interp"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("panicked"));
+    // Without PATH, `cc` is named where the C library's default search finds it, and the
+    // kernel comes from the cache (gcc itself cannot compile without PATH: it does not find
+    // its `cc1`).
+    let without_path = |path: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nmsparse"));
+        c.args(args).env_remove("CC").env("NMSPARSE_CACHE_DIR", scratch("cc-cache-path"));
+        if !path {
+            c.env_remove("PATH");
+        }
+        c.output().unwrap()
+    };
+    let o = without_path(true);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = without_path(false);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 /// `-device=cuda` on the N:M SpMM: on a machine without a GPU a one-line error naming what is

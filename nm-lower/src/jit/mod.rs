@@ -317,10 +317,14 @@ impl CCompiler {
     }
 }
 
-/// What identifies `program` (found on `PATH` where it names no directory): the path it
-/// resolves to through every link, its size and its modification time.
+/// What identifies `program` (found on `PATH` where it names no directory, as the process
+/// that runs it finds it: `/bin:/usr/bin` where `PATH` is unset): the path it resolves to
+/// through every link, its size and its modification time.
 fn identity(program: &str) -> std::io::Result<String> {
-    let found = which::which(program).map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))?;
+    let search = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let found = which::which_in(program, Some(search), cwd)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))?;
     let path = std::fs::canonicalize(found)?;
     let metadata = std::fs::metadata(&path)?;
     let modified = metadata.modified()?.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
