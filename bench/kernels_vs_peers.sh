@@ -10,7 +10,8 @@
 # mttkrp16 (M(i,r) = T(i,j,k,..) U1(j,r) U2(k,r).., R = 16, T in CSF, on the shared FROSTT
 # tensors; U_m[j,r] = 1 + ((m j + 5 r) % 11)/10 as in bench_peers.py) likewise.
 # usage: KERNEL=spmv|spmm64|spgemm_AA|spgemm_AAt|outer_AA|outer_AAt|sddmm64|add_AAt|mttkrp16 [THREADS=1|2] [REPS=50]
-#        [WS=bucket|hash|coord|...] bench/kernels_vs_peers.sh
+#        [WS=auto|bucket|hash|coord|dense|...] bench/kernels_vs_peers.sh   (outer_*: the default
+#        workspace policy unless WS names one)
 #        spmv also takes FORMAT (A's format, default csr; csc makes the outer loop a reduction)
 #        and SCHEDULE (extra arguments, e.g. SCHEDULE='-s=parallelize(j,cpu_thread,atomics)')
 #        (needs the peers' venv; see bench/compare_format.sh)
@@ -61,8 +62,8 @@ with open('$TMP/B.mtx','w') as o:
     # Aᵀ materialised as CSR before timing, as the peers do; rows sorted in the result.
     # Skipped above 5e8 multiplies, as bench_peers.py's --flops-limit does.
     # A·A needs a square matrix. outer_* run the outer-product loop order (k, i, j: A in CSC,
-    # B in CSR, scattering into a sparse workspace, -workspace=$WS) against the peers'
-    # row-wise products of the same matrices.
+    # B in CSR, scattering into a sparse workspace: the default policy, or -workspace=$WS
+    # where WS is set) against the peers' row-wise products of the same matrices.
     case "$KERNEL" in *AAt) second=At ;; *) second=A ;; esac
     flops=$("$PY" -c "
 import fast_matrix_market as fmm, scipy.sparse as sp, numpy as np
@@ -77,7 +78,7 @@ print(int(flops))
     if [ "$flops" -gt 500000000 ]; then echo "$name: skipped, $flops multiplies" >&2; continue; fi
     case "$KERNEL" in
     spgemm_*) out=$(OMP_NUM_THREADS=$THREADS "$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csr -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, j)" -time=$REPS -nthreads=$THREADS -c) ;;
-    outer_*) out=$("$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csc -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, i, j)" -workspace=${WS:-bucket} -time=$REPS -c) ;;
+    outer_*) out=$("$NMSPARSE" "C(i,j) = A(i,k) * B(k,j)" -f=C:csr -f=A:csc -f=B:csr -i=A:$f -i=B:$TMP/B.mtx -s="reorder(k, i, j)" ${WS:+-workspace=$WS} -time=$REPS -c) ;;
     esac ;;
   sddmm64)
     "$PY" -c "
