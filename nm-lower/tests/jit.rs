@@ -55,7 +55,7 @@ fn compiles_runs_and_caches() {
     assert_eq!(second.path(), first.path());
     assert_eq!(call_dot(&second, &a, &b), expected);
     // Other flags are another kernel.
-    let omp = cc.compile_in(&dir, DOT, CompileOptions { openmp: true, sanitize: false }).unwrap();
+    let omp = cc.compile_in(&dir, DOT, CompileOptions { openmp: true, ..CompileOptions::default() }).unwrap();
     assert_eq!(omp.outcome(), Outcome::Compiled);
     assert_ne!(omp.path(), first.path());
     // No temporary files are left behind.

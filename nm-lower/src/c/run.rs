@@ -4,7 +4,7 @@
 use super::emit::emit_library;
 use crate::args::{ArgumentError, ArrayData, Partition, ReductionKind};
 use crate::ir::{ArrayId, ElemType, Function, Role, Stmt};
-use crate::jit::{CCompiler, CompileOptions, Compiled, JitError};
+use crate::jit::{CCompiler, CompileOptions, Compiled, JitError, OptLevel};
 use nm_ir::id::Id;
 
 /// What can go wrong running a compiled kernel.
@@ -56,6 +56,12 @@ struct NmsArray {
 
 type Entry = unsafe extern "C" fn(*mut NmsArray) -> libc::c_int;
 
+/// `-O3` only where a loop of some kernel sweeps a row (see [`OptLevel`]).
+fn opt_level(functions: &[&Function]) -> OptLevel {
+    let sweeps = functions.iter().any(|f| crate::ir::sweeps_row(&f.body, |_| true));
+    if sweeps { OptLevel::O3 } else { OptLevel::O2 }
+}
+
 impl CKernel {
     /// Emits, compiles (or finds in the cache) and loads `f`.
     pub fn compile(f: &Function, cc: &CCompiler) -> Result<CKernel, JitError> {
@@ -70,7 +76,8 @@ impl CKernel {
     pub fn compile_library(functions: &[&Function], cc: &CCompiler) -> Result<Vec<CKernel>, JitError> {
         let parallel = |f: &Function| crate::ir::has_parallel_loops(f);
         let openmp = functions.iter().any(|f| parallel(f) || f.atomic.is_some());
-        let compiled = cc.compile(&emit_library(functions), CompileOptions { openmp, sanitize: false })?;
+        let options = CompileOptions { openmp, sanitize: false, level: opt_level(functions) };
+        let compiled = cc.compile(&emit_library(functions), options)?;
         functions
             .iter()
             .map(|f| {
@@ -105,7 +112,7 @@ impl CKernel {
     /// them is the source's.
     pub fn compile_source(f: &Function, source: &str, cc: &CCompiler) -> Result<CKernel, JitError> {
         let openmp = source.contains("#pragma omp");
-        let compiled = cc.compile(source, CompileOptions { openmp, sanitize: false })?;
+        let compiled = cc.compile(source, CompileOptions { openmp, ..CompileOptions::default() })?;
         // SAFETY: only looked up, to fail early when the source does not define it; the
         // signature is the source's contract stated above.
         unsafe { compiled.function::<Entry>(&f.name) }?;
@@ -735,8 +742,33 @@ fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{row_cuts, threads_worth_copies};
+    use super::{opt_level, row_cuts, threads_worth_copies};
     use crate::args::{ArrayData, Borrowed};
+    use crate::ir::Function;
+    use crate::jit::OptLevel;
+
+    #[test]
+    fn only_kernels_that_sweep_a_row_are_compiled_at_o3() {
+        let kernel = |body: &str| {
+            let text = format!(
+                "kernel k(\n  out C_vals: [F64] Values {{ tensor: \"C\" }},\n  B1_crd: [I64] Crd {{ tensor: \"B\", level: 1 }},\n  B_vals: [F64] Values {{ tensor: \"B\" }},\n) {{\n{body}}}\n"
+            );
+            Function::parse(&text).unwrap()
+        };
+        // SpMM's inner loop: the loop's variable indexes the row added into.
+        let swept =
+            kernel("  for p in 0..8 {\n    for j in 0..64 {\n      C_vals[(p * 64) + j] += B_vals[j]\n    }\n  }\n");
+        // SpGEMM's scatter: the index is a coordinate read from an operand.
+        let scattered = kernel("  for p in 0..8 {\n    let j: Index = B1_crd[p]\n    C_vals[j] += B_vals[p]\n  }\n");
+        // SDDMM's dot product: a sum kept in a variable, stored once.
+        let reduced =
+            kernel("  let acc: F64 = 0.0\n  for j in 0..64 {\n    acc = acc + B_vals[j]\n  }\n  C_vals[0] = acc\n");
+        assert_eq!(opt_level(&[&swept]), OptLevel::O3);
+        assert_eq!(opt_level(&[&scattered]), OptLevel::O2);
+        assert_eq!(opt_level(&[&reduced]), OptLevel::O2);
+        // One compiler run for a library: its kernels share the level the sweeping one needs.
+        assert_eq!(opt_level(&[&scattered, &swept]), OptLevel::O3);
+    }
 
     #[test]
     fn copies_of_a_reduction_are_made_only_where_they_pay() {

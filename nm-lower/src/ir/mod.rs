@@ -487,6 +487,23 @@ pub fn has_parallel_loops(f: &Function) -> bool {
     any(&f.body, |s| matches!(s, Stmt::For { parallel: true, .. }))
 }
 
+/// Whether `body` sweeps a row of an array that `array` accepts: some loop's variable indexes
+/// an accumulation into it (SpMM's `for j { C[i,j] += ... }`), as opposed to scattering into it
+/// at coordinates read from a sparse operand (a convolution's `C[i, c - q] += ...`).
+pub fn sweeps_row(body: &[Stmt], array: impl Fn(ArrayId) -> bool) -> bool {
+    any(body, |s| match s {
+        Stmt::For { var: v, body, .. } => any(body, |t| match t {
+            Stmt::Store { array: a, index, accumulate: true, .. } if array(*a) => {
+                let mut uses = false;
+                index.walk(&mut |x| uses |= matches!(x, Expr::Var(w) if w == v));
+                uses
+            }
+            _ => false,
+        }),
+        _ => false,
+    })
+}
+
 /// Whether some statement of `body`, nested ones included, satisfies `test`.
 pub fn any(body: &[Stmt], test: impl Fn(&Stmt) -> bool) -> bool {
     let mut found = false;

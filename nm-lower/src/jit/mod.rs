@@ -2,8 +2,9 @@
 //! and loading it.
 //!
 //! - The compiler is `$CC` (default `cc`), split into words as a shell would (`CC="gcc -O1"`,
-//!   as `make` allows), run with `-std=c99 -O3 -march=native -fPIC -shared`, plus `-fopenmp`
-//!   for parallel kernels and `-fsanitize=address,undefined` on request, then the words of
+//!   as `make` allows), run with `-std=c99 -O3 -march=native -fPIC -shared -pipe` (`-O2` where
+//!   [`OptLevel`] says), plus `-fopenmp` for parallel kernels and
+//!   `-fsanitize=address,undefined` on request, then the words of
 //!   `$NMSPARSE_CFLAGS` (e.g. `-mno-avx512f` for valgrind, which cannot run AVX-512 code).
 //!   It runs under a time limit, `$NMSPARSE_CC_TIMEOUT` seconds (default
 //!   [`DEFAULT_TIMEOUT_SECONDS`]): past it the compiler and everything it started are killed
@@ -121,6 +122,21 @@ pub struct CompileOptions {
     pub openmp: bool,
     /// Build with `-fsanitize=address,undefined` (slow; for testing generated code).
     pub sanitize: bool,
+    /// How hard the compiler optimizes.
+    pub level: OptLevel,
+}
+
+/// The compiler's optimization level. `-O3` pays where a dense loop sweeps a row of an array
+/// it adds into (SpMM's inner loop); elsewhere it measured no faster than `-O2`, or slower
+/// (its vectorizer splits SDDMM's dot products badly), and takes longer to compile
+/// (BENCHMARKS.md, "Compile latency").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OptLevel {
+    /// `-O2`.
+    O2,
+    /// `-O3`: the default for C the user wrote.
+    #[default]
+    O3,
 }
 
 /// Whether a kernel was compiled now or found in the cache.
@@ -223,7 +239,11 @@ impl CCompiler {
     }
 
     fn flags(&self, options: CompileOptions) -> Vec<&str> {
-        let mut flags = vec!["-std=c99", "-O3", "-march=native", "-fPIC", "-shared"];
+        let level = match options.level {
+            OptLevel::O2 => "-O2",
+            OptLevel::O3 => "-O3",
+        };
+        let mut flags = vec!["-std=c99", level, "-march=native", "-fPIC", "-shared", "-pipe"];
         if options.openmp {
             flags.push("-fopenmp");
         }

@@ -16,23 +16,6 @@ pub(super) fn stmt_loads(s: &Stmt, array: ArrayId) -> bool {
     found
 }
 
-/// Whether `body` sweeps a row of `vals`: some loop's variable indexes an accumulation into it
-/// (SpMM's `for j { C[i,j] += ... }`), as opposed to scattering into it at coordinates read
-/// from a sparse operand (a convolution's `C[i, c - q] += ...`).
-fn sweeps_row(body: &[Stmt], vals: ArrayId) -> bool {
-    crate::ir::any(body, |s| match s {
-        Stmt::For { var: v, body, .. } => crate::ir::any(body, |t| match t {
-            Stmt::Store { array, index, accumulate: true, .. } if *array == vals => {
-                let mut uses = false;
-                index.walk(&mut |x| uses |= matches!(x, Expr::Var(w) if w == v));
-                uses
-            }
-            _ => false,
-        }),
-        _ => false,
-    })
-}
-
 /// `body` with every store into `from` going to `to` instead, at the index with the row
 /// variable `row` set to 0 (its offset inside the row).
 pub(super) fn redirect_stores(body: &[Stmt], from: ArrayId, to: ArrayId, row: VarId) -> Vec<Stmt> {
@@ -115,7 +98,12 @@ impl Lowerer<'_> {
         let reads_result = crate::ir::any(&body, |s| stmt_loads(s, vals));
         let accumulates =
             crate::ir::any(&body, |s| matches!(s, Stmt::Store { array, accumulate: true, .. } if *array == vals));
-        if !first_only || reads_result || !accumulates || !sweeps_row(&body, vals) || !(2..=4096).contains(&row) {
+        if !first_only
+            || reads_result
+            || !accumulates
+            || !crate::ir::sweeps_row(&body, |a| a == vals)
+            || !(2..=4096).contains(&row)
+        {
             return Err(body);
         }
         let buffer = match self.row_buffer {
