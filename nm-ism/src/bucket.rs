@@ -33,6 +33,9 @@ pub(crate) struct BucketStore<V> {
     combine: Buckets<V>,
 }
 
+/// About how many components [`BucketStore::sample_distinct`] reads.
+const SAMPLE: usize = 1 << 13;
+
 /// How many buckets ahead [`BucketStore::drain`] asks for a bucket's first components.
 const AHEAD: usize = 8;
 
@@ -119,34 +122,28 @@ impl<V: Value> BucketStore<V> {
         }
     }
 
-    /// Every bucket's duplicates combined where it is (each then sorted and unique); returns
-    /// how many components the buckets hold.
-    pub fn combine_in_place(&mut self) -> usize {
-        let mut combined = Run::default();
-        let mut total = 0;
-        for b in 0..self.heads.len() {
-            self.prefetch_ahead(b);
-            let n = self.heads[b].len as usize;
-            if n == 0 {
-                continue;
-            }
-            let (keys, vals) = &mut self.store[b];
-            combined.clear();
-            combine_bucket(
-                &keys[..n],
-                &vals[..n],
-                b as u64 * self.stride,
-                self.stride,
-                &mut combined,
-                &mut self.combine,
-            );
-            let unique = combined.len();
-            keys[..unique].copy_from_slice(&combined.keys);
-            vals[..unique].copy_from_slice(&combined.vals);
-            self.heads[b].len = unique as i64;
-            total += unique;
+    /// Components and distinct keys among them in an evenly spaced sample of the buckets
+    /// (every one when they hold at most [`SAMPLE`] components), counted without combining
+    /// anything: a key's bucket is its first coordinate, so buckets share no keys and the
+    /// sample's ratio estimates the whole's. A workspace deciding whether to turn dense
+    /// reads it, and leaves its buckets as they are when it does not (reading every bucket
+    /// cost a fifth of an outer product that stays sparse: BENCHMARKS.md, "Outer-product
+    /// SpGEMM").
+    pub fn sample_distinct(&self) -> (usize, usize) {
+        let n: usize = self.heads.iter().map(|h| h.len as usize).sum();
+        // Every `step`-th bucket holds about `SAMPLE` components when they are spread evenly.
+        let step = (n / SAMPLE).max(1);
+        let (mut seen, mut distinct) = (0, 0);
+        let mut keys = Vec::new();
+        for (head, (stored, _)) in self.heads.iter().zip(&self.store).step_by(step) {
+            keys.clear();
+            keys.extend_from_slice(&stored[..head.len as usize]);
+            keys.sort_unstable();
+            keys.dedup();
+            seen += head.len as usize;
+            distinct += keys.len();
         }
-        total
+        (seen, distinct)
     }
 
     /// Hands every component to `take` and empties the buckets (their memory kept).
@@ -181,5 +178,34 @@ impl<V: Value> BucketStore<V> {
         self.heads.capacity() * std::mem::size_of::<BucketHead>()
             + self.store.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
             + self.combine.bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BucketStore, SAMPLE};
+
+    #[test]
+    fn a_sample_of_the_buckets_counts_their_distinct_keys() {
+        let store = |keys: &mut dyn Iterator<Item = u64>| {
+            let mut s = BucketStore::<f64>::new(1024, 1024).unwrap();
+            for k in keys {
+                s.push(k, 1.0).unwrap();
+            }
+            s
+        };
+        assert_eq!(store(&mut std::iter::empty()).sample_distinct(), (0, 0));
+        // Few components: every bucket read, the count exact.
+        assert_eq!(store(&mut std::iter::repeat_n(77, 1000)).sample_distinct(), (1000, 1));
+        let few = (0..3000u64).map(|i| (i % 1500) * 699);
+        assert_eq!(store(&mut few.into_iter()).sample_distinct(), (3000, 1500));
+        // Many: a sample of about `SAMPLE`, whose ratio is the whole's.
+        for (distinct, copies) in [(20_000u64, 10u64), (200_000, 1), (3000, 100)] {
+            let mut keys = (0..distinct * copies).map(|i| (i % distinct) * 52_361 % (1024 * 1024));
+            let (seen, found) = store(&mut keys).sample_distinct();
+            assert!(seen <= 2 * SAMPLE, "{distinct} × {copies}: read {seen}");
+            let ratio = seen as f64 / found as f64;
+            assert!((ratio - copies as f64).abs() < 0.05 * copies as f64, "{distinct} × {copies}: ratio {ratio}");
+        }
     }
 }

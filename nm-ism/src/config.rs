@@ -15,7 +15,8 @@ pub enum Policy {
     Bucket,
     /// `bucket`, switching to a dense array (over the first coordinate × the rest's field)
     /// after its first flush — of the first eighth of [`Config::CAPACITY`] components — when
-    /// they combined at least [`Config::DENSE_AFTER`] per coordinate and the dense array fits
+    /// they fall on at least [`Config::DENSE_AFTER`] per coordinate (their distinct
+    /// coordinates estimated, not combined) and the dense array fits
     /// in a quarter of the memory available: decided on the data, since the lowering cannot
     /// count products (see [`Config::DENSE_AFTER`] for the measurements behind it).
     Auto,

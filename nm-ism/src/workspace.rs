@@ -190,16 +190,16 @@ impl<V: Value> Workspace<V> {
         (self.config.capacity.min(Config::CAPACITY) / AUTO_SAMPLE).max(1)
     }
 
-    /// `auto` at its first flush, of `n` components: combines each bucket where it is, then
-    /// moves them into a dense array when they combined into few coordinates and the dense
-    /// array fits (see [`Policy::Auto`]), else goes on with the buckets — either way without
-    /// a run that the end would merge again (which almost doubled an outer product's time).
-    fn decide(&mut self, n: usize) {
+    /// `auto` at its first flush: moves the components into a dense array when a sample of
+    /// the buckets says they fall on few coordinates and the dense array fits (see
+    /// [`Policy::Auto`]), else goes on with the buckets untouched, as `bucket` would — either
+    /// way without a run that the end would merge again (which almost doubled an outer
+    /// product's time), nor a bucket combined twice.
+    fn decide(&mut self) {
         self.decided = true;
         let Some(b) = &mut self.buckets else { return };
-        let unique = b.combine_in_place();
-        self.slot.len = unique as i64;
-        if n >= Config::DENSE_AFTER * unique.max(1) && self.turn_dense() {
+        let (seen, distinct) = b.sample_distinct();
+        if seen >= Config::DENSE_AFTER * distinct.max(1) && self.turn_dense() {
             let (vals, mark) = self.dense.as_mut().expect("turned dense");
             let b = self.buckets.as_mut().expect("checked");
             b.empty_into(|k, v| {
@@ -324,7 +324,7 @@ impl<V: Value> Workspace<V> {
         }
         self.stats.flushes += 1;
         if self.config.policy == Policy::Auto && !self.decided {
-            self.decide(n);
+            self.decide();
             return Ok(());
         }
         if let Some(b) = &mut self.buckets {
