@@ -31,6 +31,8 @@ pub(crate) struct BucketStore<V> {
     /// Keys per bucket (a power of two: keys are bit-packed).
     pub stride: u64,
     combine: Buckets<V>,
+    /// One combined row, for [`BucketStore::drain_rows`].
+    row: Run<V>,
 }
 
 /// About how many components [`BucketStore::sample_distinct`] reads.
@@ -66,7 +68,7 @@ impl<V: Value> BucketStore<V> {
         let mut store = Vec::new();
         store.try_reserve_exact(extent).map_err(oom)?;
         store.resize_with(extent, Default::default);
-        Ok(BucketStore { heads, store, stride, combine: Buckets::default() })
+        Ok(BucketStore { heads, store, stride, combine: Buckets::default(), row: Run::default() })
     }
 
     /// The bucket of `key`.
@@ -157,6 +159,36 @@ impl<V: Value> BucketStore<V> {
         }
     }
 
+    /// Every bucket combined, in order, straight into a CSR matrix's arrays (replacing what
+    /// they held, their memory kept): bucket `b` is row `b`, a key's offset from its bucket's
+    /// first key its column. Each row is combined into a scratch run that stays in cache,
+    /// where [`BucketStore::drain`] builds one sorted run of every component that compressing
+    /// then reads again. The buckets are emptied (their memory kept).
+    pub fn drain_rows(&mut self, pos: &mut Vec<i64>, crd: &mut Vec<i64>, vals: &mut Vec<V>) {
+        let total: usize = self.heads.iter().map(|h| h.len as usize).sum();
+        pos.clear();
+        crd.clear();
+        vals.clear();
+        pos.reserve(self.heads.len() + 1);
+        crd.reserve(total);
+        vals.reserve(total);
+        pos.push(0);
+        for b in 0..self.heads.len() {
+            self.prefetch_ahead(b);
+            let n = self.heads[b].len as usize;
+            if n > 0 {
+                let base = b as u64 * self.stride;
+                let (keys, vs) = &self.store[b];
+                self.row.clear();
+                combine_bucket(&keys[..n], &vs[..n], base, self.stride, &mut self.row, &mut self.combine);
+                crd.extend(self.row.keys.iter().map(|&k| (k - base) as i64));
+                vals.extend_from_slice(&self.row.vals);
+                self.heads[b].len = 0;
+            }
+            pos.push(crd.len() as i64);
+        }
+    }
+
     /// Every bucket combined, in order, into `out` (sorted, unique); the buckets are emptied
     /// (their memory kept).
     pub fn drain(&mut self, out: &mut Run<V>) {
@@ -178,6 +210,7 @@ impl<V: Value> BucketStore<V> {
         self.heads.capacity() * std::mem::size_of::<BucketHead>()
             + self.store.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
             + self.combine.bytes()
+            + self.row.bytes()
     }
 }
 

@@ -4,15 +4,16 @@
 use std::fmt;
 use std::sync::mpsc::channel;
 
-use nm_format::Value;
+use nm_format::{LevelKind, Value};
+use nm_runtime::memory::advise_huge_pages;
 
-use crate::Components;
 use crate::bucket::BucketStore;
 use crate::config::{Config, IsmError, Policy, Stats};
 use crate::ffi::{Slot, slot_flush, slot_grow};
 use crate::key::KeyLayout;
 use crate::merge::{Job, MergeState, Stage, drain_dense, grown, reserve};
 use crate::sort::{Buckets, Run, Scratch, sort_coord};
+use crate::{Components, LevelArrays};
 
 /// `auto` decides on its first `Config::CAPACITY / AUTO_SAMPLE` components.
 const AUTO_SAMPLE: usize = 8;
@@ -65,6 +66,8 @@ impl<V: Value> Workspace<V> {
             let (mut vals, mut mark) = (Vec::new(), Vec::new());
             vals.try_reserve_exact(space as usize).map_err(oom)?;
             mark.try_reserve_exact(space as usize).map_err(oom)?;
+            advise_huge_pages(&mut vals);
+            advise_huge_pages(&mut mark);
             vals.resize(space as usize, V::ZERO);
             mark.resize(space as usize, 0u8);
             Some((vals, mark))
@@ -226,6 +229,8 @@ impl<V: Value> Workspace<V> {
             if vals.try_reserve_exact(len as usize).is_err() || mark.try_reserve_exact(len as usize).is_err() {
                 return false;
             }
+            advise_huge_pages(&mut vals);
+            advise_huge_pages(&mut mark);
             vals.resize(len as usize, V::ZERO);
             mark.resize(len as usize, 0u8);
             self.dense = Some((vals, mark));
@@ -436,6 +441,43 @@ impl<V: Value> Workspace<V> {
             }
         };
         Ok(self.components(all))
+    }
+
+    /// [`Workspace::finish`], then [`Components::levels_into`]: every component inserted,
+    /// compressed into the level arrays of a format whose levels are `kinds` (reusing their
+    /// memory). A matrix into CSR from buckets that were never flushed (everything since the
+    /// last use still in them) is combined row by row straight into the arrays: the
+    /// compression fused with the final merge, one pass over the result fewer
+    /// (BENCHMARKS.md, "Outer-product SpGEMM").
+    pub fn finish_into(&mut self, kinds: &[LevelKind], out: &mut LevelArrays<V>) -> Result<(), IsmError> {
+        let csr = matches!(kinds, [LevelKind::Dense, LevelKind::Compressed(p)] if p.unique);
+        let unflushed = matches!(&self.stage, Stage::Inline(state) if state.runs.is_empty());
+        let (pos, crd) = (out.pos.get_mut(1).and_then(Option::as_mut), out.crd.get_mut(1).and_then(Option::as_mut));
+        if let (true, true, false, Some(b), Some(pos), Some(crd)) =
+            (csr, unflushed, self.dense_on, self.buckets.as_mut(), pos, crd)
+        {
+            let n = self.slot.len as usize;
+            let acc_bytes = self.acc.bytes() + b.bytes();
+            b.drain_rows(pos, crd, &mut out.vals);
+            if n > 0 {
+                self.stats.flushes += 1;
+            }
+            self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
+            self.slot.len = 0;
+            out.pos.truncate(2);
+            out.crd.truncate(2);
+            out.pos[0] = None;
+            out.crd[0] = None;
+            let unique = out.vals.len();
+            self.decided = false;
+            self.sync_slot();
+            self.stats.unique = unique as u64;
+            return Ok(());
+        }
+        let done = self.finish()?;
+        let placed = done.levels_into(kinds, out);
+        self.recycle(done);
+        placed
     }
 
     /// Gives a finished workspace's arrays back, for the next use to fill without allocating.

@@ -61,6 +61,39 @@ proptest! {
     }
 }
 
+/// Matrices, as CSR takes them from a workspace (its two levels' extents), with duplicates.
+fn matrix_stream() -> impl Strategy<Value = (Vec<usize>, Vec<(Vec<usize>, i32)>)> {
+    (1usize..9, 1usize..70).prop_flat_map(|(rows, cols)| {
+        let component = (vec![0..rows, 0..cols], -3i32..4);
+        (Just(vec![rows, cols]), prop::collection::vec(component, 0..150))
+    })
+}
+
+proptest! {
+    /// `finish_into` CSR's levels (fused for unflushed buckets) equals `finish` then
+    /// `levels`, for every policy and configuration (flushed buckets, pipelined merges and
+    /// `auto` turned dense among them), into arrays holding a previous result.
+    #[test]
+    fn finishing_into_csr_equals_finishing_then_compressing((extents, components) in matrix_stream()) {
+        let csr = [LevelKind::Dense, LevelKind::COMPRESSED];
+        for config in configs() {
+            let (mut fused, mut apart) =
+                (Workspace::<f64>::new(&extents, config).unwrap(), Workspace::<f64>::new(&extents, config).unwrap());
+            let mut into = nm_ism::LevelArrays { pos: vec![None, Some(vec![5, 7])], crd: vec![None, Some(vec![9; 4])], vals: vec![1.5; 4] };
+            for round in 0..2 {
+                for (c, v) in &components[round * components.len() / 3..] {
+                    fused.insert(c, *v as f64).unwrap();
+                    apart.insert(c, *v as f64).unwrap();
+                }
+                fused.finish_into(&csr, &mut into).unwrap();
+                let want = apart.finish().unwrap().levels(&csr).unwrap();
+                prop_assert_eq!(&into, &want, "{:?}, round {}", config, round);
+                prop_assert_eq!(fused.stats().unique, apart.stats().unique);
+            }
+        }
+    }
+}
+
 fn random_components(extents: &[usize], n: usize, seed: u64) -> Vec<(Vec<usize>, f64)> {
     let mut x = seed;
     let mut next = || {

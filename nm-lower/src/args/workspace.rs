@@ -117,10 +117,7 @@ impl WorkspaceData {
                     _ => Vec::new(),
                 };
                 let mut levels = nm_ism::LevelArrays { pos, crd, vals };
-                let done = $w.finish()?;
-                let placed = done.levels_into(&targets.kinds, &mut levels);
-                $w.recycle(done);
-                placed?;
+                $w.finish_into(&targets.kinds, &mut levels)?;
                 for (l, p) in levels.pos.into_iter().enumerate() {
                     if let (Some(p), Some(a)) = (p, targets.pos[l]) {
                         exchange(a, ArrayData::I64(p));
