@@ -93,6 +93,12 @@ fn kernel(w: &mut String, f: &Function, library: &[&str]) {
         }
         if let Role::Workspace { .. } = a.role {
             let _ = writeln!(w, "  nms_ism *{name} = (nms_ism *)args[{k}].data;");
+            // Its dense array in locals: read from the slot at every insert, they were loaded
+            // again after each store to the byte-wide marks, which may alias anything.
+            if let Some((dense, mark)) = names.dense(id) {
+                let t = c_elem(a.elem);
+                let _ = writeln!(w, "  {t} *{dense} = ({t} *){name}->dense;\n  uint8_t *{mark} = {name}->mark;");
+            }
             continue;
         }
         let qual = if a.output { "" } else { "const " };
@@ -320,11 +326,13 @@ impl Emitter<'_> {
                 };
                 self.line(depth, "{");
                 self.line(depth + 1, &format!("int64_t key = {key};"));
-                if policy == Some(nm_ism::Policy::Auto) {
+                let dense = self.names.dense(*workspace);
+                let reload = dense.map(|(d, m)| format!("{d} = ({t} *){w}->dense; {m} = {w}->mark;"));
+                if let (Some(nm_ism::Policy::Auto), Some((d, m))) = (policy, dense) {
                     // Dense once the workspace has turned dense, else as `bucket`.
-                    self.line(depth + 1, &format!("if ({w}->dense) {{"));
-                    self.line(depth + 2, &format!("(({t} *){w}->dense)[key] += {value};"));
-                    self.line(depth + 2, &format!("{w}->mark[key] = 1;"));
+                    self.line(depth + 1, &format!("if ({d}) {{"));
+                    self.line(depth + 2, &format!("{d}[key] += {value};"));
+                    self.line(depth + 2, &format!("{m}[key] = 1;"));
                     self.line(depth + 1, "} else {");
                 }
                 let d = depth + (policy == Some(nm_ism::Policy::Auto)) as usize;
@@ -336,13 +344,22 @@ impl Emitter<'_> {
                     self.line(depth + 1, &format!("if (b->len == b->cap && {w}->grow({w}, row)) return 1;"));
                     self.line(depth + 1, "b->keys[b->len] = (uint64_t)key;");
                     self.line(depth + 1, &format!("(({t} *)b->vals)[b->len++] = {value};"));
-                    self.line(depth + 1, &format!("if (++{w}->len == {w}->cap && {w}->flush({w})) return 1;"));
+                    match &reload {
+                        // A flush may turn the workspace dense.
+                        Some(reload) => self.line(
+                            depth + 1,
+                            &format!("if (++{w}->len == {w}->cap) {{ if ({w}->flush({w})) return 1; {reload} }}"),
+                        ),
+                        None => {
+                            self.line(depth + 1, &format!("if (++{w}->len == {w}->cap && {w}->flush({w})) return 1;"))
+                        }
+                    }
                     if policy == Some(nm_ism::Policy::Auto) {
                         self.line(depth, "}");
                     }
-                } else if policy == Some(nm_ism::Policy::Dense) {
-                    self.line(depth + 1, &format!("(({t} *){w}->dense)[key] += {value};"));
-                    self.line(depth + 1, &format!("{w}->mark[key] = 1;"));
+                } else if let (Some(nm_ism::Policy::Dense), Some((d, m))) = (policy, dense) {
+                    self.line(depth + 1, &format!("{d}[key] += {value};"));
+                    self.line(depth + 1, &format!("{m}[key] = 1;"));
                 } else {
                     self.line(depth + 1, &format!("if ({w}->len == {w}->cap && {w}->flush({w})) return 1;"));
                     self.line(depth + 1, &format!("{w}->keys[{w}->len] = (uint64_t)key;"));
@@ -353,6 +370,11 @@ impl Emitter<'_> {
             Stmt::Finish { workspace } => {
                 let w = self.names.array(*workspace);
                 self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
+                // A finished workspace starts sparse again.
+                if let Some((d, m)) = self.names.dense(*workspace) {
+                    let t = c_elem(self.f.arrays[*workspace].elem);
+                    self.line(depth, &format!("{d} = ({t} *){w}->dense; {m} = {w}->mark;"));
+                }
             }
             Stmt::PrefetchBucket { workspace, bucket, line } => {
                 let a = &self.f.arrays[*workspace];

@@ -105,6 +105,9 @@ pub(super) struct Names {
     vars: Vec<String>,
     arrays: Vec<String>,
     ends: Vec<Option<String>>,
+    /// Per workspace with a dense array (`dense`, `auto`): the locals holding its slot's
+    /// `dense` and `mark` pointers.
+    dense: Vec<Option<(String, String)>>,
 }
 
 impl Names {
@@ -127,7 +130,7 @@ impl Names {
             taken.insert(unique.clone());
             unique
         };
-        let arrays = f.arrays.iter().map(|(_, a)| claim(&a.name)).collect();
+        let arrays: Vec<String> = f.arrays.iter().map(|(_, a)| claim(&a.name)).collect();
         let vars: Vec<String> = f.vars.iter().map(|(_, v)| claim(&v.name)).collect();
         let mut ends = vec![None; vars.len()];
         crate::ir::walk(&f.body, &mut |s| {
@@ -137,7 +140,25 @@ impl Names {
                 ends[var.index()] = Some(claim(&format!("{}_end", vars[var.index()])));
             }
         });
-        Names { vars, arrays, ends }
+        let dense = f
+            .arrays
+            .iter()
+            .map(|(id, a)| match &a.role {
+                crate::ir::Role::Workspace { config, .. }
+                    if matches!(config.policy, nm_ism::Policy::Dense | nm_ism::Policy::Auto) =>
+                {
+                    let w = &arrays[id.index()];
+                    Some((claim(&format!("{w}_dense")), claim(&format!("{w}_mark"))))
+                }
+                _ => None,
+            })
+            .collect();
+        Names { vars, arrays, ends, dense }
+    }
+
+    /// The locals holding workspace `a`'s `dense` and `mark` pointers, where it has them.
+    pub(super) fn dense(&self, a: ArrayId) -> Option<&(String, String)> {
+        self.dense[a.index()].as_ref()
     }
 
     pub(super) fn var(&self, v: VarId) -> &str {
