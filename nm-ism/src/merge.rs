@@ -187,6 +187,41 @@ pub(crate) enum Stage<V> {
     },
 }
 
+/// [`drain_dense`] straight into a CSR matrix's arrays (replacing what they held; `rows` is
+/// the row count, the key stride between rows, and the column count): only each row's
+/// columns are scanned, not the rest of its power-of-two stride, which nothing writes.
+pub(crate) fn drain_dense_rows<V: Value>(
+    vals: &mut [V],
+    mark: &mut [u8],
+    (rows, stride, cols): (usize, usize, usize),
+    pos: &mut Vec<i64>,
+    crd: &mut Vec<i64>,
+    out: &mut Vec<V>,
+) {
+    pos.clear();
+    crd.clear();
+    out.clear();
+    pos.push(0);
+    const CHUNK: usize = 64;
+    for r in 0..rows {
+        let base = r * stride;
+        for (c, flags) in mark[base..base + cols].chunks_mut(CHUNK).enumerate() {
+            if flags.iter().fold(0u8, |any, &m| any | m) == 0 {
+                continue;
+            }
+            for (at, m) in flags.iter_mut().enumerate() {
+                if *m != 0 {
+                    let col = c * CHUNK + at;
+                    crd.push(col as i64);
+                    out.push(std::mem::replace(&mut vals[base + col], V::ZERO));
+                    *m = 0;
+                }
+            }
+        }
+        pos.push(crd.len() as i64);
+    }
+}
+
 /// The written entries of a dense workspace as a sorted run, the arrays zeroed behind.
 pub(crate) fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8], mut run: Run<V>) -> Run<V> {
     run.clear();

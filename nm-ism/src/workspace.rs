@@ -11,7 +11,7 @@ use crate::bucket::BucketStore;
 use crate::config::{Config, IsmError, Policy, Stats};
 use crate::ffi::{Slot, slot_flush, slot_grow};
 use crate::key::KeyLayout;
-use crate::merge::{Job, MergeState, Stage, drain_dense, grown, reserve};
+use crate::merge::{Job, MergeState, Stage, drain_dense, drain_dense_rows, grown, reserve};
 use crate::sort::{Buckets, Run, Scratch, sort_coord};
 use crate::{Components, LevelArrays};
 
@@ -445,39 +445,54 @@ impl<V: Value> Workspace<V> {
 
     /// [`Workspace::finish`], then [`Components::levels_into`]: every component inserted,
     /// compressed into the level arrays of a format whose levels are `kinds` (reusing their
-    /// memory). A matrix into CSR from buckets that were never flushed (everything since the
-    /// last use still in them) is combined row by row straight into the arrays: the
-    /// compression fused with the final merge, one pass over the result fewer
-    /// (BENCHMARKS.md, "Outer-product SpGEMM").
+    /// memory). A matrix into CSR whose components are all in buckets that were never flushed,
+    /// or all in the dense array, goes row by row straight into the arrays: the compression
+    /// fused with the final merge or scan, one pass over the result fewer (BENCHMARKS.md,
+    /// "Outer-product SpGEMM").
     pub fn finish_into(&mut self, kinds: &[LevelKind], out: &mut LevelArrays<V>) -> Result<(), IsmError> {
         let csr = matches!(kinds, [LevelKind::Dense, LevelKind::Compressed(p)] if p.unique);
         let unflushed = matches!(&self.stage, Stage::Inline(state) if state.runs.is_empty());
-        let (pos, crd) = (out.pos.get_mut(1).and_then(Option::as_mut), out.crd.get_mut(1).and_then(Option::as_mut));
-        if let (true, true, false, Some(b), Some(pos), Some(crd)) =
-            (csr, unflushed, self.dense_on, self.buckets.as_mut(), pos, crd)
-        {
-            let n = self.slot.len as usize;
-            let acc_bytes = self.acc.bytes() + b.bytes();
-            b.drain_rows(pos, crd, &mut out.vals);
-            if n > 0 {
-                self.stats.flushes += 1;
+        let (Some(Some(pos)), Some(Some(crd)), true, true) = (out.pos.get_mut(1), out.crd.get_mut(1), csr, unflushed)
+        else {
+            let done = self.finish()?;
+            let placed = done.levels_into(kinds, out);
+            self.recycle(done);
+            return placed;
+        };
+        let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
+        match (&mut self.dense, &mut self.buckets) {
+            // Everything in the dense array (`auto` emptied its buckets into it on turning).
+            (Some((vals, mark)), _) if self.dense_on && self.slot.len == 0 => {
+                let rows = (self.layout.extents()[0], self.layout.strides()[0] as usize, self.layout.extents()[1]);
+                drain_dense_rows(vals, mark, rows, pos, crd, &mut out.vals);
+                let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
+                self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes + dense_bytes);
+                // `auto`'s next use starts sparse again (`dense` stays dense).
+                self.dense_on = self.config.policy == Policy::Dense;
             }
-            self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
-            self.slot.len = 0;
-            out.pos.truncate(2);
-            out.crd.truncate(2);
-            out.pos[0] = None;
-            out.crd[0] = None;
-            let unique = out.vals.len();
-            self.decided = false;
-            self.sync_slot();
-            self.stats.unique = unique as u64;
-            return Ok(());
+            (_, Some(b)) if !self.dense_on => {
+                if self.slot.len > 0 {
+                    self.stats.flushes += 1;
+                }
+                b.drain_rows(pos, crd, &mut out.vals);
+                self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
+                self.slot.len = 0;
+            }
+            _ => {
+                let done = self.finish()?;
+                let placed = done.levels_into(kinds, out);
+                self.recycle(done);
+                return placed;
+            }
         }
-        let done = self.finish()?;
-        let placed = done.levels_into(kinds, out);
-        self.recycle(done);
-        placed
+        out.pos.truncate(2);
+        out.crd.truncate(2);
+        out.pos[0] = None;
+        out.crd[0] = None;
+        self.decided = false;
+        self.sync_slot();
+        self.stats.unique = out.vals.len() as u64;
+        Ok(())
     }
 
     /// Gives a finished workspace's arrays back, for the next use to fill without allocating.

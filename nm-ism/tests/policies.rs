@@ -76,12 +76,16 @@ proptest! {
     #[test]
     fn finishing_into_csr_equals_finishing_then_compressing((extents, components) in matrix_stream()) {
         let csr = [LevelKind::Dense, LevelKind::COMPRESSED];
-        for config in configs() {
+        // `auto` deciding after 8 components, all on one coordinate: it turns dense.
+        let turning = Config { capacity: 64, ..Config::new(Policy::Auto) };
+        let first = std::iter::repeat_n((vec![0, 0], 2), 8);
+        for config in configs().into_iter().chain([turning]) {
             let (mut fused, mut apart) =
                 (Workspace::<f64>::new(&extents, config).unwrap(), Workspace::<f64>::new(&extents, config).unwrap());
             let mut into = nm_ism::LevelArrays { pos: vec![None, Some(vec![5, 7])], crd: vec![None, Some(vec![9; 4])], vals: vec![1.5; 4] };
             for round in 0..2 {
-                for (c, v) in &components[round * components.len() / 3..] {
+                for (c, v) in first.clone().chain(components[round * components.len() / 3..].iter().cloned()) {
+                    let (c, v) = (&c, &v);
                     fused.insert(c, *v as f64).unwrap();
                     apart.insert(c, *v as f64).unwrap();
                 }
