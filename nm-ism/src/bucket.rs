@@ -38,6 +38,37 @@ pub(crate) struct BucketStore<V> {
 /// About how many components [`BucketStore::sample_distinct`] reads.
 const SAMPLE: usize = 1 << 13;
 
+/// Buckets of at most this many components [`BucketStore::drain_rows`] sorts on the stack.
+const FEW: usize = 16;
+
+/// A row of at most [`FEW`] components appended to CSR arrays: insertion-sorted by key on the
+/// stack, duplicates combined, columns relative to `base`. Most rows of a sparse outer product
+/// are this short, and the general combine's scratch vectors cost more than the sort
+/// (BENCHMARKS.md, "Outer-product SpGEMM").
+fn append_few<V: Value>(keys: &[u64], vals: &[V], base: u64, crd: &mut Vec<i64>, out: &mut Vec<V>) {
+    let mut row = [(0u64, V::ZERO); FEW];
+    let n = keys.len();
+    for i in 0..n {
+        let x = (keys[i], vals[i]);
+        let mut j = i;
+        while j > 0 && row[j - 1].0 > x.0 {
+            row[j] = row[j - 1];
+            j -= 1;
+        }
+        row[j] = x;
+    }
+    let mut last = u64::MAX;
+    for &(k, v) in &row[..n] {
+        if k == last {
+            *out.last_mut().expect("a value for the previous key") += v;
+        } else {
+            crd.push((k - base) as i64);
+            out.push(v);
+            last = k;
+        }
+    }
+}
+
 /// How many buckets ahead [`BucketStore::drain`] asks for a bucket's first components.
 const AHEAD: usize = 8;
 
@@ -176,8 +207,12 @@ impl<V: Value> BucketStore<V> {
         for b in 0..self.heads.len() {
             self.prefetch_ahead(b);
             let n = self.heads[b].len as usize;
-            if n > 0 {
-                let base = b as u64 * self.stride;
+            let base = b as u64 * self.stride;
+            if (1..=FEW).contains(&n) {
+                let (keys, vs) = &self.store[b];
+                append_few(&keys[..n], &vs[..n], base, crd, vals);
+                self.heads[b].len = 0;
+            } else if n > 0 {
                 let (keys, vs) = &self.store[b];
                 self.row.clear();
                 combine_bucket(&keys[..n], &vs[..n], base, self.stride, &mut self.row, &mut self.combine);
