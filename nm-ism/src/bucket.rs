@@ -159,9 +159,9 @@ impl<V: Value> BucketStore<V> {
     /// (every one when they hold at most [`SAMPLE`] components), counted without combining
     /// anything: a key's bucket is its first coordinate, so buckets share no keys and the
     /// sample's ratio estimates the whole's. A workspace deciding whether to turn dense
-    /// reads it, and leaves its buckets as they are when it does not (reading every bucket
-    /// cost a fifth of an outer product that stays sparse: BENCHMARKS.md, "Outer-product
-    /// SpGEMM").
+    /// reads it, and leaves its buckets as they are when it does not (reading every bucket,
+    /// scattered in memory, was a large part of an outer product that stays sparse:
+    /// BENCHMARKS.md, "Outer-product SpGEMM").
     pub fn sample_distinct(&self) -> (usize, usize) {
         let n: usize = self.heads.iter().map(|h| h.len as usize).sum();
         // Every `step`-th bucket holds about `SAMPLE` components when they are spread evenly.

@@ -48,8 +48,8 @@ pub fn emit_library(kernels: &[&Function]) -> String {
         }
     }
     // Only the fixed-width types: the few library routines a kernel calls are the compiler's
-    // builtins (`__builtin_memcpy`, `__builtin_fmin`), and reading the other headers took a
-    // tenth of a cold compile (BENCHMARKS.md, "Compile latency").
+    // builtins (`__builtin_memcpy`, `__builtin_fmin`), and reading the other headers was a
+    // good part of a cold compile (BENCHMARKS.md, "Compile latency").
     let _ = writeln!(w, "#include <stdint.h>\n");
     let _ = writeln!(
         w,
