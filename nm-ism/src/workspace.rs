@@ -454,10 +454,7 @@ impl<V: Value> Workspace<V> {
         let unflushed = matches!(&self.stage, Stage::Inline(state) if state.runs.is_empty());
         let (Some(Some(pos)), Some(Some(crd)), true, true) = (out.pos.get_mut(1), out.crd.get_mut(1), csr, unflushed)
         else {
-            let done = self.finish()?;
-            let placed = done.levels_into(kinds, out);
-            self.recycle(done);
-            return placed;
+            return self.finish_then_compress(kinds, out);
         };
         let acc_bytes = self.acc.bytes() + self.buckets.as_ref().map_or(0, BucketStore::bytes);
         match (&mut self.dense, &mut self.buckets) {
@@ -478,12 +475,7 @@ impl<V: Value> Workspace<V> {
                 self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
                 self.slot.len = 0;
             }
-            _ => {
-                let done = self.finish()?;
-                let placed = done.levels_into(kinds, out);
-                self.recycle(done);
-                return placed;
-            }
+            _ => return self.finish_then_compress(kinds, out),
         }
         out.pos.truncate(2);
         out.crd.truncate(2);
@@ -493,6 +485,14 @@ impl<V: Value> Workspace<V> {
         self.sync_slot();
         self.stats.unique = out.vals.len() as u64;
         Ok(())
+    }
+
+    /// [`Workspace::finish_into`] in two steps, the finished run's memory kept for next time.
+    fn finish_then_compress(&mut self, kinds: &[LevelKind], out: &mut LevelArrays<V>) -> Result<(), IsmError> {
+        let done = self.finish()?;
+        let placed = done.levels_into(kinds, out);
+        self.recycle(done);
+        placed
     }
 
     /// Gives a finished workspace's arrays back, for the next use to fill without allocating.
