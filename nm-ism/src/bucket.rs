@@ -207,17 +207,17 @@ impl<V: Value> BucketStore<V> {
         for b in 0..self.heads.len() {
             self.prefetch_ahead(b);
             let n = self.heads[b].len as usize;
-            let base = b as u64 * self.stride;
-            if (1..=FEW).contains(&n) {
-                let (keys, vs) = &self.store[b];
-                append_few(&keys[..n], &vs[..n], base, crd, vals);
-                self.heads[b].len = 0;
-            } else if n > 0 {
-                let (keys, vs) = &self.store[b];
-                self.row.clear();
-                combine_bucket(&keys[..n], &vs[..n], base, self.stride, &mut self.row, &mut self.combine);
-                crd.extend(self.row.keys.iter().map(|&k| (k - base) as i64));
-                vals.extend_from_slice(&self.row.vals);
+            if n > 0 {
+                let base = b as u64 * self.stride;
+                let (keys, vs) = (&self.store[b].0[..n], &self.store[b].1[..n]);
+                if n <= FEW {
+                    append_few(keys, vs, base, crd, vals);
+                } else {
+                    self.row.clear();
+                    combine_bucket(keys, vs, base, self.stride, &mut self.row, &mut self.combine);
+                    crd.extend(self.row.keys.iter().map(|&k| (k - base) as i64));
+                    vals.extend_from_slice(&self.row.vals);
+                }
                 self.heads[b].len = 0;
             }
             pos.push(crd.len() as i64);

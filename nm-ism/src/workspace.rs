@@ -62,15 +62,8 @@ impl<V: Value> Workspace<V> {
                     bytes as f64 / (1u64 << 30) as f64
                 )));
             }
-            let oom = |_| IsmError::OutOfMemory(format!("a dense workspace over {extents:?}"));
-            let (mut vals, mut mark) = (Vec::new(), Vec::new());
-            vals.try_reserve_exact(space as usize).map_err(oom)?;
-            mark.try_reserve_exact(space as usize).map_err(oom)?;
-            advise_huge_pages(&mut vals);
-            advise_huge_pages(&mut mark);
-            vals.resize(space as usize, V::ZERO);
-            mark.resize(space as usize, 0u8);
-            Some((vals, mark))
+            let arrays = dense_arrays(space as usize);
+            Some(arrays.ok_or_else(|| IsmError::OutOfMemory(format!("a dense workspace over {extents:?}")))?)
         } else {
             None
         };
@@ -224,16 +217,9 @@ impl<V: Value> Workspace<V> {
             return false;
         }
         if self.dense.is_none() {
-            let (mut vals, mut mark) = (Vec::new(), Vec::new());
             // Not fitting after all is no error: the buckets go on.
-            if vals.try_reserve_exact(len as usize).is_err() || mark.try_reserve_exact(len as usize).is_err() {
-                return false;
-            }
-            advise_huge_pages(&mut vals);
-            advise_huge_pages(&mut mark);
-            vals.resize(len as usize, V::ZERO);
-            mark.resize(len as usize, 0u8);
-            self.dense = Some((vals, mark));
+            let Some(arrays) = dense_arrays(len as usize) else { return false };
+            self.dense = Some(arrays);
         }
         // (Kept from an earlier use, zeroed by its finish: not paged in again.)
         self.dense_on = true;
@@ -540,4 +526,18 @@ impl<V: Value> Drop for Workspace<V> {
             }
         }
     }
+}
+
+/// A dense workspace's arrays over `len` keys, zeroed: the values and a flag per key. Advised
+/// for huge pages before they are first written: products scatter into them at random, and a
+/// TLB entry then covers 2 MiB. `None` when memory runs out.
+fn dense_arrays<V: Value>(len: usize) -> Option<(Vec<V>, Vec<u8>)> {
+    let (mut vals, mut mark) = (Vec::new(), Vec::new());
+    vals.try_reserve_exact(len).ok()?;
+    mark.try_reserve_exact(len).ok()?;
+    advise_huge_pages(&mut vals);
+    advise_huge_pages(&mut mark);
+    vals.resize(len, V::ZERO);
+    mark.resize(len, 0u8);
+    Some((vals, mark))
 }
