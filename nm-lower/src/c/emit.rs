@@ -226,6 +226,14 @@ impl Emitter<'_> {
         }
     }
 
+    /// The statement that loads workspace `w`'s dense pointers into their locals again (after
+    /// a call that may change them), where it has them.
+    fn reload_dense(&self, w: ArrayId) -> Option<String> {
+        let t = c_elem(self.f.arrays[w].elem);
+        let slot = self.names.array(w);
+        self.names.dense(w).map(|(d, m)| format!("{d} = ({t} *){slot}->dense; {m} = {slot}->mark;"))
+    }
+
     fn line(&mut self, depth: usize, text: &str) {
         let _ = writeln!(self.out, "{}{text}", "  ".repeat(depth));
     }
@@ -327,7 +335,7 @@ impl Emitter<'_> {
                 self.line(depth, "{");
                 self.line(depth + 1, &format!("int64_t key = {key};"));
                 let dense = self.names.dense(*workspace);
-                let reload = dense.map(|(d, m)| format!("{d} = ({t} *){w}->dense; {m} = {w}->mark;"));
+                let reload = self.reload_dense(*workspace);
                 if let (Some(nm_ism::Policy::Auto), Some((d, m))) = (policy, dense) {
                     // Dense once the workspace has turned dense, else as `bucket`.
                     self.line(depth + 1, &format!("if ({d}) {{"));
@@ -371,9 +379,8 @@ impl Emitter<'_> {
                 let w = self.names.array(*workspace);
                 self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
                 // A finished workspace starts sparse again.
-                if let Some((d, m)) = self.names.dense(*workspace) {
-                    let t = c_elem(self.f.arrays[*workspace].elem);
-                    self.line(depth, &format!("{d} = ({t} *){w}->dense; {m} = {w}->mark;"));
+                if let Some(reload) = self.reload_dense(*workspace) {
+                    self.line(depth, &reload);
                 }
             }
             Stmt::PrefetchBucket { workspace, bucket, line } => {
