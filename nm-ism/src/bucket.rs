@@ -5,6 +5,7 @@
 use std::ffi::c_void;
 
 use nm_format::Value;
+use nm_runtime::memory::advise_huge_pages;
 
 use crate::IsmError;
 use crate::sort::{Buckets, Run, combine_bucket};
@@ -24,10 +25,10 @@ pub struct BucketHead {
     pub cap: i64,
 }
 
-/// Every bucket: heads for generated code, the vectors behind them.
+/// Every bucket: heads for generated code, the memory behind them.
 pub(crate) struct BucketStore<V> {
     pub heads: Vec<BucketHead>,
-    store: Vec<(Vec<u64>, Vec<V>)>,
+    memory: Memory<V>,
     /// Keys per bucket (a power of two: keys are bit-packed).
     pub stride: u64,
     combine: Buckets<V>,
@@ -35,18 +36,50 @@ pub(crate) struct BucketStore<V> {
     row: Run<V>,
 }
 
+/// Where the buckets' components are: each bucket's room in two arrays shared by all, then
+/// memory of its own once it outgrew the room.
+#[derive(Default)]
+struct Memory<V> {
+    /// Every bucket's first `room` keys, bucket after bucket.
+    first_keys: Vec<u64>,
+    /// Their values.
+    first_vals: Vec<V>,
+    /// Components a bucket holds in `first_keys`/`first_vals` before it needs its own memory:
+    /// [`ROOM`], or 0 where those arrays would not fit (see [`Memory::new`]).
+    room: usize,
+    /// A bucket's own memory, once it outgrew its room (empty before).
+    own: Vec<(Vec<u64>, Vec<V>)>,
+}
+
 /// About how many components [`BucketStore::sample_distinct`] reads.
 const SAMPLE: usize = 1 << 13;
 
-/// Buckets of at most this many components [`BucketStore::drain_rows`] sorts on the stack.
+/// Buckets of at most this many components [`BucketStore::drain_rows`] sorts by insertion
+/// ([`append_short`]), of at most [`FEW`] through a sorting network ([`append_few`]), both on
+/// the stack.
+const SHORT: usize = 8;
+/// Buckets of at most this many components are sorted on the stack; longer ones are combined
+/// in a dense row ([`combine_bucket`]).
 const FEW: usize = 16;
 
-/// A row of at most [`FEW`] components appended to CSR arrays: insertion-sorted by key on the
-/// stack, duplicates combined, columns relative to `base`. Most rows of a sparse outer product
-/// are this short, and the general combine's scratch vectors cost more than the sort
-/// (BENCHMARKS.md, "Outer-product SpGEMM").
-fn append_few<V: Value>(keys: &[u64], vals: &[V], base: u64, crd: &mut Vec<i64>, out: &mut Vec<V>) {
-    let mut row = [(0u64, V::ZERO); FEW];
+/// Components every bucket has room for in one array shared by all buckets, before it moves
+/// to memory of its own: a short row's. Most rows of a sparse outer product are this short;
+/// one allocation per bucket spread them over the heap, where appending to them and combining
+/// them after missed the cache and the TLB at every row (BENCHMARKS.md, "Outer-product
+/// SpGEMM").
+const ROOM: usize = SHORT;
+
+/// The shared rooms' largest size in bytes: beyond it (workspaces of tens of millions of
+/// rows) every bucket gets memory of its own on its first component instead, and a row that
+/// receives nothing costs nothing more than its head.
+const ROOMS_AT_MOST: usize = 256 << 20;
+
+/// A row of at most [`SHORT`] components appended to CSR arrays: insertion-sorted by key on
+/// the stack, duplicates combined, columns relative to `base`. A short row arrives as one or
+/// two sorted runs (one per nonzero of its row in the first operand), which insertion keeps
+/// in place with few mispredicted branches; a sorting network, tried, was slower here.
+fn append_short<V: Value>(keys: &[u64], vals: &[V], base: u64, crd: &mut Vec<i64>, out: &mut Vec<V>) {
+    let mut row = [(0u64, V::ZERO); SHORT];
     let n = keys.len();
     for i in 0..n {
         let x = (keys[i], vals[i]);
@@ -69,6 +102,61 @@ fn append_few<V: Value>(keys: &[u64], vals: &[V], base: u64, crd: &mut Vec<i64>,
     }
 }
 
+/// The same for a row of at most [`FEW`] components, whose columns are below
+/// [`TAGGED_BELOW`]. At this length an insertion sort mispredicts a branch at nearly every
+/// component, which was most of the row's time; so each key is tagged with its index in the
+/// row (`(key - base) << 4 | index`), the tags sort through a fixed network of minima and
+/// maxima, and duplicates are combined by select and position rather than by branches.
+/// Duplicates add up in the order they were inserted, as in [`append_short`].
+fn append_few<V: Value>(keys: &[u64], vals: &[V], base: u64, crd: &mut Vec<i64>, out: &mut Vec<V>) {
+    let n = keys.len();
+    // Padding (all ones) sorts last, and its column is above every row's.
+    let mut t = [u64::MAX; FEW + 1];
+    for (t, (i, &k)) in t.iter_mut().zip(keys.iter().enumerate()) {
+        *t = ((k - base) << 4) | i as u64;
+    }
+    sort16(&mut t);
+    let (mut sum, mut previous) = (V::ZERO, u64::MAX);
+    for i in 0..n {
+        let (column, v) = (t[i] >> 4, vals[(t[i] & 15) as usize]);
+        sum = std::hint::select_unpredictable(column == previous, sum + v, v);
+        // Appended, then taken back when the next component has the same column.
+        crd.push(column as i64);
+        out.push(sum);
+        let again = (t[i + 1] >> 4 == column) as usize;
+        crd.truncate(crd.len() - again);
+        out.truncate(out.len() - again);
+        previous = column;
+    }
+}
+
+/// Columns of the rows [`append_few`] sorts: below this, a column shifted left by four bits
+/// for its index stays below the padding.
+const TAGGED_BELOW: u64 = 1 << 59;
+
+/// Sorts the first sixteen of `v`: Batcher's odd-even merge sort, 63 compare-exchanges in ten
+/// layers, written out so that the keys stay in registers.
+#[inline(always)]
+fn sort16(v: &mut [u64; FEW + 1]) {
+    macro_rules! compare_exchange {
+        ($($a:literal $b:literal),*) => {$(
+            let (x, y) = (v[$a], v[$b]);
+            v[$a] = x.min(y);
+            v[$b] = x.max(y);
+        )*};
+    }
+    compare_exchange!(0 1, 2 3, 4 5, 6 7, 8 9, 10 11, 12 13, 14 15);
+    compare_exchange!(0 2, 1 3, 4 6, 5 7, 8 10, 9 11, 12 14, 13 15);
+    compare_exchange!(1 2, 5 6, 0 4, 3 7, 9 10, 13 14, 8 12, 11 15);
+    compare_exchange!(2 6, 1 5, 10 14, 9 13, 0 8, 7 15);
+    compare_exchange!(2 4, 3 5, 10 12, 11 13);
+    compare_exchange!(1 2, 3 4, 5 6, 9 10, 11 12, 13 14);
+    compare_exchange!(4 12, 2 10, 6 14, 1 9, 5 13, 3 11);
+    compare_exchange!(4 8, 6 10, 5 9, 7 11);
+    compare_exchange!(2 4, 6 8, 10 12, 3 5, 7 9, 11 13);
+    compare_exchange!(1 2, 3 4, 5 6, 7 8, 9 10, 11 12, 13 14);
+}
+
 /// How many buckets ahead [`BucketStore::drain`] asks for a bucket's first components.
 const AHEAD: usize = 8;
 
@@ -85,21 +173,112 @@ fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+impl<V: Value> Memory<V> {
+    /// Memory for `extent` buckets, with rooms where they take at most `rooms_at_most` bytes.
+    fn new(extent: usize, rooms_at_most: usize) -> Result<Self, IsmError> {
+        let mut own = Vec::new();
+        own.try_reserve_exact(extent).map_err(|_| IsmError::OutOfMemory(format!("{extent} workspace buckets")))?;
+        own.resize_with(extent, Default::default);
+        let (first_keys, first_vals, room) = Self::rooms(extent, rooms_at_most).unwrap_or_default();
+        Ok(Memory { first_keys, first_vals, room, own })
+    }
+
+    /// The shared rooms for `extent` buckets, zeroed and advised for huge pages (appends land
+    /// at random rows); `None` where they would pass `at_most` bytes or memory runs out — the
+    /// buckets then start with memory of their own, as they would after their room.
+    fn rooms(extent: usize, at_most: usize) -> Option<(Vec<u64>, Vec<V>, usize)> {
+        let n = extent.checked_mul(ROOM)?;
+        if n.checked_mul(8 + std::mem::size_of::<V>())? > at_most {
+            return None;
+        }
+        let (mut keys, mut vals) = (Vec::new(), Vec::new());
+        keys.try_reserve_exact(n).ok()?;
+        vals.try_reserve_exact(n).ok()?;
+        advise_huge_pages(&mut keys);
+        advise_huge_pages(&mut vals);
+        keys.resize(n, 0);
+        vals.resize(n, V::ZERO);
+        Some((keys, vals, ROOM))
+    }
+
+    /// Bucket `b`'s memory, `cap` components: its room, or its own once it outgrew that.
+    fn slots(&mut self, b: usize, cap: usize) -> (&mut [u64], &mut [V]) {
+        let (keys, vals) = &mut self.own[b];
+        if keys.is_empty() {
+            let at = b * self.room;
+            (&mut self.first_keys[at..at + cap], &mut self.first_vals[at..at + cap])
+        } else {
+            (&mut keys[..cap], &mut vals[..cap])
+        }
+    }
+
+    /// Where generated code appends to bucket `b` (pointers taken from the vectors
+    /// themselves, so that the Rust side's later reads and writes keep them valid).
+    fn pointers(&mut self, b: usize) -> (*mut u64, *mut V) {
+        let (keys, vals) = &mut self.own[b];
+        if keys.is_empty() {
+            let at = b * self.room;
+            (self.first_keys.as_mut_ptr().wrapping_add(at), self.first_vals.as_mut_ptr().wrapping_add(at))
+        } else {
+            (keys.as_mut_ptr(), vals.as_mut_ptr())
+        }
+    }
+
+    /// Bucket `b`'s first `n` components.
+    fn contents(&self, b: usize, n: usize) -> (&[u64], &[V]) {
+        let (keys, vals) = &self.own[b];
+        if keys.is_empty() {
+            let at = b * self.room;
+            (&self.first_keys[at..at + n], &self.first_vals[at..at + n])
+        } else {
+            (&keys[..n], &vals[..n])
+        }
+    }
+
+    /// Bucket `b`, full at `cap` components, given room for `target` in memory of its own
+    /// (its room's components moved there the first time).
+    fn grow(&mut self, b: usize, cap: usize, target: usize) -> Result<(), IsmError> {
+        let oom = |_| IsmError::OutOfMemory(format!("growing a workspace bucket to {target} components"));
+        let at = b * self.room;
+        let (keys, vals) = &mut self.own[b];
+        let in_room = keys.is_empty();
+        keys.try_reserve_exact(target - keys.len()).map_err(oom)?;
+        vals.try_reserve_exact(target - vals.len()).map_err(oom)?;
+        if in_room {
+            // Its room, full (`cap` is 0 where there are no rooms).
+            keys.extend_from_slice(&self.first_keys[at..at + cap]);
+            vals.extend_from_slice(&self.first_vals[at..at + cap]);
+        }
+        keys.resize(target, 0);
+        vals.resize(target, V::ZERO);
+        Ok(())
+    }
+
+    fn bytes(&self) -> usize {
+        let per = 8 + std::mem::size_of::<V>();
+        self.first_keys.capacity() * per + self.own.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
+    }
+}
+
 impl<V: Value> BucketStore<V> {
     pub fn new(extent: usize, stride: u64) -> Result<Self, IsmError> {
-        let oom = |_| IsmError::OutOfMemory(format!("{extent} workspace buckets"));
+        Self::with_rooms_at_most(extent, stride, ROOMS_AT_MOST)
+    }
+
+    fn with_rooms_at_most(extent: usize, stride: u64, rooms_at_most: usize) -> Result<Self, IsmError> {
         let mut heads = Vec::new();
-        heads.try_reserve_exact(extent).map_err(oom)?;
-        heads.extend((0..extent).map(|_| BucketHead {
-            keys: std::ptr::null_mut(),
-            vals: std::ptr::null_mut(),
-            len: 0,
-            cap: 0,
-        }));
-        let mut store = Vec::new();
-        store.try_reserve_exact(extent).map_err(oom)?;
-        store.resize_with(extent, Default::default);
-        Ok(BucketStore { heads, store, stride, combine: Buckets::default(), row: Run::default() })
+        heads.try_reserve_exact(extent).map_err(|_| IsmError::OutOfMemory(format!("{extent} workspace buckets")))?;
+        let mut memory = Memory::<V>::new(extent, rooms_at_most)?;
+        for b in 0..extent {
+            let (keys, vals) = memory.pointers(b);
+            heads.push(BucketHead { keys, vals: vals.cast(), len: 0, cap: memory.room as i64 });
+        }
+        Ok(BucketStore { heads, memory, stride, combine: Buckets::default(), row: Run::default() })
+    }
+
+    /// Bucket `b`'s components.
+    fn contents(&self, b: usize) -> (&[u64], &[V]) {
+        self.memory.contents(b, self.heads[b].len as usize)
     }
 
     /// The bucket of `key`.
@@ -108,19 +287,16 @@ impl<V: Value> BucketStore<V> {
         (key >> self.stride.trailing_zeros()) as usize
     }
 
-    /// Doubles bucket `b`'s capacity.
+    /// Doubles bucket `b`'s capacity (to at least [`FEW`]), moving it out of its room into
+    /// memory of its own the first time.
     pub fn grow(&mut self, b: usize) -> Result<(), IsmError> {
-        let (keys, vals) = &mut self.store[b];
-        let cap = keys.len();
-        let target = (2 * cap).max(16);
-        let oom = |_| IsmError::OutOfMemory(format!("growing a workspace bucket to {target} components"));
-        keys.try_reserve_exact(target - cap).map_err(oom)?;
-        vals.try_reserve_exact(target - cap).map_err(oom)?;
-        keys.resize(target, 0);
-        vals.resize(target, V::ZERO);
+        let cap = self.heads[b].cap as usize;
+        let target = (2 * cap).max(FEW);
+        self.memory.grow(b, cap, target)?;
+        let (keys, vals) = self.memory.pointers(b);
         let head = &mut self.heads[b];
-        head.keys = keys.as_mut_ptr();
-        head.vals = vals.as_mut_ptr().cast();
+        head.keys = keys;
+        head.vals = vals.cast();
         head.cap = target as i64;
         Ok(())
     }
@@ -131,17 +307,18 @@ impl<V: Value> BucketStore<V> {
         if self.heads[b].len == self.heads[b].cap {
             self.grow(b)?;
         }
-        let n = self.heads[b].len as usize;
-        self.store[b].0[n] = key;
-        self.store[b].1[n] = v;
-        self.heads[b].len += 1;
+        let head = &mut self.heads[b];
+        let (keys, vals) = self.memory.slots(b, head.cap as usize);
+        keys[head.len as usize] = key;
+        vals[head.len as usize] = v;
+        head.len += 1;
         Ok(())
     }
 
-    /// Asks for the first components of bucket `b + AHEAD`, when there is one. Buckets are
-    /// allocations of their own, scattered in memory where no hardware prefetcher follows
-    /// a pass over them in order (on an outer product of many short buckets, combining them
-    /// took half of the product's time before).
+    /// Asks for the first components of bucket `b + AHEAD`, when there is one. Buckets that
+    /// outgrew their rooms are allocations of their own, scattered in memory where no
+    /// hardware prefetcher follows a pass over them in order (on an outer product of many
+    /// short buckets, combining them took half of the product's time before rooms).
     #[inline]
     fn prefetch_ahead(&self, b: usize) {
         if let Some(next) = self.heads.get(b + AHEAD)
@@ -168,12 +345,13 @@ impl<V: Value> BucketStore<V> {
         let step = (n / SAMPLE).max(1);
         let (mut seen, mut distinct) = (0, 0);
         let mut keys = Vec::new();
-        for (head, (stored, _)) in self.heads.iter().zip(&self.store).step_by(step) {
+        for b in (0..self.heads.len()).step_by(step) {
+            let (stored, _) = self.contents(b);
             keys.clear();
-            keys.extend_from_slice(&stored[..head.len as usize]);
+            keys.extend_from_slice(stored);
             keys.sort_unstable();
             keys.dedup();
-            seen += head.len as usize;
+            seen += stored.len();
             distinct += keys.len();
         }
         (seen, distinct)
@@ -181,12 +359,12 @@ impl<V: Value> BucketStore<V> {
 
     /// Hands every component to `take` and empties the buckets (their memory kept).
     pub fn empty_into(&mut self, mut take: impl FnMut(u64, V)) {
-        for (head, (keys, vals)) in self.heads.iter_mut().zip(&self.store) {
-            let n = head.len as usize;
-            for (&k, &v) in keys[..n].iter().zip(&vals[..n]) {
+        for b in 0..self.heads.len() {
+            let (keys, vals) = self.contents(b);
+            for (&k, &v) in keys.iter().zip(vals) {
                 take(k, v);
             }
-            head.len = 0;
+            self.heads[b].len = 0;
         }
     }
 
@@ -204,13 +382,16 @@ impl<V: Value> BucketStore<V> {
         crd.reserve(total);
         vals.reserve(total);
         pos.push(0);
+        let tagged = self.stride <= TAGGED_BELOW;
         for b in 0..self.heads.len() {
             self.prefetch_ahead(b);
             let n = self.heads[b].len as usize;
             if n > 0 {
                 let base = b as u64 * self.stride;
-                let (keys, vs) = (&self.store[b].0[..n], &self.store[b].1[..n]);
-                if n <= FEW {
+                let (keys, vs) = self.memory.contents(b, n);
+                if n <= SHORT {
+                    append_short(keys, vs, base, crd, vals);
+                } else if n <= FEW && tagged {
                     append_few(keys, vs, base, crd, vals);
                 } else {
                     self.row.clear();
@@ -230,20 +411,18 @@ impl<V: Value> BucketStore<V> {
         out.clear();
         for b in 0..self.heads.len() {
             self.prefetch_ahead(b);
-            let head = &mut self.heads[b];
-            let n = head.len as usize;
+            let n = self.heads[b].len as usize;
             if n > 0 {
-                let (keys, vals) = &self.store[b];
-                combine_bucket(&keys[..n], &vals[..n], b as u64 * self.stride, self.stride, out, &mut self.combine);
-                head.len = 0;
+                let (keys, vals) = self.memory.contents(b, n);
+                combine_bucket(keys, vals, b as u64 * self.stride, self.stride, out, &mut self.combine);
+                self.heads[b].len = 0;
             }
         }
     }
 
     pub fn bytes(&self) -> usize {
-        let per = 8 + std::mem::size_of::<V>();
         self.heads.capacity() * std::mem::size_of::<BucketHead>()
-            + self.store.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
+            + self.memory.bytes()
             + self.combine.bytes()
             + self.row.bytes()
     }
@@ -251,7 +430,85 @@ impl<V: Value> BucketStore<V> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BucketStore, SAMPLE};
+    use super::{BucketStore, FEW, ROOMS_AT_MOST, SAMPLE, sort16};
+
+    #[test]
+    fn the_network_sorts_sixteen_keys() {
+        // By the 0-1 principle, a network of compare-exchanges that sorts every sequence of
+        // zeros and ones sorts every sequence.
+        for bits in 0u32..1 << 16 {
+            let mut v = [u64::MAX; FEW + 1];
+            for (i, v) in v[..16].iter_mut().enumerate() {
+                *v = u64::from(bits >> i & 1);
+            }
+            sort16(&mut v);
+            assert!(v[..16].is_sorted(), "{bits:#06x}: {v:?}");
+            assert_eq!(v[..16].iter().sum::<u64>(), u64::from(bits.count_ones()));
+            assert_eq!(v[16], u64::MAX);
+        }
+    }
+
+    /// Rows of every length up to past [`FEW`], drained into CSR arrays twice (the second
+    /// time from memory kept from the first), against sorting each row stably and summing
+    /// duplicates in the order they were inserted — bit for bit, with values whose sums depend
+    /// on that order. With rooms, without, and with columns too wide to tag.
+    #[test]
+    fn rows_drain_sorted_with_duplicates_summed_in_insertion_order() {
+        let mut x = 7u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for (rows, stride, column_unit, rooms) in
+            [(60, 64, 1, ROOMS_AT_MOST), (60, 64, 1, 0), (12, 1 << 60, 1 << 55, ROOMS_AT_MOST)]
+        {
+            let mut store = BucketStore::<f64>::with_rooms_at_most(rows, stride, rooms).unwrap();
+            let (mut pos, mut crd, mut vals) = (vec![9], vec![9], vec![9.0]);
+            for round in 0..2 {
+                let mut inserted = vec![Vec::new(); rows];
+                for row in 0..rows {
+                    for _ in 0..next(2 * FEW as u64 + 6) {
+                        // Wide rows past `FEW` are combined by an unstable sort, which may add
+                        // duplicates in another order: integers there.
+                        let v = if column_unit == 1 { next(1000) as f64 / 7.0 - 50.5 } else { next(100) as f64 - 50.0 };
+                        let column = next(20) * column_unit;
+                        inserted[row].push((column, v));
+                    }
+                }
+                // Rows interleaved at random, each row's components in order.
+                let mut order: Vec<usize> = (0..rows).flat_map(|r| std::iter::repeat_n(r, inserted[r].len())).collect();
+                for i in (1..order.len()).rev() {
+                    order.swap(i, next(i as u64 + 1) as usize);
+                }
+                let mut at = vec![0; rows];
+                for row in order {
+                    let (column, v) = inserted[row][at[row]];
+                    store.push(row as u64 * stride + column, v).unwrap();
+                    at[row] += 1;
+                }
+                store.drain_rows(&mut pos, &mut crd, &mut vals);
+                let (mut want_pos, mut want_crd, mut want_vals) = (vec![0], Vec::new(), Vec::new());
+                for mut row in inserted {
+                    row.sort_by_key(|&(column, _)| column);
+                    for (i, &(column, v)) in row.iter().enumerate() {
+                        if i > 0 && row[i - 1].0 == column {
+                            *want_vals.last_mut().unwrap() += v;
+                        } else {
+                            want_crd.push(column as i64);
+                            want_vals.push(v);
+                        }
+                    }
+                    want_pos.push(want_crd.len() as i64);
+                }
+                let bits = |v: &[f64]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                let case = format!("stride {stride}, rooms {rooms}, round {round}");
+                assert_eq!(pos, want_pos, "{case}");
+                assert_eq!(crd, want_crd, "{case}");
+                assert_eq!(bits(&vals), bits(&want_vals), "{case}");
+                assert!(store.heads.iter().all(|h| h.len == 0), "{case}");
+            }
+        }
+    }
 
     #[test]
     fn a_sample_of_the_buckets_counts_their_distinct_keys() {
