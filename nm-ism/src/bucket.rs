@@ -49,6 +49,9 @@ struct Memory<V> {
     room: usize,
     /// A bucket's own memory, once it outgrew its room (empty before).
     own: Vec<(Vec<u64>, Vec<V>)>,
+    /// Components the buckets' own memory holds, all buckets together (for
+    /// [`BucketStore::bytes`], which every finish reads, without a pass over the buckets).
+    own_capacity: usize,
 }
 
 /// About how many components [`BucketStore::sample_distinct`] reads.
@@ -180,7 +183,7 @@ impl<V: Value> Memory<V> {
         own.try_reserve_exact(extent).map_err(|_| IsmError::OutOfMemory(format!("{extent} workspace buckets")))?;
         own.resize_with(extent, Default::default);
         let (first_keys, first_vals, room) = Self::rooms(extent, rooms_at_most).unwrap_or_default();
-        Ok(Memory { first_keys, first_vals, room, own })
+        Ok(Memory { first_keys, first_vals, room, own, own_capacity: 0 })
     }
 
     /// The shared rooms for `extent` buckets, zeroed and advised for huge pages (appends land
@@ -225,6 +228,7 @@ impl<V: Value> Memory<V> {
     }
 
     /// Bucket `b`'s first `n` components.
+    #[inline]
     fn contents(&self, b: usize, n: usize) -> (&[u64], &[V]) {
         let (keys, vals) = &self.own[b];
         if keys.is_empty() {
@@ -242,8 +246,10 @@ impl<V: Value> Memory<V> {
         let at = b * self.room;
         let (keys, vals) = &mut self.own[b];
         let in_room = keys.is_empty();
-        keys.try_reserve_exact(target - keys.len()).map_err(oom)?;
-        vals.try_reserve_exact(target - vals.len()).map_err(oom)?;
+        let more = target - keys.len();
+        keys.try_reserve_exact(more).map_err(oom)?;
+        vals.try_reserve_exact(more).map_err(oom)?;
+        self.own_capacity += more;
         if in_room {
             // Its room, full (`cap` is 0 where there are no rooms).
             keys.extend_from_slice(&self.first_keys[at..at + cap]);
@@ -255,8 +261,8 @@ impl<V: Value> Memory<V> {
     }
 
     fn bytes(&self) -> usize {
-        let per = 8 + std::mem::size_of::<V>();
-        self.first_keys.capacity() * per + self.own.iter().map(|(k, _)| k.capacity() * per).sum::<usize>()
+        (self.first_keys.len() + self.own_capacity) * (8 + std::mem::size_of::<V>())
+            + self.own.capacity() * std::mem::size_of::<(Vec<u64>, Vec<V>)>()
     }
 }
 
@@ -372,9 +378,10 @@ impl<V: Value> BucketStore<V> {
     /// they held, their memory kept): bucket `b` is row `b`, a key's offset from its bucket's
     /// first key its column. Each row is combined into a scratch run that stays in cache,
     /// where [`BucketStore::drain`] builds one sorted run of every component that compressing
-    /// then reads again. The buckets are emptied (their memory kept).
-    pub fn drain_rows(&mut self, pos: &mut Vec<i64>, crd: &mut Vec<i64>, vals: &mut Vec<V>) {
-        let total: usize = self.heads.iter().map(|h| h.len as usize).sum();
+    /// then reads again. The buckets are emptied (their memory kept). `total`, the components
+    /// in all buckets as the caller counted them, sizes the arrays (a pass over the heads to
+    /// count them was a visible part of an outer product with many short rows).
+    pub fn drain_rows(&mut self, total: usize, pos: &mut Vec<i64>, crd: &mut Vec<i64>, vals: &mut Vec<V>) {
         pos.clear();
         crd.clear();
         vals.clear();
@@ -480,13 +487,13 @@ mod tests {
                 for i in (1..order.len()).rev() {
                     order.swap(i, next(i as u64 + 1) as usize);
                 }
-                let mut at = vec![0; rows];
+                let (order_len, mut at) = (order.len(), vec![0; rows]);
                 for row in order {
                     let (column, v) = inserted[row][at[row]];
                     store.push(row as u64 * stride + column, v).unwrap();
                     at[row] += 1;
                 }
-                store.drain_rows(&mut pos, &mut crd, &mut vals);
+                store.drain_rows(order_len, &mut pos, &mut crd, &mut vals);
                 let (mut want_pos, mut want_crd, mut want_vals) = (vec![0], Vec::new(), Vec::new());
                 for mut row in inserted {
                     row.sort_by_key(|&(column, _)| column);

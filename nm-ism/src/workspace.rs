@@ -457,7 +457,7 @@ impl<V: Value> Workspace<V> {
                 if self.slot.len > 0 {
                     self.stats.flushes += 1;
                 }
-                b.drain_rows(pos, crd, &mut out.vals);
+                b.drain_rows(self.slot.len as usize, pos, crd, &mut out.vals);
                 self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
                 self.slot.len = 0;
             }
