@@ -72,10 +72,11 @@ const FEW: usize = 16;
 /// SpGEMM").
 const ROOM: usize = SHORT;
 
-/// The shared rooms' largest size in bytes: beyond it (workspaces of tens of millions of
-/// rows) every bucket gets memory of its own on its first component instead, and a row that
-/// receives nothing costs nothing more than its head.
-const ROOMS_AT_MOST: usize = 256 << 20;
+/// The shared rooms' largest size in bytes. They are zeroed when the workspace is made, which
+/// a result with many rows of which few receive anything pays for without using them; beyond
+/// this (about half a million rows of `f64`), every bucket gets memory of its own on its first
+/// component instead, and a row that receives nothing costs only its head.
+const ROOMS_AT_MOST: usize = 64 << 20;
 
 /// A row of at most [`SHORT`] components appended to CSR arrays: insertion-sorted by key on
 /// the stack, duplicates combined, columns relative to `base`. A short row arrives as one or
