@@ -1,5 +1,6 @@
-//! The `bucket` policy's store: one growable array per first coordinate, which generated code
-//! appends to inline (the scatter happens at insert time, so a flush only combines each
+//! The `bucket` policy's store: one growable array per first coordinate (its first few
+//! components in a room of two arrays shared by all buckets), which generated code appends to
+//! inline (the scatter happens at insert time, so a flush only combines each
 //! bucket in a dense row and emits the buckets in order — no counting or scattering pass).
 
 use std::ffi::c_void;
@@ -216,8 +217,9 @@ impl<V: Value> Memory<V> {
         }
     }
 
-    /// Where generated code appends to bucket `b` (pointers taken from the vectors
-    /// themselves, so that the Rust side's later reads and writes keep them valid).
+    /// Where generated code appends to bucket `b`: its room, or its own memory once it outgrew
+    /// that (pointers into vectors that are never reallocated while a head points into them:
+    /// rooms never are, and a bucket's own vectors only by `grow`, which repoints its head).
     fn pointers(&mut self, b: usize) -> (*mut u64, *mut V) {
         let (keys, vals) = &mut self.own[b];
         if keys.is_empty() {
