@@ -206,14 +206,21 @@ impl<V: Value> Memory<V> {
         Some((keys, vals, ROOM))
     }
 
+    /// Where bucket `b`'s room starts in `first_keys`/`first_vals`, while the bucket is still
+    /// in it (it has no memory of its own yet).
+    #[inline]
+    fn in_room(&self, b: usize) -> Option<usize> {
+        self.own[b].0.is_empty().then(|| b * self.room)
+    }
+
     /// Bucket `b`'s memory, `cap` components: its room, or its own once it outgrew that.
     fn slots(&mut self, b: usize, cap: usize) -> (&mut [u64], &mut [V]) {
-        let (keys, vals) = &mut self.own[b];
-        if keys.is_empty() {
-            let at = b * self.room;
-            (&mut self.first_keys[at..at + cap], &mut self.first_vals[at..at + cap])
-        } else {
-            (&mut keys[..cap], &mut vals[..cap])
+        match self.in_room(b) {
+            Some(at) => (&mut self.first_keys[at..at + cap], &mut self.first_vals[at..at + cap]),
+            None => {
+                let (keys, vals) = &mut self.own[b];
+                (&mut keys[..cap], &mut vals[..cap])
+            }
         }
     }
 
@@ -221,24 +228,21 @@ impl<V: Value> Memory<V> {
     /// that (pointers into vectors that are never reallocated while a head points into them:
     /// rooms never are, and a bucket's own vectors only by `grow`, which repoints its head).
     fn pointers(&mut self, b: usize) -> (*mut u64, *mut V) {
-        let (keys, vals) = &mut self.own[b];
-        if keys.is_empty() {
-            let at = b * self.room;
-            (self.first_keys.as_mut_ptr().wrapping_add(at), self.first_vals.as_mut_ptr().wrapping_add(at))
-        } else {
-            (keys.as_mut_ptr(), vals.as_mut_ptr())
+        match self.in_room(b) {
+            Some(at) => (self.first_keys.as_mut_ptr().wrapping_add(at), self.first_vals.as_mut_ptr().wrapping_add(at)),
+            None => {
+                let (keys, vals) = &mut self.own[b];
+                (keys.as_mut_ptr(), vals.as_mut_ptr())
+            }
         }
     }
 
     /// Bucket `b`'s first `n` components.
     #[inline]
     fn contents(&self, b: usize, n: usize) -> (&[u64], &[V]) {
-        let (keys, vals) = &self.own[b];
-        if keys.is_empty() {
-            let at = b * self.room;
-            (&self.first_keys[at..at + n], &self.first_vals[at..at + n])
-        } else {
-            (&keys[..n], &vals[..n])
+        match self.in_room(b) {
+            Some(at) => (&self.first_keys[at..at + n], &self.first_vals[at..at + n]),
+            None => (&self.own[b].0[..n], &self.own[b].1[..n]),
         }
     }
 
@@ -246,14 +250,13 @@ impl<V: Value> Memory<V> {
     /// (its room's components moved there the first time).
     fn grow(&mut self, b: usize, cap: usize, target: usize) -> Result<(), IsmError> {
         let oom = |_| IsmError::OutOfMemory(format!("growing a workspace bucket to {target} components"));
-        let at = b * self.room;
+        let room = self.in_room(b);
         let (keys, vals) = &mut self.own[b];
-        let in_room = keys.is_empty();
         let more = target - keys.len();
         keys.try_reserve_exact(more).map_err(oom)?;
         vals.try_reserve_exact(more).map_err(oom)?;
         self.own_capacity += more;
-        if in_room {
+        if let Some(at) = room {
             // Its room, full (`cap` is 0 where there are no rooms).
             keys.extend_from_slice(&self.first_keys[at..at + cap]);
             vals.extend_from_slice(&self.first_vals[at..at + cap]);
