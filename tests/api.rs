@@ -344,6 +344,68 @@ fn row_ranges_with_nothing_at_the_end_join_on_two_threads() {
     assert_eq!(a.to_dense().unwrap(), expected);
 }
 
+/// A sparse result's row ranges: those the first worker takes, from the first range on, are
+/// appended to the result in place; the others, taken from the last down, go into arrays of
+/// their own, appended after. On any thread count, fused or with a separate assembly, and run
+/// again on the same bound arrays (each run starting in the memory the one before left): the
+/// stored entries of one thread's run, bit for bit, which are the product's.
+#[test]
+fn sparse_row_ranges_in_place_and_apart_store_what_one_thread_does() {
+    let (m, l, n) = (97, 40, 61);
+    // Skewed rows: every eleventh row of B long, many empty; integer values, so that every
+    // order of summation gives the same product.
+    let entry = |q: usize, wide: bool| {
+        let keep = if wide { q.is_multiple_of(2) } else { q.is_multiple_of(19) || q % 23 == 5 };
+        if keep { (q % 7) as f64 - 3.0 } else { 0.0 }
+    };
+    let bd: Vec<f64> = (0..m * l).map(|q| entry(q, (q / l) % 11 == 0)).collect();
+    let cd: Vec<f64> = (0..l * n).map(|q| entry(q * 5 + 1, false)).collect();
+    let mut expected = vec![0.0; m * n];
+    for i in 0..m {
+        for k in 0..l {
+            for j in 0..n {
+                expected[i * n + j] += bd[i * l + k] * cd[k * n + j];
+            }
+        }
+    }
+    let b = Tensor::from_dense(&[m, l], &bd, &Format::csr()).unwrap();
+    let c = Tensor::from_dense(&[l, n], &cd, &Format::csr()).unwrap();
+    for separate in [false, true] {
+        let compile = |threads: usize| {
+            Program::new("A(i,j) = B(i,k) * C(k,j)")
+                .unwrap()
+                .tensor("A", &[m, n], "csr")
+                .unwrap()
+                .tensor("B", &[m, l], "csr")
+                .unwrap()
+                .tensor("C", &[l, n], "csr")
+                .unwrap()
+                .separate_assembly(separate)
+                .compile::<f64>(Backend::Jit)
+                .unwrap()
+                .with_threads(threads)
+        };
+        let one = compile(1).run(&[("B", &b), ("C", &c)]).unwrap();
+        assert_eq!(one.to_dense().unwrap(), expected);
+        assert!(one.values().len() > 2 * m, "{} entries", one.values().len());
+        for threads in 2..=5 {
+            let runs = compile(threads)
+                .bind(&[("B", b.view()), ("C", c.view())], |bound| {
+                    (0..3)
+                        .map(|_| {
+                            bound.compute()?;
+                            bound.result()
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .unwrap();
+            for (run, got) in runs.iter().enumerate() {
+                assert_eq!(got, &one, "separate assembly {separate}, {threads} threads, run {run}");
+            }
+        }
+    }
+}
+
 /// The worker threads are kept between calls, a pool per thread count, four pools at most:
 /// kernels run from several threads at once on many thread counts (pools started, shared and
 /// dropped while in use) still compute what a dense loop does.

@@ -314,6 +314,22 @@ fn outputs_read_or_accumulated_are_not_appended() {
     added.body.insert(0, Stmt::Resize { array: a_vals, len: int(1) });
     added.body.insert(1, Stmt::Store { array: a_vals, index: int(0), value: float(1.0), accumulate: true });
     assert!(nm_lower::ir::appended(&added)[7] && !nm_lower::ir::appended(&added)[8]);
+    // A count that starts at a row range's first entry (`bounds[3]`) at the top level is still
+    // appended to; one set from it inside a statement, or from another element, is not.
+    let count = f.vars.iter().find(|(_, d)| d.name == "pa").map(|(v, _)| v).unwrap();
+    let starting = |at: Option<i64>, nested: bool| {
+        let mut g = f.clone();
+        let bounds = g.array("row_bounds", ElemType::I64, Role::Bounds, false);
+        let start = Stmt::Assign(count, load(bounds, int(at.unwrap_or(3))));
+        let start = if nested { Stmt::If { cond: int(1), then: vec![start], otherwise: vec![] } } else { start };
+        let declared = g.body.iter().position(|s| matches!(s, Stmt::Decl(v, _) if *v == count)).unwrap();
+        g.body.insert(declared + 1, start);
+        let appended = nm_lower::ir::appended(&g);
+        (appended[7], appended[8])
+    };
+    assert_eq!(starting(None, false), (true, true));
+    assert_eq!(starting(None, true), (false, false));
+    assert_eq!(starting(Some(2), false), (false, false));
     // Too long a `Written` on a zeroed output: refused, not believed.
     let mut long = sparse_add(false);
     long.body.push(Stmt::Written { array: ArrayId::new(6), len: int(3) });

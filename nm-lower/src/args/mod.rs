@@ -160,28 +160,28 @@ impl ArrayData<'_> {
         true
     }
 
-    /// Replaces the contents with the first `n` elements of each part, in order (all of this
-    /// array's type, all writable), copied on `threads` threads into this array's memory.
-    pub(crate) fn join(&mut self, parts: &[(&ArrayData, usize)], threads: usize) -> Result<(), TryReserveError> {
-        macro_rules! join_as {
+    /// Appends the first `n` elements of each part, in order (all of this array's type, all
+    /// writable), copied on `threads` threads into this array's memory.
+    pub(crate) fn append(&mut self, parts: &[(&ArrayData, usize)], threads: usize) -> Result<(), TryReserveError> {
+        macro_rules! append_as {
             ($variant:ident, $dest:expr) => {{
                 let slices: Vec<&[_]> = parts
                     .iter()
                     .map(|(a, n)| match a {
                         ArrayData::$variant(v) => &v[..*n],
-                        _ => unreachable!("joined arrays are writable and have one element type"),
+                        _ => unreachable!("appended arrays are writable and have one element type"),
                     })
                     .collect();
-                join_slices($dest, &slices, threads)
+                append_slices($dest, &slices, threads)
             }};
         }
         match self {
-            ArrayData::I32(d) => join_as!(I32, d),
-            ArrayData::I64(d) => join_as!(I64, d),
-            ArrayData::U64(d) => join_as!(U64, d),
-            ArrayData::F32(d) => join_as!(F32, d),
-            ArrayData::F64(d) => join_as!(F64, d),
-            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => unreachable!("joined arrays are writable"),
+            ArrayData::I32(d) => append_as!(I32, d),
+            ArrayData::I64(d) => append_as!(I64, d),
+            ArrayData::U64(d) => append_as!(U64, d),
+            ArrayData::F32(d) => append_as!(F32, d),
+            ArrayData::F64(d) => append_as!(F64, d),
+            ArrayData::Borrowed(_) | ArrayData::Workspace(_) => unreachable!("appended arrays are writable"),
         }
     }
 
@@ -309,9 +309,6 @@ fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize) -> Result<(
     reserved
 }
 
-/// `dest` := the concatenation of `parts`, written straight into `dest`'s spare memory by
-/// `threads` threads, each a contiguous run of parts of about equal size (a row-range run's
-/// result is joined this way: sequential, the copy took as long as luxembourg's A·Aᵀ itself).
 /// `dest[q] = parts[0][q] + parts[1][q] + ...` in that order, in chunks on `threads` threads.
 fn sum_slices<T: Copy + Default + Send + Sync + std::ops::Add<Output = T>>(
     dest: &mut [T],
@@ -335,13 +332,16 @@ fn sum_slices<T: Copy + Default + Send + Sync + std::ops::Add<Output = T>>(
     });
 }
 
-fn join_slices<T: Copy + Send + Sync>(
+/// `parts` appended to `dest`, written straight into its spare memory by `threads` threads,
+/// each a contiguous run of parts of about equal size (a row-range run's result is joined this
+/// way: sequential, the copy took as long as luxembourg's A·Aᵀ itself).
+fn append_slices<T: Copy + Send + Sync>(
     dest: &mut Vec<T>,
     parts: &[&[T]],
     threads: usize,
 ) -> Result<(), TryReserveError> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    dest.clear();
+    let kept = dest.len();
     dest.try_reserve(total)?;
     let mut spare = &mut dest.spare_capacity_mut()[..total];
     use std::sync::Mutex;
@@ -375,7 +375,7 @@ fn join_slices<T: Copy + Send + Sync>(
     assert_eq!(written.into_inner(), total, "every part copied");
     // SAFETY: the parts' lengths sum to `total`, the parts cover the first `total` spare
     // elements in order, and every part was copied (asserted).
-    unsafe { dest.set_len(total) };
+    unsafe { dest.set_len(kept + total) };
     Ok(())
 }
 
@@ -431,15 +431,16 @@ pub fn check_arguments(f: &Function, arrays: &[ArrayData]) -> Result<(), Argumen
 /// A kernel whose outermost loop is `for i in bounds[0]..bounds[1]` over a dense coordinate
 /// that names disjoint parts of the result: disjoint rows of a dense result, or the rows of a
 /// CSR-like result (dense, then compressed) — each row range can run on its own thread. For a
-/// sparse result every row in the range stores its `pos` entry (counted from the range's
-/// first entry), so ranges assemble into separate `crd`/values arrays that are concatenated
-/// with their `pos` shifted. Or a reduction into a dense result (see [`Reduction`]), whose
-/// ranges add into the same elements.
+/// sparse result every row in the range stores its `pos` entry, and the range appends its
+/// entries from position `bounds[3]`: a range appended to the result in place starts where the
+/// ranges before it ended; others assemble into `crd`/values arrays of their own from zero,
+/// concatenated after with their `pos` shifted. Or a reduction into a dense result (see
+/// [`Reduction`]), whose ranges add into the same elements.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Partition {
     /// Coordinates of the outermost loop.
     pub extent: usize,
-    /// The `[first, end)` parameter.
+    /// The parameter `[first row, end row, whole run, first entry]`.
     pub bounds: ArrayId,
     /// A sparse result's `pos`, `crd` and values (`None`: a dense result).
     pub rows: Option<(ArrayId, ArrayId, ArrayId)>,

@@ -296,7 +296,11 @@ fn ranges_arrays(
 impl CKernel {
     /// Runs the kernel with its outermost loop split into row ranges over `threads` threads
     /// (see [`Partition`]): ranges are taken dynamically (16 per thread), each thread keeps its
-    /// own workspaces, a sparse result's ranges are assembled separately and concatenated.
+    /// own workspaces. A sparse result's ranges taken from the first on by one thread are
+    /// appended to the caller's arrays in place (each starts where the one before ended); the
+    /// other threads take ranges from the last down into arrays of their own, appended after
+    /// (a copy of about half the result on two threads, not all of it: BENCHMARKS.md, "Two
+    /// threads").
     /// The result equals [`CKernel::run`]'s, bit for bit: each row is computed by one thread in
     /// the same order. Ranges that add into the same elements (a
     /// [`Reduction`](crate::args::Reduction)) sum into a copy of the result per thread (no
@@ -304,6 +308,7 @@ impl CKernel {
     /// them), each taking every `threads`-th range, the copies then
     /// added in thread order (the same sums for the same thread count), or add atomically.
     pub fn run_rows(&self, arrays: &mut [ArrayData], partition: &Partition, threads: usize) -> Result<(), RunError> {
+        use std::sync::Mutex;
         use std::sync::atomic::{AtomicUsize, Ordering};
         let f = &self.function;
         let extent = partition.extent;
@@ -315,9 +320,7 @@ impl CKernel {
         }
         crate::args::check_arguments(f, arrays)?;
         let rows = partition.rows.map(|(pos, crd, vals)| (pos.index(), crd.index(), vals.index()));
-        let written = |k: usize| crate::assemble::writes(&f.body, ArrayId::new(k));
         let sharing = self.sharing(rows, per_thread);
-        let writes_pos = rows.is_some_and(|(pos, ..)| written(pos));
         if let Some((pos, ..)) = rows {
             arrays[pos].resize(extent + 1);
         }
@@ -326,84 +329,52 @@ impl CKernel {
             arrays[r.values.index()].fill_zero();
         }
         let result_len = per_thread.map_or(0, |k| arrays[k].len());
-        let shared: Vec<SharedArray> = arrays
-            .iter_mut()
-            .map(|a| {
-                let (ptr, len) = raw_parts(a);
-                SharedArray(ptr, len as i64)
-            })
-            .collect();
+        // The caller's `crd` and values, which the front thread appends to in place.
+        let appended: Vec<usize> = rows
+            .map(|(_, crd, vals)| [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange).collect())
+            .unwrap_or_default();
         let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
+        let mut front: Vec<ArrayData<'static>> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+        for &k in &appended {
+            front[k] = std::mem::replace(&mut arrays[k], ArrayData::empty(elems[k])).into_owned();
+            front[k].clear();
+        }
         let cuts = row_cuts(extent, (threads * 16).min(extent), partition.weights.map(|w| &arrays[w.index()]));
         let ranges = cuts.len() - 1;
-        let bounds = |r: usize| (cuts[r], cuts[r + 1]);
-        // SAFETY: the generated function has exactly this signature (see `emit`).
-        let entry = unsafe { self.compiled.function::<Entry>(&f.name) }?;
-        let next = AtomicUsize::new(0);
+        let run = RangeRun {
+            kernel: self,
+            // SAFETY: the generated function has exactly this signature (see `emit`).
+            entry: *unsafe { self.compiled.function::<Entry>(&f.name) }?,
+            shared: arrays
+                .iter_mut()
+                .map(|a| {
+                    let (ptr, len) = raw_parts(a);
+                    SharedArray(ptr, len as i64)
+                })
+                .collect(),
+            sharing: &sharing,
+            cuts: &cuts,
+        };
         // Memory from the last call when another thread is not using it (else fresh), emptied.
         let mut pool = self.pool.try_lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
         let fresh = || elems.iter().map(|&e| ArrayData::empty(e)).collect::<Vec<ArrayData<'static>>>();
-        let reuse =
-            |pooled: &mut Vec<Vec<ArrayData<'static>>>, n: usize| -> Vec<std::sync::Mutex<Vec<ArrayData<'static>>>> {
-                (0..n)
-                    .map(|_| {
-                        let mut a = pooled.pop().filter(|a| a.len() == elems.len()).unwrap_or_else(fresh);
-                        a.iter_mut().for_each(ArrayData::clear);
-                        std::sync::Mutex::new(a)
-                    })
-                    .collect()
-            };
+        let reuse = |pooled: &mut Vec<Vec<ArrayData<'static>>>, n: usize| -> Vec<Mutex<Vec<ArrayData<'static>>>> {
+            (0..n)
+                .map(|_| {
+                    let mut a = pooled.pop().filter(|a| a.len() == elems.len()).unwrap_or_else(fresh);
+                    a.iter_mut().for_each(ArrayData::clear);
+                    Mutex::new(a)
+                })
+                .collect()
+        };
         let thread_arrays = reuse(&mut pool.threads, threads);
         let range_arrays = reuse(&mut pool.ranges, ranges);
-        let outcomes: Vec<std::sync::Mutex<Option<RangeResult>>> =
-            (0..ranges).map(|_| std::sync::Mutex::new(None)).collect();
+        let outcomes: Vec<Mutex<Option<RangeResult>>> = (0..ranges).map(|_| Mutex::new(None)).collect();
+        let take =
+            |m: &Mutex<Vec<ArrayData<'static>>>| std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()));
+        let front = Mutex::new(front);
+        let claims = Mutex::new(Claims { next: 0, end: ranges });
         let workers = AtomicUsize::new(0);
-        let run_range = |r: usize, scratch: &mut Vec<ArrayData<'static>>| {
-            let (lo, hi) = bounds(r);
-            let mut own: Vec<ArrayData> =
-                std::mem::take(&mut *range_arrays[r].lock().unwrap_or_else(|e| e.into_inner()));
-            let mut descriptors = Vec::with_capacity(elems.len());
-            for k in 0..elems.len() {
-                let owner: *mut ArrayData<'static> = match sharing[k] {
-                    Sharing::Shared => {
-                        let SharedArray(data, len) = shared[k];
-                        descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
-                        continue;
-                    }
-                    Sharing::PerThread => &mut scratch[k],
-                    // Not a whole run: the caller prepared a reduction's result.
-                    Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
-                        own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0]);
-                        &mut own[k]
-                    }
-                    Sharing::PerRange => &mut own[k],
-                };
-                // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
-                let (data, len) = raw_parts(unsafe { &mut *owner });
-                descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.grow_of(k) });
-            }
-            GROW_FAILURE.with(|g| g.take());
-            // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only
-            // read, shared outputs written at the rows of `lo..hi` only (the outer
-            // loop's range names disjoint result elements), everything else is this
-            // thread's own.
-            let status = unsafe { entry(descriptors.as_mut_ptr()) };
-            let outcome = if status == 0 {
-                let mut taken = Ok(());
-                for k in self.written() {
-                    let data = match sharing[k] {
-                        Sharing::Shared => continue,
-                        Sharing::PerThread => &mut scratch[k],
-                        Sharing::PerRange => &mut own[k],
-                    };
-                    taken = taken.and_then(|()| self.take_written(k, data, descriptors[k].len));
-                }
-                taken.map(|()| own)
-            } else {
-                Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()))
-            };
-            *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
-        };
         nm_runtime::workers::run_on(threads, || match per_thread {
             // Each copy of the result takes every `threads`-th range, in order, whichever worker
             // claims it (fewer workers than asked claim several).
@@ -413,22 +384,39 @@ impl CKernel {
                 let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
                 scratch[k].resize(result_len);
                 for r in (t..ranges).step_by(threads) {
-                    run_range(r, &mut scratch);
+                    let mut own = take(&range_arrays[r]);
+                    let ran = run.range(r, &mut scratch, &mut own, 0).map(|()| own);
+                    *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(ran);
                 }
             },
             None => {
-                // Each worker its own scratch arrays (one set per thread).
-                let Some(scratch) = thread_arrays.get(workers.fetch_add(1, Ordering::Relaxed)) else { return };
+                // Each worker its own scratch arrays (one set per thread); the first takes the
+                // ranges from the first on and appends them in place.
+                let t = workers.fetch_add(1, Ordering::Relaxed);
+                let Some(scratch) = thread_arrays.get(t) else { return };
                 let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
+                let mut front = (t == 0).then(|| front.lock().unwrap_or_else(|e| e.into_inner()));
                 loop {
-                    let r = next.fetch_add(1, Ordering::Relaxed);
-                    if r >= ranges {
-                        break;
-                    }
-                    run_range(r, &mut scratch);
+                    // Claimed, and the lock let go before the range runs.
+                    let claimed = claims.lock().unwrap_or_else(|e| e.into_inner()).take(front.is_some());
+                    let Some(r) = claimed else { break };
+                    let mut own = take(&range_arrays[r]);
+                    let ran = match front.as_deref_mut() {
+                        Some(front) => {
+                            let first = appended.first().map_or(0, |&k| front[k].len());
+                            run.range(r, &mut scratch, front, first)
+                        }
+                        None => run.range(r, &mut scratch, &mut own, 0),
+                    };
+                    *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(ran.map(|()| own));
                 }
             }
         });
+        // Back in the caller's arrays, whether or not every range ran.
+        let mut front = front.into_inner().unwrap_or_else(|e| e.into_inner());
+        for &k in &appended {
+            arrays[k] = std::mem::replace(&mut front[k], ArrayData::empty(elems[k]));
+        }
         let own = ranges_arrays(&f.name, outcomes)?;
         if let Some(k) = per_thread {
             let copies: Vec<std::sync::MutexGuard<Vec<ArrayData>>> =
@@ -437,12 +425,109 @@ impl CKernel {
             arrays[k].set_sum(&parts, threads);
         }
         if let Some(rows) = rows {
-            self.join_ranges(arrays, rows, &own, &sharing, &cuts, writes_pos, threads)?;
+            let in_place = claims.into_inner().unwrap_or_else(|e| e.into_inner()).next;
+            self.join_ranges(arrays, rows, &own[in_place..], &cuts[in_place..], &sharing, threads)?;
         }
         if let Ok(mut kept) = self.pool.try_lock() {
             kept.threads =
                 thread_arrays.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner())).collect();
             kept.ranges = own;
+        }
+        Ok(())
+    }
+}
+
+/// Which ranges the workers take next: the front worker from the first on, the others from
+/// the last down, until they meet. `next` ends as the count of ranges the front took.
+struct Claims {
+    next: usize,
+    end: usize,
+}
+
+impl Claims {
+    fn take(&mut self, front: bool) -> Option<usize> {
+        if self.next >= self.end {
+            None
+        } else if front {
+            self.next += 1;
+            Some(self.next - 1)
+        } else {
+            self.end -= 1;
+            Some(self.end)
+        }
+    }
+}
+
+/// What every range of one [`CKernel::run_rows`] call shares.
+struct RangeRun<'a> {
+    kernel: &'a CKernel,
+    entry: Entry,
+    /// Each argument's pointer and length, for those given to every range.
+    shared: Vec<SharedArray>,
+    sharing: &'a [Sharing],
+    /// Range `r` is rows `cuts[r]..cuts[r + 1]`.
+    cuts: &'a [usize],
+}
+
+impl RangeRun<'_> {
+    /// Runs range `r` on the thread's `scratch` arrays and the range's `own` (its bounds, and
+    /// a sparse result's `crd` and values, appended to from position `first`); each array the
+    /// kernel wrote takes the length it says.
+    fn range(
+        &self,
+        r: usize,
+        scratch: &mut [ArrayData<'static>],
+        own: &mut [ArrayData<'static>],
+        first: usize,
+    ) -> Result<(), String> {
+        let f = &self.kernel.function;
+        let (lo, hi) = (self.cuts[r], self.cuts[r + 1]);
+        let mut descriptors = Vec::with_capacity(self.sharing.len());
+        for (k, sharing) in self.sharing.iter().enumerate() {
+            let owner: *mut ArrayData<'static> = match sharing {
+                Sharing::Shared => {
+                    let SharedArray(data, len) = self.shared[k];
+                    descriptors.push(NmsArray { data, len, owner: std::ptr::null_mut(), grow: refuse_grow });
+                    continue;
+                }
+                Sharing::PerThread => &mut scratch[k],
+                // Not a whole run: the caller prepared a reduction's result.
+                Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                    own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0, first as i64]);
+                    &mut own[k]
+                }
+                // The kernel claims an appended array's elements before `first` as written.
+                Sharing::PerRange if self.kernel.appended[k] && own[k].len() < first => {
+                    return Err(format!("a row range starts at entry {first}, past what was written"));
+                }
+                Sharing::PerRange => &mut own[k],
+            };
+            // SAFETY: `owner` comes from a live `&mut ArrayData` of this thread.
+            let (data, mut len) = raw_parts(unsafe { &mut *owner });
+            if self.kernel.appended[k] {
+                // The kernel only writes past the length, which it may do up to the capacity
+                // (as after `grow_unwritten`): a range in place starts with the room the ranges
+                // before it left, not with a `grow` call.
+                // SAFETY: as above.
+                len = unsafe { &*owner }.capacity();
+            }
+            descriptors.push(NmsArray { data, len: len as i64, owner, grow: self.kernel.grow_of(k) });
+        }
+        GROW_FAILURE.with(|g| g.take());
+        // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only read, shared
+        // outputs written at the rows of `lo..hi` only (the outer loop's range names disjoint
+        // result elements), everything else is this thread's own.
+        let status = unsafe { (self.entry)(descriptors.as_mut_ptr()) };
+        if status != 0 {
+            return Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()));
+        }
+        for k in self.kernel.written() {
+            let data = match self.sharing[k] {
+                Sharing::Shared => continue,
+                Sharing::PerThread => &mut scratch[k],
+                Sharing::PerRange => &mut own[k],
+            };
+            self.kernel.take_written(k, data, descriptors[k].len)?;
         }
         Ok(())
     }
@@ -510,31 +595,28 @@ impl CKernel {
             .collect()
     }
 
-    /// A sparse result's ranges joined into the caller's arrays: each range counted its
-    /// entries from zero, so its rows' `pos` are shifted by what came before (a compute half
-    /// finds `pos` complete, from assembly), and the ranges' `crd` and values concatenated.
-    #[allow(clippy::too_many_arguments)] // the run's arrays and how its ranges were cut
+    /// A sparse result's ranges that ran in arrays of their own (`own`, rows `cuts[r]..cuts[r +
+    /// 1]`, the last ones) appended to the caller's arrays, which hold the entries of the
+    /// ranges before them: each counted its entries from zero, so its rows' `pos` are shifted
+    /// by what came before (a compute half finds `pos` complete, from assembly), and its `crd`
+    /// and values appended.
     fn join_ranges(
         &self,
         arrays: &mut [ArrayData],
         (pos, crd, vals): (usize, usize, usize),
         own: &[Vec<ArrayData>],
-        sharing: &[Sharing],
         cuts: &[usize],
-        writes_pos: bool,
+        sharing: &[Sharing],
         threads: usize,
     ) -> Result<(), RunError> {
         let f = &self.function;
-        let ranges = cuts.len() - 1;
-        let bounds = |r: usize| (cuts[r], cuts[r + 1]);
-        let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
+        let writes_pos = crate::assemble::writes(&f.body, ArrayId::new(pos));
+        let appended: Vec<usize> = [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange).collect();
+        let mut offset = appended.first().map_or(0, |&k| arrays[k].len()) as i64;
         let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
-        // Each range counted its entries from zero: shift its rows' `pos` by what came
-        // before (a compute half finds `pos` complete, from assembly).
-        let mut counts = Vec::with_capacity(ranges);
-        let mut offset = 0i64;
-        for r in 0..ranges {
-            let (lo, hi) = bounds(r);
+        let mut counts = Vec::with_capacity(own.len());
+        for r in 0..own.len() {
+            let (lo, hi) = (cuts[r], cuts[r + 1]);
             let count = if writes_pos { pos_data[hi] } else { pos_data[hi] - pos_data[lo] };
             if writes_pos {
                 for p in &mut pos_data[lo + 1..=hi] {
@@ -545,15 +627,10 @@ impl CKernel {
             offset += count;
         }
         pos_data[0] = 0;
-        for k in [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange) {
-            // Into the caller's array, whose memory a previous run may have left.
-            let joined = &mut arrays[k];
-            if !joined.is_writable() {
-                *joined = ArrayData::empty(elems[k]);
-            }
+        for k in appended {
             let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
-            joined
-                .join(&parts, threads)
+            arrays[k]
+                .append(&parts, threads)
                 .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
         }
         Ok(())

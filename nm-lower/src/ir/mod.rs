@@ -131,7 +131,9 @@ pub enum Role {
         /// Its elements.
         len: usize,
     },
-    /// `[first, end)` of the outermost loop: the caller runs row ranges on several threads.
+    /// `[first, end)` of the outermost loop, whether the call is a whole run, and where a
+    /// sparse result's first entry goes: the caller runs row ranges on several threads (see
+    /// [`crate::args::Partition`]).
     Bounds,
     /// A sparse workspace (an [`nm_ism::Workspace`] behind an [`nm_ism::Slot`]) collecting the
     /// components of a result the loops scatter into; finished into the result's arrays.
@@ -431,21 +433,25 @@ pub fn walk(body: &[Stmt], visit: &mut impl FnMut(&Stmt)) {
 }
 
 /// For each array of `f`, whether the kernel only appends to it: an output whose length a
-/// top-level `Written { array, len: n }` gives, where `n` is declared 0 at the top level and
-/// every store to the array is a plain one at `n`, every change of `n` is `n = n + 1` right
-/// after such a store in the same statement list, and nothing loads from the array — so
-/// each of its first `n` elements was stored. The `crd` and values of a sparse result
-/// assembled in order have this shape. The C runner grows such an array without zeroing its
-/// new elements and claims only the `n` the kernel wrote (doubling otherwise zeroes the
-/// memory twice over: a third of `C = A + Aᵀ`'s time).
+/// top-level `Written { array, len: n }` gives, where `n` is declared 0 at the top level (and
+/// may then start at a row range's first entry, `bounds[3]`, also at the top level) and every
+/// store to the array is a plain one at `n`, every change of `n` is `n = n + 1` right after
+/// such a store in the same statement list, and nothing loads from the array — so each of its
+/// elements from where `n` started to `n` was stored, and the ones before by the ranges before
+/// (the runner gives a range the array's length as its first entry, or zero). The `crd` and
+/// values of a sparse result assembled in order have this shape. The C runner grows such an
+/// array without zeroing its new elements and claims only the `n` the kernel wrote (doubling
+/// otherwise zeroes the memory twice over: a third of `C = A + Aᵀ`'s time).
 pub fn appended(f: &Function) -> Vec<bool> {
     let mut out = vec![false; f.arrays.len()];
+    let first_entry =
+        f.arrays.iter().find(|(_, d)| d.role == Role::Bounds).map(|(b, _)| Expr::Load(b, Box::new(Expr::Int(3))));
     for s in &f.body {
         if let Stmt::Written { array, len: Expr::Var(n) } = s
             && f.arrays[*array].output
             && f.body.iter().filter(|s| matches!(s, Stmt::Decl(v, _) if v == n)).count() == 1
             && f.body.contains(&Stmt::Decl(*n, Expr::Int(0)))
-            && appends_only(&f.body, *array, *n, true)
+            && appends_only(&f.body, *array, *n, Some(first_entry.as_ref()))
         {
             out[nm_ir::id::Id::index(*array)] = true;
         }
@@ -453,11 +459,13 @@ pub fn appended(f: &Function) -> Vec<bool> {
     out
 }
 
-/// The conditions of [`appended`] on `body` (`top`: the function's own body).
-fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: bool) -> bool {
+/// The conditions of [`appended`] on `body`: `top` is `Some` for the function's own body,
+/// holding the expression `count` may start at besides 0 (if any); `None` inside statements.
+fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: Option<Option<&Expr>>) -> bool {
     let next = Expr::Binary(BinOp::Add, Box::new(Expr::Var(count)), Box::new(Expr::Int(1)));
     // A store at `count` since `count` last changed, in this list.
     let mut stored = false;
+    let first_entry = top.flatten();
     for s in body {
         let mut loads = false;
         s.exprs(&mut |e| e.walk(&mut |x| loads |= matches!(x, Expr::Load(a, _) if *a == array)));
@@ -467,11 +475,12 @@ fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: bool) -> bool 
                     stored = true;
                     !accumulate && *index == Expr::Var(count)
                 }
+                Stmt::Assign(v, e) if *v == count && Some(e) == first_entry => true,
                 Stmt::Assign(v, e) if *v == count => std::mem::take(&mut stored) && *e == next,
-                Stmt::Decl(v, _) if *v == count => top,
-                Stmt::For { body, .. } | Stmt::While { body, .. } => appends_only(body, array, count, false),
+                Stmt::Decl(v, _) if *v == count => top.is_some(),
+                Stmt::For { body, .. } | Stmt::While { body, .. } => appends_only(body, array, count, None),
                 Stmt::If { then, otherwise, .. } => {
-                    appends_only(then, array, count, false) && appends_only(otherwise, array, count, false)
+                    appends_only(then, array, count, None) && appends_only(otherwise, array, count, None)
                 }
                 _ => true,
             };

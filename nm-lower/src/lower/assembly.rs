@@ -196,6 +196,21 @@ impl Assembly {
         out
     }
 
+    /// A row range's appends start at `bounds[3]`, where the caller says its first entry goes
+    /// (see [`crate::args::Partition`]): the end of the ranges before it, for a range appended
+    /// in place to the result, or zero for one written to arrays of its own. Follows
+    /// [`Self::prologue`]; only a CSR-like result (dense rows, one compressed level) is ranged.
+    pub(super) fn start_at(&self, bounds: ArrayId) -> Vec<Stmt> {
+        let l = self.kinds.len() - 1;
+        let (n, cap) = (self.count[l].expect("compressed"), self.cap[l].expect("compressed"));
+        vec![
+            Stmt::Assign(n, load(bounds, int(3))),
+            Stmt::Assign(cap, bin(BinOp::Add, var(n), int(16))),
+            Stmt::Resize { array: self.crd[l].expect("compressed"), len: var(cap) },
+            Stmt::Resize { array: self.vals.expect("prologue ran"), len: var(cap) },
+        ]
+    }
+
     /// Doubles level `l`'s capacity when full (and what grows with it).
     pub(super) fn grow(&self, l: usize) -> Stmt {
         let (n, cap) = (self.count[l].expect("compressed"), self.cap[l].expect("compressed"));

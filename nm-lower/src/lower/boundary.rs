@@ -171,9 +171,10 @@ pub fn view_arguments<'a, T: KernelValue>(
                     }
                     _ => ArrayData::empty(decl.elem),
                 },
-                // The whole range, and a whole run: a reduction's kernel zeroes its result.
+                // The whole range, and a whole run: a reduction's kernel zeroes its result, a
+                // sparse result's first entry goes first.
                 (Role::Bounds, _) => {
-                    ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64), 1])
+                    ArrayData::I64(vec![0, lowered.partition.as_ref().map_or(0, |p| p.extent as i64), 1, 0])
                 }
                 (Role::Workspace { extents, config, .. }, _) => {
                     match crate::args::WorkspaceData::new(decl.elem, extents, *config) {

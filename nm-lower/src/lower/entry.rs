@@ -109,7 +109,12 @@ pub fn lower_plan(
     if let Some(w) = &lw.workspace {
         body.extend(w.prologue());
     }
+    let opened = body.len();
     body.extend(lw.nest(Inside { loops: &loops, lhs: &lhs, op, rhs })?);
+    if let (Some(bounds), Some(a)) = (lw.bounds, &lw.assembly) {
+        // Row ranges of a sparse result append from where the caller puts their first entry.
+        body.splice(opened..opened, a.start_at(bounds));
+    }
     lw.note_sequential_loops(&loops);
     let reduction = lw.bounds.and(lw.reduction);
     if let (Some(_), Some(v), None) = (asked, outer, reduction) {
