@@ -167,7 +167,7 @@ const AHEAD: usize = 8;
 
 /// Asks the memory system for the cache line at `p`: a hint that changes no result.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE (which `_mm_prefetch` needs) is part of x86_64's baseline, and a prefetch
     // never faults and changes no memory, whatever the address.

@@ -228,9 +228,16 @@ pub(crate) fn drain_dense<V: Value>(vals: &mut [V], mark: &mut [u8], mut run: Ru
 /// of 40 M).
 fn take_marked<V: Value>(vals: &mut [V], mark: &mut [u8], mut take: impl FnMut(usize, V)) {
     const CHUNK: usize = 64;
+    const AHEAD: usize = 2 * CHUNK;
     for (c, flags) in mark.chunks_mut(CHUNK).enumerate() {
         if flags.iter().fold(0u8, |any, &m| any | m) == 0 {
             continue;
+        }
+        // The values two chunks on, where the entries go on (a row's entries lie together):
+        // the scan otherwise waits on each line of values it takes.
+        let ahead = vals.as_ptr().wrapping_add(c * CHUNK + AHEAD);
+        for line in (0..CHUNK * std::mem::size_of::<V>()).step_by(64) {
+            crate::bucket::prefetch(ahead.cast::<u8>().wrapping_add(line));
         }
         for (at, m) in flags.iter_mut().enumerate() {
             if *m != 0 {
