@@ -659,6 +659,25 @@ fn row_ranges_where_the_outer_loop_names_result_rows() {
     ));
 }
 
+/// A sparse result's row range appends from entry `bounds[3]`, counting the entries before it
+/// as written: a call whose bounds start past what the result's arrays hold is refused, not
+/// run (it would claim memory nothing wrote).
+#[test]
+fn a_row_range_starting_past_the_result_is_refused() {
+    let csr = || Some(Format::csr());
+    let ops: &[Operand<'_>] = &[("A", &[5, 4], csr(), 1), ("B", &[4, 6], csr(), 2)];
+    let result = ("C", TensorType::sparse(&[5, 6], Format::csr()));
+    let p = Prepared::new("C(i,j) = A(i,k) * B(k,j)", "reorder(k, j)", result, ops).unwrap();
+    use nm_ir::id::Id;
+    let bounds = p.lowered.partition.as_ref().expect("ranged").bounds.index();
+    let kernel = CKernel::compile(&p.lowered.function, &CCompiler::from_env().unwrap()).unwrap();
+    let mut arrays = arguments(&p.lowered, &p.by_id(ops), 30).unwrap();
+    assert_eq!(arrays[bounds], ArrayData::I64(vec![0, 5, 1, 0]), "a whole run starts at entry 0");
+    arrays[bounds] = ArrayData::I64(vec![0, 5, 1, 7]);
+    let e = kernel.run(&mut arrays).unwrap_err().to_string();
+    assert!(e.contains("starts at entry 7") && e.contains("which holds 0"), "{e}");
+}
+
 /// An outer loop that is a reduction into a dense result (CSC SpMV, a dot product, TTV over
 /// its reduction first) runs in ranges that add into the same elements: through a copy of
 /// the result per thread (`temporary`, `parallel_reduction`, and unscheduled where a copy is

@@ -136,6 +136,13 @@ impl CKernel {
     pub fn run(&self, arrays: &mut [ArrayData]) -> Result<(), RunError> {
         let f = &self.function;
         crate::args::check_arguments(f, arrays)?;
+        let first =
+            f.arrays.iter().find(|(_, d)| d.role == Role::Bounds).map_or(0, |(b, _)| match &arrays[b.index()] {
+                ArrayData::I64(v) => v.get(3).map_or(0, |&x| x.max(0) as usize),
+                _ => 0,
+            });
+        self.check_first_entry(arrays.iter().enumerate(), first)
+            .map_err(|e| RunError::OutOfMemory(f.name.clone(), e))?;
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
             .enumerate()
@@ -206,6 +213,25 @@ impl CKernel {
             Stmt::Written { array, .. } => Some(nm_ir::id::Id::index(*array)),
             _ => None,
         })
+    }
+
+    /// Whether a row range can start appending at entry `first` (`bounds[3]`, see
+    /// [`Partition`]) to `arrays` (each with its parameter's index): the kernel counts the
+    /// elements before it of an array it only appends to as written, so each such array must
+    /// hold at least that many.
+    fn check_first_entry<'d>(
+        &self,
+        arrays: impl IntoIterator<Item = (usize, &'d ArrayData<'d>)>,
+        first: usize,
+    ) -> Result<(), String> {
+        match arrays.into_iter().find(|&(k, data)| self.appended[k] && data.len() < first) {
+            Some((k, data)) => Err(format!(
+                "a row range starts at entry {first} of `{}`, which holds {}",
+                self.function.arrays[ArrayId::new(k)].name,
+                data.len()
+            )),
+            None => Ok(()),
+        }
     }
 
     /// The `grow` of parameter `k`: without zeroing for an array the kernel only appends to.
@@ -482,6 +508,8 @@ impl RangeRun<'_> {
     ) -> Result<(), String> {
         let f = &self.kernel.function;
         let (lo, hi) = (self.cuts[r], self.cuts[r + 1]);
+        let per_range = self.sharing.iter().zip(own.iter()).enumerate().filter(|(_, (s, _))| **s == Sharing::PerRange);
+        self.kernel.check_first_entry(per_range.map(|(k, (_, data))| (k, data)), first)?;
         let mut descriptors = Vec::with_capacity(self.sharing.len());
         for (k, sharing) in self.sharing.iter().enumerate() {
             let owner: *mut ArrayData<'static> = match sharing {
@@ -495,10 +523,6 @@ impl RangeRun<'_> {
                 Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
                     own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0, first as i64]);
                     &mut own[k]
-                }
-                // The kernel claims an appended array's elements before `first` as written.
-                Sharing::PerRange if self.kernel.appended[k] && own[k].len() < first => {
-                    return Err(format!("a row range starts at entry {first}, past what was written"));
                 }
                 Sharing::PerRange => &mut own[k],
             };

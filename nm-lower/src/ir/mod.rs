@@ -451,7 +451,7 @@ pub fn appended(f: &Function) -> Vec<bool> {
             && f.arrays[*array].output
             && f.body.iter().filter(|s| matches!(s, Stmt::Decl(v, _) if v == n)).count() == 1
             && f.body.contains(&Stmt::Decl(*n, Expr::Int(0)))
-            && appends_only(&f.body, *array, *n, Some(first_entry.as_ref()))
+            && appends_only(&f.body, *array, *n, Depth::Top { first_entry: first_entry.as_ref() })
         {
             out[nm_ir::id::Id::index(*array)] = true;
         }
@@ -459,13 +459,24 @@ pub fn appended(f: &Function) -> Vec<bool> {
     out
 }
 
-/// The conditions of [`appended`] on `body`: `top` is `Some` for the function's own body,
-/// holding the expression `count` may start at besides 0 (if any); `None` inside statements.
-fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: Option<Option<&Expr>>) -> bool {
+/// Where [`appends_only`] looks.
+#[derive(Clone, Copy)]
+enum Depth<'a> {
+    /// The function's own body, where the count is declared and may start at `first_entry`.
+    Top { first_entry: Option<&'a Expr> },
+    /// Inside a statement.
+    Inside,
+}
+
+/// The conditions of [`appended`] on `body`.
+fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, depth: Depth) -> bool {
     let next = Expr::Binary(BinOp::Add, Box::new(Expr::Var(count)), Box::new(Expr::Int(1)));
     // A store at `count` since `count` last changed, in this list.
     let mut stored = false;
-    let first_entry = top.flatten();
+    let (top, first_entry) = match depth {
+        Depth::Top { first_entry } => (true, first_entry),
+        Depth::Inside => (false, None),
+    };
     for s in body {
         let mut loads = false;
         s.exprs(&mut |e| e.walk(&mut |x| loads |= matches!(x, Expr::Load(a, _) if *a == array)));
@@ -477,10 +488,11 @@ fn appends_only(body: &[Stmt], array: ArrayId, count: VarId, top: Option<Option<
                 }
                 Stmt::Assign(v, e) if *v == count && Some(e) == first_entry => true,
                 Stmt::Assign(v, e) if *v == count => std::mem::take(&mut stored) && *e == next,
-                Stmt::Decl(v, _) if *v == count => top.is_some(),
-                Stmt::For { body, .. } | Stmt::While { body, .. } => appends_only(body, array, count, None),
+                Stmt::Decl(v, _) if *v == count => top,
+                Stmt::For { body, .. } | Stmt::While { body, .. } => appends_only(body, array, count, Depth::Inside),
                 Stmt::If { then, otherwise, .. } => {
-                    appends_only(then, array, count, None) && appends_only(otherwise, array, count, None)
+                    appends_only(then, array, count, Depth::Inside)
+                        && appends_only(otherwise, array, count, Depth::Inside)
                 }
                 _ => true,
             };
