@@ -660,8 +660,8 @@ fn row_ranges_where_the_outer_loop_names_result_rows() {
 }
 
 /// A sparse result's row range appends from entry `bounds[3]`, counting the entries before it
-/// as written: a call whose bounds start past what the result's arrays hold is refused, not
-/// run (it would claim memory nothing wrote).
+/// as written: a call whose bounds start past what the result's arrays hold (it would claim
+/// memory nothing wrote), or before their first element, is refused, not run.
 #[test]
 fn a_row_range_starting_past_the_result_is_refused() {
     let csr = || Some(Format::csr());
@@ -675,7 +675,10 @@ fn a_row_range_starting_past_the_result_is_refused() {
     assert_eq!(arrays[bounds], ArrayData::I64(vec![0, 5, 1, 0]), "a whole run starts at entry 0");
     arrays[bounds] = ArrayData::I64(vec![0, 5, 1, 7]);
     let e = kernel.run(&mut arrays).unwrap_err().to_string();
-    assert!(e.contains("starts at entry 7") && e.contains("which holds 0"), "{e}");
+    assert!(e.contains("starts at entry 7 of `C1_crd`, which holds 0"), "{e}");
+    arrays[bounds] = ArrayData::I64(vec![0, 5, 1, -2]);
+    let e = kernel.run(&mut arrays).unwrap_err().to_string();
+    assert!(e.contains("starts at entry -2 of `row_bounds`"), "{e}");
 }
 
 /// An outer loop that is a reduction into a dense result (CSC SpMV, a dot product, TTV over

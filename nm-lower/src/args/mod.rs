@@ -409,6 +409,17 @@ pub enum ArgumentError {
         /// The array.
         array: String,
     },
+    /// A row range told to append from an entry past what the result's array holds (see
+    /// [`Partition`]): the entries before it would count as written.
+    #[error("a row range starts at entry {first} of `{array}`, which holds {len}")]
+    FirstEntry {
+        /// The array the kernel only appends to.
+        array: String,
+        /// Where the range was told to start.
+        first: i64,
+        /// Its elements.
+        len: usize,
+    },
 }
 
 /// One array per parameter, each of the declared element type (both back ends check this

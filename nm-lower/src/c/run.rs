@@ -138,11 +138,10 @@ impl CKernel {
         crate::args::check_arguments(f, arrays)?;
         let first =
             f.arrays.iter().find(|(_, d)| d.role == Role::Bounds).map_or(0, |(b, _)| match &arrays[b.index()] {
-                ArrayData::I64(v) => v.get(3).map_or(0, |&x| x.max(0) as usize),
+                ArrayData::I64(v) => v.get(3).copied().unwrap_or(0),
                 _ => 0,
             });
-        self.check_first_entry(arrays.iter().enumerate(), first)
-            .map_err(|e| RunError::OutOfMemory(f.name.clone(), e))?;
+        self.check_first_entry(arrays.iter().enumerate(), first)?;
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
             .enumerate()
@@ -216,20 +215,24 @@ impl CKernel {
     }
 
     /// Whether a row range can start appending at entry `first` (`bounds[3]`, see
-    /// [`Partition`]) to `arrays` (each with its parameter's index): the kernel counts the
-    /// elements before it of an array it only appends to as written, so each such array must
-    /// hold at least that many.
+    /// [`Partition`]) to `arrays` (each with its parameter's index): never before the first
+    /// element, and since the kernel counts the elements before it of an array it only appends
+    /// to as written, each such array must hold at least that many.
     fn check_first_entry<'d>(
         &self,
         arrays: impl IntoIterator<Item = (usize, &'d ArrayData<'d>)>,
-        first: usize,
-    ) -> Result<(), String> {
-        match arrays.into_iter().find(|&(k, data)| self.appended[k] && data.len() < first) {
-            Some((k, data)) => Err(format!(
-                "a row range starts at entry {first} of `{}`, which holds {}",
-                self.function.arrays[ArrayId::new(k)].name,
-                data.len()
-            )),
+        first: i64,
+    ) -> Result<(), ArgumentError> {
+        let past = |k: usize, data: &ArrayData| match usize::try_from(first) {
+            Ok(first) => self.appended[k] && data.len() < first,
+            Err(_) => self.function.arrays[ArrayId::new(k)].role == Role::Bounds,
+        };
+        match arrays.into_iter().find(|&(k, data)| past(k, data)) {
+            Some((k, data)) => Err(ArgumentError::FirstEntry {
+                array: self.function.arrays[ArrayId::new(k)].name.clone(),
+                first,
+                len: data.len(),
+            }),
             None => Ok(()),
         }
     }
@@ -509,7 +512,9 @@ impl RangeRun<'_> {
         let f = &self.kernel.function;
         let (lo, hi) = (self.cuts[r], self.cuts[r + 1]);
         let per_range = self.sharing.iter().zip(own.iter()).enumerate().filter(|(_, (s, _))| **s == Sharing::PerRange);
-        self.kernel.check_first_entry(per_range.map(|(k, (_, data))| (k, data)), first)?;
+        self.kernel
+            .check_first_entry(per_range.map(|(k, (_, data))| (k, data)), first as i64)
+            .map_err(|e| e.to_string())?;
         let mut descriptors = Vec::with_capacity(self.sharing.len());
         for (k, sharing) in self.sharing.iter().enumerate() {
             let owner: *mut ArrayData<'static> = match sharing {
