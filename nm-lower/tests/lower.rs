@@ -661,7 +661,8 @@ fn row_ranges_where_the_outer_loop_names_result_rows() {
 
 /// A sparse result's row range appends from entry `bounds[3]`, counting the entries before it
 /// as written: a call whose bounds start past what the result's arrays hold (it would claim
-/// memory nothing wrote), or before their first element, is refused, not run.
+/// memory nothing wrote), or before their first element, or bounds without a first entry, is
+/// refused, not run.
 #[test]
 fn a_row_range_starting_past_the_result_is_refused() {
     let csr = || Some(Format::csr());
@@ -679,6 +680,10 @@ fn a_row_range_starting_past_the_result_is_refused() {
     arrays[bounds] = ArrayData::I64(vec![0, 5, 1, -2]);
     let e = kernel.run(&mut arrays).unwrap_err().to_string();
     assert!(e.contains("starts at entry -2 of `row_bounds`"), "{e}");
+    // Bounds without a first entry: refused, not read past.
+    arrays[bounds] = ArrayData::I64(vec![0, 5, 1]);
+    let e = kernel.run(&mut arrays).unwrap_err().to_string();
+    assert!(e.contains("`row_bounds` hold 3 elements, 4 expected"), "{e}");
 }
 
 /// An outer loop that is a reduction into a dense result (CSC SpMV, a dot product, TTV over

@@ -409,6 +409,14 @@ pub enum ArgumentError {
         /// The array.
         array: String,
     },
+    /// Row bounds (see [`Partition`]) without their four elements: the kernel reads each.
+    #[error("the row bounds `{array}` hold {len} elements, 4 expected (first row, end row, whole run, first entry)")]
+    Bounds {
+        /// The bounds parameter.
+        array: String,
+        /// Its elements.
+        len: usize,
+    },
     /// A row range told to append from an entry past what the result's array holds (see
     /// [`Partition`]): the entries before it would count as written.
     #[error("a row range starts at entry {first} of `{array}`, which holds {len}")]

@@ -136,11 +136,14 @@ impl CKernel {
     pub fn run(&self, arrays: &mut [ArrayData]) -> Result<(), RunError> {
         let f = &self.function;
         crate::args::check_arguments(f, arrays)?;
-        let first =
-            f.arrays.iter().find(|(_, d)| d.role == Role::Bounds).map_or(0, |(b, _)| match &arrays[b.index()] {
-                ArrayData::I64(v) => v.get(3).copied().unwrap_or(0),
-                _ => 0,
-            });
+        let mut first = 0;
+        if let Some((b, decl)) = f.arrays.iter().find(|(_, d)| d.role == Role::Bounds) {
+            let bounds = &arrays[b.index()];
+            match bounds {
+                ArrayData::I64(v) if v.len() >= 4 => first = v[3],
+                _ => return Err(ArgumentError::Bounds { array: decl.name.clone(), len: bounds.len() }.into()),
+            }
+        }
         self.check_first_entry(arrays.iter().enumerate(), first)?;
         let mut descriptors: Vec<NmsArray> = arrays
             .iter_mut()
