@@ -32,6 +32,8 @@ pub struct CKernel {
     /// Per parameter, whether the kernel only appends to it ([`crate::ir::appended`]): grown
     /// without zeroing, its length after the call the one its `Written` statement gives.
     appended: Vec<bool>,
+    /// The row bounds parameter, where the kernel has one (see [`Partition`]).
+    bounds: Option<usize>,
     /// The kernel's `NAME_threads(n)` where it has OpenMP loops (see [`CKernel::run_on`]),
     /// looked up once: valid while `compiled` keeps the library loaded.
     set_threads: Option<unsafe extern "C" fn(libc::c_int)>,
@@ -101,6 +103,7 @@ impl CKernel {
             compiled,
             pool: Default::default(),
             appended: crate::ir::appended(f),
+            bounds: f.arrays.iter().find(|(_, d)| d.role == Role::Bounds).map(|(b, _)| b.index()),
             set_threads,
         }
     }
@@ -137,11 +140,13 @@ impl CKernel {
         let f = &self.function;
         crate::args::check_arguments(f, arrays)?;
         let mut first = 0;
-        if let Some((b, decl)) = f.arrays.iter().find(|(_, d)| d.role == Role::Bounds) {
-            let bounds = &arrays[b.index()];
-            match bounds {
+        if let Some(b) = self.bounds {
+            match &arrays[b] {
                 ArrayData::I64(v) if v.len() >= 4 => first = v[3],
-                _ => return Err(ArgumentError::Bounds { array: decl.name.clone(), len: bounds.len() }.into()),
+                bounds => {
+                    let array = f.arrays[ArrayId::new(b)].name.clone();
+                    return Err(ArgumentError::Bounds { array, len: bounds.len() }.into());
+                }
             }
         }
         self.check_first_entry(arrays.iter().enumerate(), first)?;
@@ -228,7 +233,7 @@ impl CKernel {
     ) -> Result<(), ArgumentError> {
         let past = |k: usize, data: &ArrayData| match usize::try_from(first) {
             Ok(first) => self.appended[k] && data.len() < first,
-            Err(_) => self.function.arrays[ArrayId::new(k)].role == Role::Bounds,
+            Err(_) => self.bounds == Some(k),
         };
         match arrays.into_iter().find(|&(k, data)| past(k, data)) {
             Some((k, data)) => Err(ArgumentError::FirstEntry {
@@ -366,7 +371,8 @@ impl CKernel {
             .map(|(_, crd, vals)| [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange).collect())
             .unwrap_or_default();
         let elems: Vec<ElemType> = arrays.iter().map(ArrayData::elem).collect();
-        let mut front: Vec<ArrayData<'static>> = elems.iter().map(|&e| ArrayData::empty(e)).collect();
+        let fresh = || elems.iter().map(|&e| ArrayData::empty(e)).collect::<Vec<ArrayData<'static>>>();
+        let mut front = fresh();
         for &k in &appended {
             front[k] = std::mem::replace(&mut arrays[k], ArrayData::empty(elems[k])).into_owned();
             front[k].clear();
@@ -389,7 +395,6 @@ impl CKernel {
         };
         // Memory from the last call when another thread is not using it (else fresh), emptied.
         let mut pool = self.pool.try_lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
-        let fresh = || elems.iter().map(|&e| ArrayData::empty(e)).collect::<Vec<ArrayData<'static>>>();
         let reuse = |pooled: &mut Vec<Vec<ArrayData<'static>>>, n: usize| -> Vec<Mutex<Vec<ArrayData<'static>>>> {
             (0..n)
                 .map(|_| {
@@ -458,7 +463,7 @@ impl CKernel {
         }
         if let Some(rows) = rows {
             let in_place = claims.into_inner().unwrap_or_else(|e| e.into_inner()).next;
-            self.join_ranges(arrays, rows, &own[in_place..], &cuts[in_place..], &sharing, threads)?;
+            self.join_ranges(arrays, rows.0, &appended, &own[in_place..], &cuts[in_place..], threads)?;
         }
         if let Ok(mut kept) = self.pool.try_lock() {
             kept.threads =
@@ -512,7 +517,6 @@ impl RangeRun<'_> {
         own: &mut [ArrayData<'static>],
         first: usize,
     ) -> Result<(), String> {
-        let f = &self.kernel.function;
         let (lo, hi) = (self.cuts[r], self.cuts[r + 1]);
         let per_range = self.sharing.iter().zip(own.iter()).enumerate().filter(|(_, (s, _))| **s == Sharing::PerRange);
         self.kernel
@@ -528,7 +532,7 @@ impl RangeRun<'_> {
                 }
                 Sharing::PerThread => &mut scratch[k],
                 // Not a whole run: the caller prepared a reduction's result.
-                Sharing::PerRange if f.arrays[ArrayId::new(k)].role == Role::Bounds => {
+                Sharing::PerRange if self.kernel.bounds == Some(k) => {
                     own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0, first as i64]);
                     &mut own[k]
                 }
@@ -628,22 +632,21 @@ impl CKernel {
     }
 
     /// A sparse result's ranges that ran in arrays of their own (`own`, rows `cuts[r]..cuts[r +
-    /// 1]`, the last ones) appended to the caller's arrays, which hold the entries of the
-    /// ranges before them: each counted its entries from zero, so its rows' `pos` are shifted
-    /// by what came before (a compute half finds `pos` complete, from assembly), and its `crd`
-    /// and values appended.
+    /// 1]`, the last ones) appended to the caller's `appended` arrays (its `crd` and values, as
+    /// the ranges write them), which hold the entries of the ranges before them: each counted
+    /// its entries from zero, so its rows' `pos` are shifted by what came before (a compute
+    /// half finds `pos` complete, from assembly), and its `crd` and values appended.
     fn join_ranges(
         &self,
         arrays: &mut [ArrayData],
-        (pos, crd, vals): (usize, usize, usize),
+        pos: usize,
+        appended: &[usize],
         own: &[Vec<ArrayData>],
         cuts: &[usize],
-        sharing: &[Sharing],
         threads: usize,
     ) -> Result<(), RunError> {
         let f = &self.function;
         let writes_pos = crate::assemble::writes(&f.body, ArrayId::new(pos));
-        let appended: Vec<usize> = [crd, vals].into_iter().filter(|&k| sharing[k] == Sharing::PerRange).collect();
         let mut offset = appended.first().map_or(0, |&k| arrays[k].len()) as i64;
         let ArrayData::I64(pos_data) = &mut arrays[pos] else { unreachable!("positions are I64") };
         let mut counts = Vec::with_capacity(own.len());
@@ -659,7 +662,7 @@ impl CKernel {
             offset += count;
         }
         pos_data[0] = 0;
-        for k in appended {
+        for &k in appended {
             let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
             arrays[k]
                 .append(&parts, threads)
