@@ -9,6 +9,7 @@ use nm_format::Value;
 use nm_runtime::memory::advise_huge_pages;
 
 use crate::IsmError;
+use crate::segments::{Segment, Segments};
 use crate::sort::{Buckets, Run, combine_bucket};
 
 /// One bucket as generated code sees it: append `keys[len]`, `vals[len]` while `len < cap`,
@@ -48,11 +49,10 @@ struct Memory<V> {
     /// Components a bucket holds in `first_keys`/`first_vals` before it needs its own memory:
     /// [`ROOM`], or 0 where those arrays would not fit (see [`Memory::new`]).
     room: usize,
-    /// A bucket's own memory, once it outgrew its room (empty before).
-    own: Vec<(Vec<u64>, Vec<V>)>,
-    /// Components the buckets' own memory holds, all buckets together (for
-    /// [`BucketStore::bytes`], which every finish reads, without a pass over the buckets).
-    own_capacity: usize,
+    /// A bucket's own memory, once it outgrew its room (of no capacity before).
+    own: Vec<Segment>,
+    /// Where those segments lie.
+    segments: Segments<V>,
 }
 
 /// About how many components [`BucketStore::sample_distinct`] reads.
@@ -183,9 +183,9 @@ impl<V: Value> Memory<V> {
     fn new(extent: usize, rooms_at_most: usize) -> Result<Self, IsmError> {
         let mut own = Vec::new();
         own.try_reserve_exact(extent).map_err(|_| IsmError::OutOfMemory(format!("{extent} workspace buckets")))?;
-        own.resize_with(extent, Default::default);
+        own.resize(extent, Segment::default());
         let (first_keys, first_vals, room) = Self::rooms(extent, rooms_at_most).unwrap_or_default();
-        Ok(Memory { first_keys, first_vals, room, own, own_capacity: 0 })
+        Ok(Memory { first_keys, first_vals, room, own, segments: Segments::default() })
     }
 
     /// The shared rooms for `extent` buckets, zeroed and advised for huge pages (appends land
@@ -210,30 +210,24 @@ impl<V: Value> Memory<V> {
     /// in it (it has no memory of its own yet).
     #[inline]
     fn in_room(&self, b: usize) -> Option<usize> {
-        self.own[b].0.is_empty().then(|| b * self.room)
+        (self.own[b].cap == 0).then(|| b * self.room)
     }
 
     /// Bucket `b`'s memory, `cap` components: its room, or its own once it outgrew that.
     fn slots(&mut self, b: usize, cap: usize) -> (&mut [u64], &mut [V]) {
         match self.in_room(b) {
             Some(at) => (&mut self.first_keys[at..at + cap], &mut self.first_vals[at..at + cap]),
-            None => {
-                let (keys, vals) = &mut self.own[b];
-                (&mut keys[..cap], &mut vals[..cap])
-            }
+            None => self.segments.contents_mut(self.own[b], cap),
         }
     }
 
     /// Where generated code appends to bucket `b`: its room, or its own memory once it outgrew
-    /// that (pointers into vectors that are never reallocated while a head points into them:
-    /// rooms never are, and a bucket's own vectors only by `grow`, which repoints its head).
+    /// that (neither the rooms nor the segments' chunks are ever reallocated; a bucket moves
+    /// to another segment only by `grow`, which repoints its head).
     fn pointers(&mut self, b: usize) -> (*mut u64, *mut V) {
         match self.in_room(b) {
             Some(at) => (self.first_keys.as_mut_ptr().wrapping_add(at), self.first_vals.as_mut_ptr().wrapping_add(at)),
-            None => {
-                let (keys, vals) = &mut self.own[b];
-                (keys.as_mut_ptr(), vals.as_mut_ptr())
-            }
+            None => self.segments.pointers(self.own[b]),
         }
     }
 
@@ -242,33 +236,33 @@ impl<V: Value> Memory<V> {
     fn contents(&self, b: usize, n: usize) -> (&[u64], &[V]) {
         match self.in_room(b) {
             Some(at) => (&self.first_keys[at..at + n], &self.first_vals[at..at + n]),
-            None => (&self.own[b].0[..n], &self.own[b].1[..n]),
+            None => self.segments.contents(self.own[b], n),
         }
     }
 
-    /// Bucket `b`, full at `cap` components, given room for `target` in memory of its own
-    /// (its room's components moved there the first time).
+    /// Bucket `b`, full at `cap` components, moved to a segment of `target` (a power of two),
+    /// the segment it leaves given back.
     fn grow(&mut self, b: usize, cap: usize, target: usize) -> Result<(), IsmError> {
-        let oom = |_| IsmError::OutOfMemory(format!("growing a workspace bucket to {target} components"));
-        let room = self.in_room(b);
-        let (keys, vals) = &mut self.own[b];
-        let more = target - keys.len();
-        keys.try_reserve_exact(more).map_err(oom)?;
-        vals.try_reserve_exact(more).map_err(oom)?;
-        self.own_capacity += more;
-        if let Some(at) = room {
-            // Its room, full (`cap` is 0 where there are no rooms).
-            keys.extend_from_slice(&self.first_keys[at..at + cap]);
-            vals.extend_from_slice(&self.first_vals[at..at + cap]);
+        let to = self.segments.take(target)?;
+        match self.in_room(b) {
+            Some(at) => {
+                // Its room, full (`cap` is 0 where there are no rooms).
+                let (keys, vals) = self.segments.contents_mut(to, cap);
+                keys.copy_from_slice(&self.first_keys[at..at + cap]);
+                vals.copy_from_slice(&self.first_vals[at..at + cap]);
+            }
+            None => {
+                self.segments.copy(self.own[b], to, cap);
+                self.segments.give_back(self.own[b]);
+            }
         }
-        keys.resize(target, 0);
-        vals.resize(target, V::ZERO);
+        self.own[b] = to;
         Ok(())
     }
 
     fn bytes(&self) -> usize {
-        (self.first_keys.len() + self.own_capacity) * (8 + std::mem::size_of::<V>())
-            + self.own.capacity() * std::mem::size_of::<(Vec<u64>, Vec<V>)>()
+        (self.first_keys.len() + self.segments.capacity()) * (8 + std::mem::size_of::<V>())
+            + self.own.capacity() * std::mem::size_of::<Segment>()
     }
 }
 

@@ -21,6 +21,7 @@ mod config;
 mod ffi;
 mod key;
 mod merge;
+mod segments;
 mod sort;
 mod workspace;
 
