@@ -201,23 +201,29 @@ pub(crate) fn combine_slices<V: Value>(
         b.row.resize(stride as usize, V::ZERO);
         b.bits.resize((stride as usize).div_ceil(64), 0);
     }
-    b.cols.clear();
+    // The row, its bitmap and its columns apart from `b`, so that their addresses stay in
+    // registers while `cols` grows.
+    let mut cols = std::mem::take(&mut b.cols);
+    cols.clear();
+    let (row, bits) = (&mut b.row[..], &mut b.bits[..]);
     let (mut lo, mut hi) = (usize::MAX, 0usize);
     for (keys, vals) in slices {
         for (&k, &v) in keys.iter().zip(*vals) {
             let c = (k - base) as usize;
             let (w, bit) = (c / 64, 1u64 << (c % 64));
-            if b.bits[w] & bit == 0 {
-                b.bits[w] |= bit;
-                b.row[c] = v;
-                b.cols.push(c as u64);
+            let word = bits[w];
+            if word & bit == 0 {
+                bits[w] = word | bit;
+                row[c] = v;
+                cols.push(c as u64);
                 lo = lo.min(w);
                 hi = hi.max(w);
             } else {
-                b.row[c] += v;
+                row[c] += v;
             }
         }
     }
+    b.cols = cols;
     if b.cols.is_empty() {
         return;
     }
