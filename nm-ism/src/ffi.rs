@@ -11,7 +11,8 @@ use crate::Workspace;
 /// `len < cap`, write `keys[len]` and `vals[len]`, then `len += 1`; at `len == cap` call
 /// `flush(slot)` first (it sorts and merges, or hands the full array to the merging thread,
 /// and may move `keys`/`vals`: reload them). A dense workspace (`dense` not null) is instead
-/// written at `dense[key] += v; mark[key] = 1`. `finish` is the host's: it compresses the
+/// written at `dense[at] += v; mark[at] = 1`, where `at` is the key's
+/// [`KeyLayout::dense_index`](crate::KeyLayout::dense_index). `finish` is the host's: it compresses the
 /// workspace into the kernel's result arrays (`args` is the kernel's argument array).
 /// Every call returns 0, or 1 on failure (the reason is kept in the workspace).
 #[repr(C)]
@@ -25,7 +26,7 @@ pub struct Slot {
     pub len: i64,
     /// Its capacity.
     pub cap: i64,
-    /// A dense workspace's values, indexed by key (null for a sparse one).
+    /// A dense workspace's values, at each key's dense index (null for a sparse one).
     pub dense: *mut c_void,
     /// A dense workspace's flags: 1 where a component was written.
     pub mark: *mut u8,

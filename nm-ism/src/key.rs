@@ -85,6 +85,42 @@ impl KeyLayout {
         }
     }
 
+    /// Where a dense array holds `key`: row after row (a row per first coordinate) of
+    /// [`KeyLayout::dense_width`] elements. A packed layout's rows have keys to the next power
+    /// of two that no coordinates make (bcsstk33's 8,738 columns: a row of 16,384 keys), which a
+    /// dense array indexed by the key itself would hold, zeroed, and page in: nearly twice the
+    /// memory for a matrix's result.
+    #[inline]
+    pub fn dense_index(&self, key: u64) -> usize {
+        let row = key / self.strides.first().copied().unwrap_or(1);
+        (key - row * self.dense_gap()) as usize
+    }
+
+    /// The key a dense array holds at `index` ([`KeyLayout::dense_index`] undone).
+    #[inline]
+    pub(crate) fn dense_key(&self, index: usize) -> u64 {
+        let index = index as u64;
+        index + index / self.dense_width() * self.dense_gap()
+    }
+
+    /// Elements of a dense array's row: one past the largest key within a first coordinate's
+    /// (its stride, unless packing left keys unused at its end).
+    pub fn dense_width(&self) -> u64 {
+        let inner = self.extents.iter().zip(&self.strides).skip(1);
+        1 + inner.map(|(&e, &s)| (e.max(1) as u64 - 1) * s).sum::<u64>()
+    }
+
+    /// The keys a row of keys has past a dense array's row: what [`KeyLayout::dense_index`]
+    /// takes off per first coordinate (0 unless packed).
+    pub fn dense_gap(&self) -> u64 {
+        self.strides.first().map_or(0, |&s| s - self.dense_width().min(s))
+    }
+
+    /// Elements of a dense array over every key.
+    pub fn dense_len(&self) -> u64 {
+        self.extents.first().map_or(1, |&e| e as u64) * self.dense_width()
+    }
+
     /// The stride and range of the last coordinate's field.
     pub(crate) fn last_field(&self) -> (u64, u64) {
         (self.strides.last().copied().unwrap_or(1), self.radices.last().copied().unwrap_or(1))
@@ -100,5 +136,44 @@ impl KeyLayout {
                 ((key / self.strides[d]) % self.radices[d]) as usize
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyLayout;
+    use crate::Policy;
+
+    /// A dense array's indices cover the coordinates' keys once each, in key order, within
+    /// `dense_len`, and take them back; unpacked layouts index by the key itself.
+    #[test]
+    fn dense_indices_are_the_keys_in_order_without_the_unused_ones() {
+        for extents in [vec![5, 10], vec![3, 4, 5], vec![7], vec![6, 1], vec![4, 16], vec![2, 0]] {
+            for policy in [Policy::Bucket, Policy::Dense] {
+                let layout = KeyLayout::new(&extents, policy).unwrap();
+                let mut coords = vec![0; extents.len()];
+                let mut last = None;
+                let count: usize = extents.iter().product();
+                for n in 0..count {
+                    let mut rest = n;
+                    for d in (0..extents.len()).rev() {
+                        coords[d] = rest % extents[d];
+                        rest /= extents[d];
+                    }
+                    let key = layout.key(&coords).unwrap();
+                    let at = layout.dense_index(key);
+                    assert!((at as u64) < layout.dense_len(), "{extents:?} {policy:?}: {coords:?} at {at}");
+                    assert!(last.is_none_or(|l| l < at), "{extents:?} {policy:?}: {coords:?} out of order");
+                    assert_eq!(layout.dense_key(at), key, "{extents:?} {policy:?}");
+                    if policy == Policy::Dense {
+                        assert_eq!(at as u64, key);
+                    }
+                    last = Some(at);
+                }
+            }
+        }
+        let matrix = KeyLayout::new(&[8738, 8738], Policy::Auto).unwrap();
+        assert_eq!((matrix.strides()[0], matrix.dense_width(), matrix.dense_gap()), (16384, 8738, 16384 - 8738));
+        assert_eq!(matrix.dense_len(), 8738 * 8738);
     }
 }

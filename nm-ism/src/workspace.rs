@@ -198,9 +198,11 @@ impl<V: Value> Workspace<V> {
         if seen >= Config::DENSE_AFTER * distinct.max(1) && self.turn_dense() {
             let (vals, mark) = self.dense.as_mut().expect("turned dense");
             let b = self.buckets.as_mut().expect("checked");
+            let layout = &self.layout;
             b.empty_into(|k, v| {
-                vals[k as usize] += v;
-                mark[k as usize] = 1;
+                let at = layout.dense_index(k);
+                vals[at] += v;
+                mark[at] = 1;
             });
             self.slot.len = 0;
         }
@@ -210,8 +212,7 @@ impl<V: Value> Workspace<V> {
     /// Turns `auto` dense, allocating the dense array unless an earlier use left it; `false`
     /// (staying sparse) when it does not fit.
     fn turn_dense(&mut self) -> bool {
-        let (stride, _) = self.layout.first();
-        let len = (self.layout.extents().first().copied().unwrap_or(1) as u128) * stride as u128;
+        let len = self.layout.dense_len() as u128;
         let bytes = len * (std::mem::size_of::<V>() + 1) as u128;
         if nm_runtime::memory::available().is_none_or(|a| bytes > a / 4) || bytes > isize::MAX as u128 {
             return false;
@@ -273,8 +274,9 @@ impl<V: Value> Workspace<V> {
         if self.dense_on
             && let Some((vals, mark)) = &mut self.dense
         {
-            vals[key as usize] += v;
-            mark[key as usize] = 1;
+            let at = self.layout.dense_index(key);
+            vals[at] += v;
+            mark[at] = 1;
             return Ok(());
         }
         if let Some(b) = &mut self.buckets {
@@ -368,8 +370,12 @@ impl<V: Value> Workspace<V> {
             self.flush()?;
             let (vals, mark) = self.dense.as_mut().expect("checked");
             let Stage::Inline(state) = &mut self.stage else { unreachable!("auto runs inline") };
-            let run = drain_dense(vals, mark, state.largest_kept());
+            let mut run = drain_dense(vals, mark, state.largest_kept());
             let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
+            // Indices into the dense array back to keys (in the same order).
+            if self.layout.dense_gap() > 0 {
+                run.keys.iter_mut().for_each(|k| *k = self.layout.dense_key(*k as usize));
+            }
             state.push(run)?;
             self.stats.peak_bytes = self.stats.peak_bytes.max(state.peak + acc_bytes + dense_bytes);
             state.peak = 0;
@@ -446,7 +452,7 @@ impl<V: Value> Workspace<V> {
         match (&mut self.dense, &mut self.buckets) {
             // Everything in the dense array (`auto` emptied its buckets into it on turning).
             (Some((vals, mark)), _) if self.dense_on && self.slot.len == 0 => {
-                let rows = (self.layout.extents()[0], self.layout.strides()[0] as usize, self.layout.extents()[1]);
+                let rows = (self.layout.extents()[0], self.layout.dense_width() as usize, self.layout.extents()[1]);
                 drain_dense_rows(vals, mark, rows, pos, crd, &mut out.vals);
                 let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
                 self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes + dense_bytes);

@@ -194,8 +194,9 @@ fn the_slot_appends_and_flushes_like_insert() {
             unsafe {
                 let s = &mut *slot;
                 if !s.dense.is_null() {
-                    *(s.dense as *mut f64).add(key as usize) += 1.0;
-                    *s.mark.add(key as usize) = 1;
+                    let at = layout.dense_index(key);
+                    *(s.dense as *mut f64).add(at) += 1.0;
+                    *s.mark.add(at) = 1;
                     continue;
                 }
                 if !s.buckets.is_null() {

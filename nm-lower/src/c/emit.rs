@@ -234,6 +234,17 @@ impl Emitter<'_> {
         self.names.dense(w).map(|(d, m)| format!("{d} = ({t} *){slot}->dense; {m} = {slot}->mark;"))
     }
 
+    /// What workspace `w`'s dense array takes off a key per first coordinate (see
+    /// `nm_ism::KeyLayout::dense_index`); 0 where it indexes by the key itself.
+    fn dense_gap(&self, w: ArrayId) -> u64 {
+        match &self.f.arrays[w].role {
+            Role::Workspace { extents, config, .. } => {
+                nm_ism::KeyLayout::new(extents, config.policy).map_or(0, |layout| layout.dense_gap())
+            }
+            _ => 0,
+        }
+    }
+
     fn line(&mut self, depth: usize, text: &str) {
         let _ = writeln!(self.out, "{}{text}", "  ".repeat(depth));
     }
@@ -337,10 +348,16 @@ impl Emitter<'_> {
                 let dense = self.names.dense(*workspace);
                 let reload = self.reload_dense(*workspace);
                 if let (Some(nm_ism::Policy::Auto), Some((d, m))) = (policy, dense) {
-                    // Dense once the workspace has turned dense, else as `bucket`.
+                    // Dense once the workspace has turned dense, else as `bucket`. The dense
+                    // array's rows leave out the keys packing puts past a row's last column
+                    // (`KeyLayout::dense_index`).
+                    let at = match self.dense_gap(*workspace) {
+                        0 => "key".to_string(),
+                        gap => format!("key - INT64_C({gap}) * {}", self.expr(first, ScalarType::Index)),
+                    };
                     self.line(depth + 1, &format!("if ({d}) {{"));
-                    self.line(depth + 2, &format!("{d}[key] += {value};"));
-                    self.line(depth + 2, &format!("{m}[key] = 1;"));
+                    self.line(depth + 2, &format!("{d}[{at}] += {value};"));
+                    self.line(depth + 2, &format!("{m}[{at}] = 1;"));
                     self.line(depth + 1, "} else {");
                 }
                 let d = depth + (policy == Some(nm_ism::Policy::Auto)) as usize;
