@@ -201,12 +201,15 @@ pub(crate) fn combine_slices<V: Value>(
         b.row.resize(stride as usize, V::ZERO);
         b.bits.resize((stride as usize).div_ceil(64), 0);
     }
-    // The row, its bitmap and its columns apart from `b`, so that their addresses stay in
-    // registers while `cols` grows.
-    let mut cols = std::mem::take(&mut b.cols);
-    cols.clear();
-    let (row, bits) = (&mut b.row[..], &mut b.bits[..]);
-    let (mut lo, mut hi) = (usize::MAX, 0usize);
+    // The row, its bitmap and its new columns as slices, whose addresses stay in registers
+    // (pushing to `b.cols` made the compiler load them again at every component). `cols` is
+    // as long as any bucket so far and only its first `n` are this bucket's: zeroing it for
+    // every bucket wrote as much again as a long row's components.
+    if b.cols.len() < total {
+        b.cols.resize(total, 0);
+    }
+    let (row, bits, cols) = (&mut b.row[..], &mut b.bits[..], &mut b.cols[..]);
+    let (mut lo, mut hi, mut n) = (usize::MAX, 0usize, 0);
     for (keys, vals) in slices {
         for (&k, &v) in keys.iter().zip(*vals) {
             let c = (k - base) as usize;
@@ -215,7 +218,8 @@ pub(crate) fn combine_slices<V: Value>(
             if word & bit == 0 {
                 bits[w] = word | bit;
                 row[c] = v;
-                cols.push(c as u64);
+                cols[n] = c as u64;
+                n += 1;
                 lo = lo.min(w);
                 hi = hi.max(w);
             } else {
@@ -223,11 +227,11 @@ pub(crate) fn combine_slices<V: Value>(
             }
         }
     }
-    b.cols = cols;
-    if b.cols.is_empty() {
+    let cols = &mut cols[..n];
+    if n == 0 {
         return;
     }
-    if (hi - lo + 1) <= 4 * b.cols.len() {
+    if (hi - lo + 1) <= 4 * n {
         // Many columns for the span: the bitmap gives them in order.
         for w in lo..=hi {
             let mut word = std::mem::take(&mut b.bits[w]);
@@ -239,8 +243,8 @@ pub(crate) fn combine_slices<V: Value>(
             }
         }
     } else {
-        b.cols.sort_unstable();
-        for &c in &b.cols {
+        cols.sort_unstable();
+        for &c in &*cols {
             out.keys.push(base + c);
             out.vals.push(b.row[c as usize]);
             b.bits[c as usize / 64] = 0;
