@@ -17,6 +17,8 @@ pub struct KeyLayout {
     packed: bool,
     /// One past the largest key.
     space: u64,
+    /// A dense array's row width (see [`KeyLayout::dense_width`]).
+    width: u64,
 }
 
 impl KeyLayout {
@@ -33,7 +35,9 @@ impl KeyLayout {
             strides[d] = space;
             space = space.checked_mul(radices[d]).filter(|&s| s <= 1 << 63).ok_or_else(too_big)?;
         }
-        Ok(KeyLayout { extents: extents.to_vec(), strides, radices, packed, space })
+        let inner = extents.iter().zip(&strides).skip(1);
+        let width = 1 + inner.map(|(&e, &s)| (e.max(1) as u64 - 1) * s).sum::<u64>();
+        Ok(KeyLayout { extents: extents.to_vec(), strides, radices, packed, space, width })
     }
 
     /// The extents.
@@ -92,8 +96,13 @@ impl KeyLayout {
     /// memory for a matrix's result.
     #[inline]
     pub fn dense_index(&self, key: u64) -> usize {
-        let row = key / self.strides.first().copied().unwrap_or(1);
-        (key - row * self.dense_gap()) as usize
+        let gap = self.dense_gap();
+        if gap == 0 {
+            return key as usize;
+        }
+        // A gap means a packed layout of two or more coordinates: a shift finds the row.
+        let row = key >> self.strides[0].trailing_zeros();
+        (key - row * gap) as usize
     }
 
     /// The key a dense array holds at `index` ([`KeyLayout::dense_index`] undone).
@@ -105,15 +114,16 @@ impl KeyLayout {
 
     /// Elements of a dense array's row: one past the largest key within a first coordinate's
     /// (its stride, unless packing left keys unused at its end).
+    #[inline]
     pub fn dense_width(&self) -> u64 {
-        let inner = self.extents.iter().zip(&self.strides).skip(1);
-        1 + inner.map(|(&e, &s)| (e.max(1) as u64 - 1) * s).sum::<u64>()
+        self.width
     }
 
     /// The keys a row of keys has past a dense array's row: what [`KeyLayout::dense_index`]
     /// takes off per first coordinate (0 unless packed).
+    #[inline]
     pub fn dense_gap(&self) -> u64 {
-        self.strides.first().map_or(0, |&s| s - self.dense_width().min(s))
+        self.strides.first().map_or(0, |&s| s - self.width.min(s))
     }
 
     /// Elements of a dense array over every key.
