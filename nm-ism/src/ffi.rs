@@ -12,9 +12,9 @@ use crate::Workspace;
 /// `flush(slot)` first (it sorts and merges, or hands the full array to the merging thread,
 /// and may move `keys`/`vals`: reload them). A dense workspace (`dense` not null) is instead
 /// written at `dense[at] += v; mark[at] = 1`, where `at` is the key's
-/// [`KeyLayout::dense_index`](crate::KeyLayout::dense_index). `finish` is the host's: it compresses the
-/// workspace into the kernel's result arrays (`args` is the kernel's argument array).
-/// Every call returns 0, or 1 on failure (the reason is kept in the workspace).
+/// [`KeyLayout::dense_index`](crate::KeyLayout::dense_index). `finish` is the host's: it
+/// compresses the workspace into the kernel's result arrays (`args` is the kernel's argument
+/// array). Every call returns 0, or 1 on failure (the reason is kept in the workspace).
 #[repr(C)]
 #[derive(Debug)]
 pub struct Slot {

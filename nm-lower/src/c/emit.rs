@@ -353,7 +353,7 @@ impl Emitter<'_> {
                     // (`KeyLayout::dense_index`).
                     let at = match self.dense_gap(*workspace) {
                         0 => "key".to_string(),
-                        gap => format!("key - INT64_C({gap}) * {}", self.expr(first, ScalarType::Index)),
+                        gap => format!("key - INT64_C({gap}) * ({})", self.expr(first, ScalarType::Index)),
                     };
                     self.line(depth + 1, &format!("if ({d}) {{"));
                     self.line(depth + 2, &format!("{d}[{at}] += {value};"));
