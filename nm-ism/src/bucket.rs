@@ -6,10 +6,9 @@
 use std::ffi::c_void;
 
 use nm_format::Value;
-use nm_runtime::memory::advise_huge_pages;
 
 use crate::IsmError;
-use crate::segments::{Segment, Segments};
+use crate::segments::{Segment, Segments, chunk};
 use crate::sort::{Buckets, Run, combine_bucket};
 
 /// One bucket as generated code sees it: append `keys[len]`, `vals[len]` while `len < cap`,
@@ -196,13 +195,7 @@ impl<V: Value> Memory<V> {
         if n.checked_mul(8 + std::mem::size_of::<V>())? > at_most {
             return None;
         }
-        let (mut keys, mut vals) = (Vec::new(), Vec::new());
-        keys.try_reserve_exact(n).ok()?;
-        vals.try_reserve_exact(n).ok()?;
-        advise_huge_pages(&mut keys);
-        advise_huge_pages(&mut vals);
-        keys.resize(n, 0);
-        vals.resize(n, V::ZERO);
+        let (keys, vals) = chunk(n)?;
         Some((keys, vals, ROOM))
     }
 

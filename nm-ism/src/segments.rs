@@ -5,7 +5,7 @@
 //! buckets (BENCHMARKS.md, "Outer-product SpGEMM").
 
 use nm_format::Value;
-use nm_runtime::memory::advise_huge_pages;
+use nm_runtime::memory::huge_vec;
 
 use crate::IsmError;
 
@@ -132,12 +132,8 @@ impl<V: Value> Segments<V> {
 
 /// A chunk of `n` keys and values, zeroed and advised for huge pages before they are first
 /// written; `None` when memory runs out.
-fn chunk<V: Value>(n: usize) -> Option<(Vec<u64>, Vec<V>)> {
-    let (mut keys, mut vals) = (Vec::new(), Vec::new());
-    keys.try_reserve_exact(n).ok()?;
-    vals.try_reserve_exact(n).ok()?;
-    advise_huge_pages(&mut keys);
-    advise_huge_pages(&mut vals);
+pub(crate) fn chunk<V: Value>(n: usize) -> Option<(Vec<u64>, Vec<V>)> {
+    let (mut keys, mut vals) = (huge_vec(n).ok()?, huge_vec(n).ok()?);
     keys.resize(n, 0);
     vals.resize(n, V::ZERO);
     Some((keys, vals))

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::mpsc::channel;
 
 use nm_format::{LevelKind, Value};
-use nm_runtime::memory::advise_huge_pages;
+use nm_runtime::memory::huge_vec;
 
 use crate::bucket::BucketStore;
 use crate::config::{Config, IsmError, Policy, Stats};
@@ -538,11 +538,7 @@ impl<V: Value> Drop for Workspace<V> {
 /// for huge pages before they are first written: products scatter into them at random, and a
 /// TLB entry then covers 2 MiB. `None` when memory runs out.
 fn dense_arrays<V: Value>(len: usize) -> Option<(Vec<V>, Vec<u8>)> {
-    let (mut vals, mut mark) = (Vec::new(), Vec::new());
-    vals.try_reserve_exact(len).ok()?;
-    mark.try_reserve_exact(len).ok()?;
-    advise_huge_pages(&mut vals);
-    advise_huge_pages(&mut mark);
+    let (mut vals, mut mark) = (huge_vec(len).ok()?, huge_vec(len).ok()?);
     vals.resize(len, V::ZERO);
     mark.resize(len, 0u8);
     Some((vals, mark))
