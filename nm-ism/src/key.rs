@@ -75,8 +75,9 @@ impl KeyLayout {
             && (0..self.extents.len()).all(|d| ((key / self.strides[d]) % self.radices[d]) < self.extents[d] as u64)
     }
 
-    /// The two coordinates of a key of a matrix: a shift and a mask when bit-packed, one
-    /// division when not ([`KeyLayout::decode`] takes two per coordinate).
+    /// A key's first coordinate and the rest of the key (a matrix's two coordinates): a shift
+    /// and a mask when bit-packed, one division when not ([`KeyLayout::decode`] takes two per
+    /// coordinate). The layout has at least one coordinate.
     #[inline]
     pub(crate) fn split2(&self, key: u64) -> (u64, u64) {
         let stride = self.strides[0];
@@ -96,13 +97,12 @@ impl KeyLayout {
     /// memory for a matrix's result.
     #[inline]
     pub fn dense_index(&self, key: u64) -> usize {
-        let gap = self.dense_gap();
-        if gap == 0 {
+        if self.dense_gap() == 0 {
             return key as usize;
         }
-        // A gap means a packed layout of two or more coordinates: a shift finds the row.
-        let row = key >> self.strides[0].trailing_zeros();
-        (key - row * gap) as usize
+        // A gap means two coordinates or more.
+        let (row, rest) = self.split2(key);
+        (row * self.width + rest) as usize
     }
 
     /// The key a dense array holds at `index` ([`KeyLayout::dense_index`] undone).

@@ -28,8 +28,6 @@ pub(crate) struct Segments<V> {
     /// Segments given back, by the log2 of their capacity: a bucket that grows gives back the
     /// segment it leaves, which the next bucket to reach that size takes.
     free: Vec<Vec<Segment>>,
-    /// Components in all chunks.
-    capacity: usize,
 }
 
 /// The first chunk's components (2 MiB of keys: one huge page); each next chunk is twice the
@@ -56,7 +54,6 @@ impl<V: Value> Segments<V> {
             self.chunks.push(
                 chunk(size).ok_or_else(|| IsmError::OutOfMemory(format!("{size} components of workspace buckets")))?,
             );
-            self.capacity += size;
             self.used = 0;
         }
         let segment = Segment { chunk: self.chunks.len() - 1, at: self.used, cap };
@@ -124,9 +121,9 @@ impl<V: Value> Segments<V> {
         }
     }
 
-    /// Components in all chunks, handed out or not.
+    /// Components in all chunks, handed out or not (a few dozen chunks at most).
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.chunks.iter().map(|(keys, _)| keys.len()).sum()
     }
 }
 
