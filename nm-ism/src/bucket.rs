@@ -6,6 +6,7 @@
 use std::ffi::c_void;
 
 use nm_format::Value;
+use nm_runtime::memory::{Peer, place_apart};
 
 use crate::IsmError;
 use crate::segments::{Segment, Segments, chunk};
@@ -373,14 +374,23 @@ impl<V: Value> BucketStore<V> {
     /// where [`BucketStore::drain`] builds one sorted run of every component that compressing
     /// then reads again. The buckets are emptied (their memory kept). `total`, the components
     /// in all buckets as the caller counted them, sizes the arrays (a pass over the heads to
-    /// count them was a visible part of an outer product with many short rows).
-    pub fn drain_rows(&mut self, total: usize, pos: &mut Vec<i64>, crd: &mut Vec<i64>, vals: &mut Vec<V>) {
+    /// count them was a visible part of an outer product with many short rows), or memory
+    /// runs out first.
+    pub fn drain_rows(
+        &mut self,
+        total: usize,
+        pos: &mut Vec<i64>,
+        crd: &mut Vec<i64>,
+        vals: &mut Vec<V>,
+    ) -> Result<(), IsmError> {
         pos.clear();
         crd.clear();
         vals.clear();
-        pos.reserve(self.heads.len() + 1);
-        crd.reserve(total);
-        vals.reserve(total);
+        let oom = |_| IsmError::OutOfMemory(format!("a result of {total} components"));
+        pos.try_reserve_exact(self.heads.len() + 1).map_err(oom)?;
+        crd.try_reserve_exact(total).map_err(oom)?;
+        vals.try_reserve_exact(total).map_err(oom)?;
+        place_apart(vals, &[Peer::of(crd)]);
         pos.push(0);
         let tagged = self.stride <= TAGGED_BELOW;
         for b in 0..self.heads.len() {
@@ -403,6 +413,7 @@ impl<V: Value> BucketStore<V> {
             }
             pos.push(crd.len() as i64);
         }
+        Ok(())
     }
 
     /// Every bucket combined, in order, into `out` (sorted, unique); the buckets are emptied
@@ -486,7 +497,7 @@ mod tests {
                     store.push(row as u64 * stride + column, v).unwrap();
                     at[row] += 1;
                 }
-                store.drain_rows(order_len, &mut pos, &mut crd, &mut vals);
+                store.drain_rows(order_len, &mut pos, &mut crd, &mut vals).unwrap();
                 let (mut want_pos, mut want_crd, mut want_vals) = (vec![0], Vec::new(), Vec::new());
                 for mut row in inserted {
                     row.sort_by_key(|&(column, _)| column);

@@ -5,6 +5,7 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 
 use nm_format::Value;
+use nm_runtime::memory::{Peer, place_apart};
 
 use crate::config::{Config, IsmError, Policy};
 use crate::sort::{Buckets, Run, Scratch, combine_runs, insert_sorted, merge, sort_coord, sort_hash};
@@ -141,7 +142,7 @@ impl<V: Value> MergeState<V> {
 }
 
 /// Room for `need` components, grown by the piecewise-linear rule [`grown`].
-pub(crate) fn reserve<V>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
+pub(crate) fn reserve<V: Copy>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
     let cap = run.keys.capacity();
     if cap >= need {
         return Ok(());
@@ -150,6 +151,7 @@ pub(crate) fn reserve<V>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> 
     let oom = |_| IsmError::OutOfMemory(format!("growing a workspace array to {target} components"));
     run.keys.try_reserve_exact(target - run.keys.len()).map_err(oom)?;
     run.vals.try_reserve_exact(target - run.vals.len()).map_err(oom)?;
+    place_apart(&mut run.vals, &[Peer::of(&run.keys)]);
     Ok(())
 }
 
@@ -189,7 +191,8 @@ pub(crate) enum Stage<V> {
 
 /// [`drain_dense`] straight into a CSR matrix's arrays (replacing what they held; `rows` is
 /// the row count, the key stride between rows, and the column count): only each row's
-/// columns are scanned, not the rest of its power-of-two stride, which nothing writes.
+/// columns are scanned, not the rest of its power-of-two stride, which nothing writes. Fails
+/// only when memory runs out.
 pub(crate) fn drain_dense_rows<V: Value>(
     vals: &mut [V],
     mark: &mut [u8],
@@ -197,12 +200,20 @@ pub(crate) fn drain_dense_rows<V: Value>(
     pos: &mut Vec<i64>,
     crd: &mut Vec<i64>,
     out: &mut Vec<V>,
-) {
+) -> Result<(), IsmError> {
     pos.clear();
     crd.clear();
     out.clear();
+    let oom = |_| IsmError::OutOfMemory(format!("a result of {rows} rows"));
+    pos.try_reserve_exact(rows + 1).map_err(oom)?;
     pos.push(0);
     for r in 0..rows {
+        // Room for a whole row first: the pushes below never reallocate.
+        if crd.capacity() - crd.len() < cols || out.capacity() - out.len() < cols {
+            crd.try_reserve(cols).map_err(oom)?;
+            out.try_reserve(cols).map_err(oom)?;
+            place_apart(out, &[Peer::of(crd)]);
+        }
         let row = r * stride..r * stride + cols;
         take_marked(&mut vals[row.clone()], &mut mark[row], |col, v| {
             crd.push(col as i64);
@@ -210,6 +221,7 @@ pub(crate) fn drain_dense_rows<V: Value>(
         });
         pos.push(crd.len() as i64);
     }
+    Ok(())
 }
 
 /// The written entries of a dense workspace as a sorted run, the arrays zeroed behind.

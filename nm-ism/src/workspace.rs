@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::mpsc::channel;
 
 use nm_format::{LevelKind, Value};
-use nm_runtime::memory::huge_vec;
+use nm_runtime::memory::{Peer, huge_vec, place_apart};
 
 use crate::bucket::BucketStore;
 use crate::config::{Config, IsmError, Policy, Stats};
@@ -306,6 +306,7 @@ impl<V: Value> Workspace<V> {
                 let oom = |_| IsmError::OutOfMemory(format!("growing a vector workspace to {target} components"));
                 self.acc.keys.try_reserve_exact(target - n).map_err(oom)?;
                 self.acc.vals.try_reserve_exact(target - n).map_err(oom)?;
+                place_apart(&mut self.acc.vals, &[Peer::of(&self.acc.keys)]);
                 self.acc.keys.resize(target, 0);
                 self.acc.vals.resize(target, V::ZERO);
                 self.sync_slot();
@@ -354,6 +355,7 @@ impl<V: Value> Workspace<V> {
             let oom = |_| IsmError::OutOfMemory(format!("growing an accumulation array to {target} components"));
             self.acc.keys.try_reserve_exact(target - cap).map_err(oom)?;
             self.acc.vals.try_reserve_exact(target - cap).map_err(oom)?;
+            place_apart(&mut self.acc.vals, &[Peer::of(&self.acc.keys)]);
             self.acc.keys.resize(target, 0);
             self.acc.vals.resize(target, V::ZERO);
         }
@@ -453,7 +455,7 @@ impl<V: Value> Workspace<V> {
             // Everything in the dense array (`auto` emptied its buckets into it on turning).
             (Some((vals, mark)), _) if self.dense_on && self.slot.len == 0 => {
                 let rows = (self.layout.extents()[0], self.layout.dense_width() as usize, self.layout.extents()[1]);
-                drain_dense_rows(vals, mark, rows, pos, crd, &mut out.vals);
+                drain_dense_rows(vals, mark, rows, pos, crd, &mut out.vals)?;
                 let dense_bytes = vals.len() * (std::mem::size_of::<V>() + 1);
                 self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes + dense_bytes);
                 // `auto`'s next use starts sparse again (`dense` stays dense).
@@ -463,7 +465,7 @@ impl<V: Value> Workspace<V> {
                 if self.slot.len > 0 {
                     self.stats.flushes += 1;
                 }
-                b.drain_rows(self.slot.len as usize, pos, crd, &mut out.vals);
+                b.drain_rows(self.slot.len as usize, pos, crd, &mut out.vals)?;
                 self.stats.peak_bytes = self.stats.peak_bytes.max(acc_bytes);
                 self.slot.len = 0;
             }

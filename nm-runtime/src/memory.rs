@@ -1,5 +1,6 @@
-//! A check before allocating storage sized by user data: refuse, with an error saying how
-//! much was needed, rather than let the allocator abort or the kernel kill the process.
+//! Allocating storage sized by user data: a check first, to refuse with an error saying how
+//! much was needed rather than let the allocator abort or the kernel kill the process, and
+//! the placement and paging advice that keep large arrays fast.
 
 /// A request larger than the memory the system can still give (or than a vector can hold):
 /// what it was for, how much it needed and how much there was.
@@ -66,6 +67,81 @@ pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
     let _ = (start, end);
 }
 
+/// An array read or written in step with another (a sparse result's coordinates and values, a
+/// workspace's keys and values): where it starts and how large its elements are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The address of its first element.
+    pub start: usize,
+    /// The size of an element in bytes.
+    pub elem_size: usize,
+}
+
+impl Peer {
+    /// The peer that `v` is.
+    pub fn of<T>(v: &[T]) -> Peer {
+        Peer { start: v.as_ptr() as usize, elem_size: std::mem::size_of::<T>() }
+    }
+}
+
+/// Whether two streams of equal-sized elements through arrays `distance` bytes apart meet at
+/// one L1 set and one way-predictor hash at every step, on AMD's Zen cores: those pick a way by
+/// a hash that folds linear-address bits 12–27 pairwise (12 with 27, 13 with 26, 14 with 25,
+/// 15 with 20, 16 with 21, … 19 with 24: measured on Zen 5, the pairs published for earlier
+/// Zen cores), and two lines of one set and one hash cannot both stay in the cache, so each
+/// access evicts the other stream's line. Less than a line from a multiple of 4 KiB, most
+/// lines of the two streams share a set; the hash is taken of that multiple.
+pub fn way_aliased(distance: usize) -> bool {
+    const PAIRS: [(u32, u32); 8] = [(12, 27), (13, 26), (14, 25), (15, 20), (16, 21), (17, 22), (18, 23), (19, 24)];
+    const PAGE: usize = 4096;
+    let pages = distance.saturating_add(PAGE / 2) / PAGE * PAGE;
+    if pages.abs_diff(distance) >= 64 {
+        return false;
+    }
+    let bit = |b: u32| (pages >> b) & 1;
+    PAIRS.iter().all(|&(a, b)| bit(a) == bit(b))
+}
+
+/// Arrays smaller than this are left where the allocator put them ([`place_apart`]): the
+/// misses two aliased streams through them cost are too few to pay for a move.
+const PLACED_FROM: usize = 64 << 10;
+
+/// Allocations tried per move before `place_apart` leaves an array where it is.
+const PLACEMENT_TRIES: usize = 4;
+
+/// Moves `v` (its capacity and elements) to a new allocation when its start is
+/// [`way_aliased`] with one of `peers` of its element size, trying a few new places: arrays
+/// written in step grow together and the allocator often maps same-size blocks a power of two
+/// apart (side by side, or at the same offset from a large alignment), where every access of
+/// one stream evicts the other's line; that slowed a whole row-wise SpGEMM, or not, by where
+/// the allocator had put its result (BENCHMARKS.md, "Arrays written in step"). Only speed is
+/// at stake: an array that finds no better place, or no memory to move to, stays.
+pub fn place_apart<T: Copy>(v: &mut Vec<T>, peers: &[Peer]) {
+    let size = std::mem::size_of::<T>();
+    // An empty vector's start is a dangling address in the first page, where nothing lives.
+    let aliased = |start: usize| {
+        peers.iter().any(|p| p.elem_size == size && p.start >= 4096 && way_aliased(start.abs_diff(p.start)))
+    };
+    if v.capacity().saturating_mul(size) < PLACED_FROM || !aliased(v.as_ptr() as usize) {
+        return;
+    }
+    // Places tried and refused stay allocated until a good one is found, so that the
+    // allocator offers another.
+    let mut refused: Vec<Vec<T>> = Vec::new();
+    for _ in 0..PLACEMENT_TRIES {
+        let mut moved = Vec::new();
+        if moved.try_reserve_exact(v.capacity()).is_err() {
+            return;
+        }
+        if !aliased(moved.as_ptr() as usize) {
+            moved.extend_from_slice(v);
+            *v = moved;
+            return;
+        }
+        refused.push(moved);
+    }
+}
+
 /// An empty vector with room for `n` elements, advised for huge pages (see
 /// [`advise_huge_pages`]): where tensors put their values, which kernels then read in place.
 pub fn huge_vec<T>(n: usize) -> Result<Vec<T>, NotAvailable> {
@@ -78,6 +154,38 @@ pub fn huge_vec<T>(n: usize) -> Result<Vec<T>, NotAvailable> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_way_hash_aliases_pairs_of_bits_and_multiples_of_its_span() {
+        assert!(way_aliased((1 << 27) + 4096), "two 128 MiB blocks side by side");
+        assert!(way_aliased(1 << 28) && way_aliased(3 << 28), "starts a multiple of 256 MiB apart");
+        assert!(way_aliased((1 << 20) + (1 << 15)) && way_aliased((1 << 28) + 16), "15 with 20; within a line");
+        assert!(!way_aliased((1 << 27) + 2 * 4096) && !way_aliased(1 << 27) && !way_aliased(4096));
+        assert!(!way_aliased((1 << 28) + 2048), "another set");
+    }
+
+    #[test]
+    fn placing_apart_moves_an_aliased_array_and_keeps_its_elements() {
+        let mut v: Vec<u64> = (0..1 << 16).collect();
+        let capacity = v.capacity();
+        // A peer of another element size, or not aliased, leaves it where it is.
+        let start = v.as_ptr() as usize;
+        let unaliased = Peer { start: start + 4096, elem_size: 8 };
+        let other_size = Peer { start: start + (1 << 28), elem_size: 4 };
+        place_apart(&mut v, &[unaliased, other_size]);
+        assert_eq!(v.as_ptr() as usize, start);
+        // A peer 256 MiB away (where the allocator puts none) moves it.
+        let aliased = Peer { start: start.wrapping_add(1 << 28), elem_size: 8 };
+        place_apart(&mut v, &[aliased]);
+        assert_ne!(v.as_ptr() as usize, start);
+        assert!(!way_aliased((v.as_ptr() as usize).abs_diff(aliased.start)));
+        assert_eq!(v.capacity(), capacity);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
+        let mut small: Vec<u64> = vec![1, 2];
+        let at = small.as_ptr() as usize;
+        place_apart(&mut small, &[Peer { start: at + (1 << 28), elem_size: 8 }]);
+        assert_eq!(small.as_ptr() as usize, at, "small arrays stay");
+    }
 
     #[test]
     fn huge_vectors_have_the_room_asked_for_and_keep_what_is_written() {

@@ -6,6 +6,8 @@
 
 use std::collections::TryReserveError;
 
+use nm_runtime::memory::{Peer, place_apart};
+
 use crate::ir::{ArrayId, ElemType, Function};
 
 mod workspace;
@@ -116,6 +118,16 @@ impl ArrayData<'_> {
         }
     }
 
+    /// Where its elements start, for placing an array written in step with it (see
+    /// [`nm_runtime::memory::place_apart`]).
+    pub(crate) fn peer(&self) -> Peer {
+        let start = match self {
+            ArrayData::Borrowed(b) => b.as_ptr() as usize,
+            owned => owned!(owned, v => v.as_ptr() as usize, borrowed => 0),
+        };
+        Peer { start, elem_size: self.elem().size() }
+    }
+
     /// The element type.
     pub fn elem(&self) -> ElemType {
         match self {
@@ -161,8 +173,14 @@ impl ArrayData<'_> {
     }
 
     /// Appends the first `n` elements of each part, in order (all of this array's type, all
-    /// writable), copied on `threads` threads into this array's memory.
-    pub(crate) fn append(&mut self, parts: &[(&ArrayData, usize)], threads: usize) -> Result<(), TryReserveError> {
+    /// writable), copied on `threads` threads into this array's memory, placed apart from
+    /// `peers` where it grows.
+    pub(crate) fn append(
+        &mut self,
+        parts: &[(&ArrayData, usize)],
+        threads: usize,
+        peers: &[Peer],
+    ) -> Result<(), TryReserveError> {
         macro_rules! append_as {
             ($variant:ident, $dest:expr) => {{
                 let slices: Vec<&[_]> = parts
@@ -172,7 +190,7 @@ impl ArrayData<'_> {
                         _ => unreachable!("appended arrays are writable and have one element type"),
                     })
                     .collect();
-                append_slices($dest, &slices, threads)
+                append_slices($dest, &slices, threads, peers)
             }};
         }
         match self {
@@ -191,10 +209,11 @@ impl ArrayData<'_> {
         owned!(self, v => nm_runtime::memory::advise_huge_pages(v), borrowed => ())
     }
 
-    /// Reserves room for `extra` more elements, or says memory ran out (a borrowed array never
-    /// grows: the caller checks [`ArrayData::is_writable`]).
-    pub(crate) fn try_reserve(&mut self, extra: usize) -> Result<(), std::collections::TryReserveError> {
-        owned!(self, v => v.try_reserve(extra), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
+    /// Reserves room for `extra` more elements, placed apart from `peers` where it grows, or
+    /// says memory ran out (a borrowed array never grows: the caller checks
+    /// [`ArrayData::is_writable`]).
+    pub(crate) fn try_reserve(&mut self, extra: usize, peers: &[Peer]) -> Result<(), TryReserveError> {
+        owned!(self, v => try_reserve_placed(v, extra, peers), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
     }
 
     /// Elements it has room for without reallocating (its length when borrowed).
@@ -257,8 +276,8 @@ impl ArrayData<'_> {
     /// memory of the first `kept` elements is kept as it is (the kernel may have written them
     /// without the vector counting them), the rest is not zeroed, and the vector's length is
     /// unchanged — the caller claims what the kernel wrote with [`ArrayData::claim_written`].
-    pub(crate) fn reserve_unwritten(&mut self, kept: usize, n: usize) -> Result<(), TryReserveError> {
-        owned!(self, v => reserve_unwritten(v, kept, n), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
+    pub(crate) fn reserve_unwritten(&mut self, kept: usize, n: usize, peers: &[Peer]) -> Result<(), TryReserveError> {
+        owned!(self, v => reserve_unwritten(v, kept, n, peers), borrowed => unreachable!("only outputs grow; check_arguments makes them writable"))
     }
 
     /// Sets the length to `n` (false, and nothing done, beyond the capacity or for a borrowed
@@ -291,7 +310,7 @@ impl ArrayData<'_> {
 /// [`ArrayData::reserve_unwritten`] on a vector: its allocation viewed as `MaybeUninit`
 /// elements for the reallocation, so that what a kernel wrote past the vector's length is
 /// copied along without the vector ever claiming it.
-fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize) -> Result<(), TryReserveError> {
+fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize, peers: &[Peer]) -> Result<(), TryReserveError> {
     use std::mem::{ManuallyDrop, MaybeUninit};
     let len = v.len();
     let mut old = ManuallyDrop::new(std::mem::take(v));
@@ -301,12 +320,19 @@ fn reserve_unwritten<T: Copy>(v: &mut Vec<T>, kept: usize, n: usize) -> Result<(
     let keep = kept.clamp(len, raw.capacity());
     // SAFETY: within the capacity; `MaybeUninit` elements need no initialisation.
     unsafe { raw.set_len(keep) };
-    let reserved = raw.try_reserve(n.saturating_sub(keep));
+    let reserved = try_reserve_placed(&mut raw, n.saturating_sub(keep), peers);
     let mut raw = ManuallyDrop::new(raw);
     // SAFETY: the same allocation back as `T`s (same layout), claiming only the `len`
     // elements that were initialised before.
     *v = unsafe { Vec::from_raw_parts(raw.as_mut_ptr().cast(), len, raw.capacity()) };
     reserved
+}
+
+/// [`Vec::try_reserve`], then [`place_apart`] from `peers`.
+fn try_reserve_placed<T: Copy>(v: &mut Vec<T>, extra: usize, peers: &[Peer]) -> Result<(), TryReserveError> {
+    v.try_reserve(extra)?;
+    place_apart(v, peers);
+    Ok(())
 }
 
 /// `dest[q] = parts[0][q] + parts[1][q] + ...` in that order, in chunks on `threads` threads.
@@ -339,10 +365,11 @@ fn append_slices<T: Copy + Send + Sync>(
     dest: &mut Vec<T>,
     parts: &[&[T]],
     threads: usize,
+    peers: &[Peer],
 ) -> Result<(), TryReserveError> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let kept = dest.len();
-    dest.try_reserve(total)?;
+    try_reserve_placed(dest, total, peers)?;
     let mut spare = &mut dest.spare_capacity_mut()[..total];
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,6 +6,7 @@ use crate::args::{ArgumentError, ArrayData, Partition, ReductionKind};
 use crate::ir::{ArrayId, ElemType, Function, Role, Stmt};
 use crate::jit::{CCompiler, CompileOptions, Compiled, JitError, OptLevel};
 use nm_ir::id::Id;
+use nm_runtime::memory::Peer;
 
 /// What can go wrong running a compiled kernel.
 #[derive(Debug, thiserror::Error)]
@@ -183,7 +184,7 @@ impl CKernel {
         // type in a vector borrowed mutably for the whole call (nothing else touches it); inputs
         // are only read; outputs are written within their length, which only `grow` extends
         // (positions come from the shapes the arrays were sized by, checked above).
-        let status = unsafe { entry(descriptors.as_mut_ptr()) };
+        let status = unsafe { self.call(*entry, &mut descriptors) };
         drop(hosts);
         if status != 0 {
             let flushed = arrays.iter_mut().find_map(|a| match a {
@@ -288,6 +289,9 @@ pub fn threads_worth_copies(stored: usize, len: usize, threads: usize) -> usize 
 thread_local! {
     /// Why the last `grow` on this thread failed, for the error `run` returns.
     static GROW_FAILURE: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+    /// The descriptors of the arrays the kernel running on this thread appends to, written in
+    /// step, with their element sizes: `grow` places a grown one apart from the others.
+    static IN_STEP: std::cell::RefCell<Vec<(*const NmsArray, usize)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// How [`CKernel::run_rows`] gives an argument to each range.
@@ -553,7 +557,7 @@ impl RangeRun<'_> {
         // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only read, shared
         // outputs written at the rows of `lo..hi` only (the outer loop's range names disjoint
         // result elements), everything else is this thread's own.
-        let status = unsafe { (self.entry)(descriptors.as_mut_ptr()) };
+        let status = unsafe { self.kernel.call(self.entry, &mut descriptors) };
         if status != 0 {
             return Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()));
         }
@@ -570,6 +574,29 @@ impl RangeRun<'_> {
 }
 
 impl CKernel {
+    /// Calls `entry` on `descriptors`, telling `grow` which of them the kernel appends to.
+    ///
+    /// # Safety
+    /// `entry` is this kernel's function and `descriptors` are its arguments, as [`CKernel::run`]
+    /// and [`RangeRun::range`] make them.
+    unsafe fn call(&self, entry: Entry, descriptors: &mut [NmsArray]) -> libc::c_int {
+        let base = descriptors.as_mut_ptr();
+        IN_STEP.with(|s| {
+            let mut s = s.borrow_mut();
+            s.clear();
+            for (k, decl) in self.function.arrays.iter().map(|(_, d)| d).enumerate() {
+                if self.appended[k] && k < descriptors.len() {
+                    // SAFETY: `k` is within `descriptors`.
+                    s.push((unsafe { base.add(k) }.cast_const(), decl.elem.size()));
+                }
+            }
+        });
+        // SAFETY: the caller's contract.
+        let status = unsafe { entry(base) };
+        IN_STEP.with(|s| s.borrow_mut().clear());
+        status
+    }
+
     /// The threads [`CKernel::run_rows`] runs `partition`'s ranges on, at most `threads`: no
     /// more than there are ranges to take, nor than the workers run; copies of a reduction's
     /// result (`per_thread`, its parameter) only as many as pay for themselves where the
@@ -663,9 +690,10 @@ impl CKernel {
         }
         pos_data[0] = 0;
         for &k in appended {
+            let peers: Vec<Peer> = appended.iter().filter(|&&j| j != k).map(|&j| arrays[j].peer()).collect();
             let parts: Vec<(&ArrayData, usize)> = own.iter().zip(&counts).map(|(a, &n)| (&a[k], n)).collect();
             arrays[k]
-                .append(&parts, threads)
+                .append(&parts, threads, &peers)
                 .map_err(|_| RunError::OutOfMemory(f.name.clone(), format!("joining {offset} result entries")))?;
         }
         Ok(())
@@ -811,11 +839,12 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
             ));
         }
         let capacity = data.capacity();
+        let peers = peers_in_step(a);
         let reserved = if zero {
-            data.try_reserve(extra)
+            data.try_reserve(extra, &peers)
         } else {
             // What the kernel wrote so far lies below its descriptor's length.
-            data.reserve_unwritten(descriptor.len.max(0) as usize, n)
+            data.reserve_unwritten(descriptor.len.max(0) as usize, n, &peers)
         };
         if reserved.is_err() {
             return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
@@ -835,6 +864,20 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
         Ok(true) => 0,
         _ => 1,
     }
+}
+
+/// Where the other arrays the running kernel appends to start (see `IN_STEP`), for `grow` to
+/// place `a` apart from them.
+fn peers_in_step(a: *const NmsArray) -> Vec<Peer> {
+    IN_STEP.with(|s| {
+        s.borrow()
+            .iter()
+            .filter(|&&(d, _)| d != a)
+            // SAFETY: the descriptors `call` listed live until the kernel returns, which it has
+            // not (it is in `grow`); only their `data` field is read.
+            .map(|&(d, elem_size)| Peer { start: unsafe { (*d).data } as usize, elem_size })
+            .collect()
+    })
 }
 
 fn raw_parts(data: &mut ArrayData) -> (*mut libc::c_void, usize) {
