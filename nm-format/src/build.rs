@@ -526,7 +526,8 @@ impl Builder<'_> {
         for (&q, &v) in at.iter().zip(&entries.values) {
             values[q] += v;
         }
-        let tensor = Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values };
+        let tensor =
+            Tensor { shape: self.shape.to_vec(), format: self.format.clone(), levels, values }.with_values_placed();
         Ok((tensor, report))
     }
 

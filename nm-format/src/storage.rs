@@ -28,6 +28,15 @@ impl Indices {
         self.view().len()
     }
 
+    /// Where its entries start, for placing an array read in step with it (see
+    /// [`nm_runtime::memory::place_apart`]).
+    pub(crate) fn peer(&self) -> nm_runtime::memory::Peer {
+        match self {
+            Indices::U32(v) => nm_runtime::memory::Peer::of(v),
+            Indices::U64(v) => nm_runtime::memory::Peer::of(v),
+        }
+    }
+
     /// Whether there are no entries.
     #[inline]
     pub fn is_empty(&self) -> bool {

@@ -120,6 +120,17 @@ impl<T: Value> Tensor<T> {
         (self.shape, self.format, self.levels, self.values)
     }
 
+    /// The tensor with its values moved, where they landed at an address the L1 way predictor
+    /// aliases with the last level's coordinates of the same element size, which kernels read
+    /// in step with them (see [`nm_runtime::memory::place_apart`]; BENCHMARKS.md, "Arrays
+    /// written in step").
+    pub(crate) fn with_values_placed(mut self) -> Self {
+        if let Some(LevelStorage::Compressed { crd, .. } | LevelStorage::Singleton { crd }) = self.levels.last() {
+            nm_runtime::memory::place_apart(&mut self.values, &[crd.peer()]);
+        }
+        self
+    }
+
     /// Number of stored values (explicit zeros included, padding included).
     pub fn stored_len(&self) -> usize {
         self.values.len()

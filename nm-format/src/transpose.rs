@@ -71,11 +71,14 @@ impl<T: Value> Tensor<T> {
             (false, true) => rows.merge::<usize, u32>(),
             (false, false) => rows.merge::<usize, usize>(),
         };
-        Some(built.map(|(pos, crd, values)| Tensor {
-            shape: list.shape.clone(),
-            format: format.clone(),
-            levels: vec![LevelStorage::Dense { size: n_outer }, LevelStorage::Compressed { pos, crd }],
-            values,
+        Some(built.map(|(pos, crd, values)| {
+            Tensor {
+                shape: list.shape.clone(),
+                format: format.clone(),
+                levels: vec![LevelStorage::Dense { size: n_outer }, LevelStorage::Compressed { pos, crd }],
+                values,
+            }
+            .with_values_placed()
         }))
     }
 
@@ -104,12 +107,15 @@ impl<T: Value> Tensor<T> {
                 (Indices::U64(p), Indices::U64(c), v)
             }
         };
-        Some(Tensor {
-            shape: self.shape.clone(),
-            format: target.clone(),
-            levels: vec![LevelStorage::Dense { size: new_outer }, LevelStorage::Compressed { pos, crd }],
-            values,
-        })
+        Some(
+            Tensor {
+                shape: self.shape.clone(),
+                format: target.clone(),
+                levels: vec![LevelStorage::Dense { size: new_outer }, LevelStorage::Compressed { pos, crd }],
+                values,
+            }
+            .with_values_placed(),
+        )
     }
 
     /// `(from, to)`, the outer dimensions, where [`Self::convert_compressed_matrix`] applies.

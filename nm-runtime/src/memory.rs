@@ -114,8 +114,9 @@ const PLACEMENT_TRIES: usize = 4;
 /// written in step grow together and the allocator often maps same-size blocks a power of two
 /// apart (side by side, or at the same offset from a large alignment), where every access of
 /// one stream evicts the other's line; that slowed a whole row-wise SpGEMM, or not, by where
-/// the allocator had put its result (BENCHMARKS.md, "Arrays written in step"). Only speed is
-/// at stake: an array that finds no better place, or no memory to move to, stays.
+/// the allocator had put its result (BENCHMARKS.md, "Arrays written in step"). The new memory
+/// is advised for huge pages like any large array's. Only speed is at stake: an array that
+/// finds no better place, or no memory to move to, stays.
 pub fn place_apart<T: Copy>(v: &mut Vec<T>, peers: &[Peer]) {
     let size = std::mem::size_of::<T>();
     // An empty vector's start is a dangling address in the first page, where nothing lives.
@@ -134,6 +135,7 @@ pub fn place_apart<T: Copy>(v: &mut Vec<T>, peers: &[Peer]) {
             return;
         }
         if !aliased(moved.as_ptr() as usize) {
+            advise_huge_pages(&mut moved);
             moved.extend_from_slice(v);
             *v = moved;
             return;

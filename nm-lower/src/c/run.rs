@@ -838,7 +838,7 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
                 avail as f64 / GIB
             ));
         }
-        let (start, capacity) = (data.peer().start, data.capacity());
+        let capacity = data.capacity();
         let peers = peers_in_step(a);
         let reserved = if zero {
             data.try_reserve(extra, &peers)
@@ -849,8 +849,7 @@ unsafe fn grow(a: *mut NmsArray, n: i64, zero: bool) -> libc::c_int {
         if reserved.is_err() {
             return fail(format!("growing an output to {n} elements failed ({:.1} GiB)", bytes as f64 / GIB));
         }
-        // New memory (grown, or moved apart from its peers) is advised before it is written.
-        if data.capacity() != capacity || data.peer().start != start {
+        if data.capacity() != capacity {
             data.advise_huge_pages();
         }
         if zero {
