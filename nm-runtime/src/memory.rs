@@ -176,7 +176,7 @@ mod tests {
         let other_size = Peer { start: start + (1 << 28), elem_size: 4 };
         place_apart(&mut v, &[unaliased, other_size]);
         assert_eq!(v.as_ptr() as usize, start);
-        // A peer 256 MiB away (where the allocator puts none) moves it.
+        // A peer 256 MiB on moves it (only the distance counts: nothing need live there).
         let aliased = Peer { start: start.wrapping_add(1 << 28), elem_size: 8 };
         place_apart(&mut v, &[aliased]);
         assert_ne!(v.as_ptr() as usize, start);
