@@ -142,17 +142,14 @@ impl<V: Value> MergeState<V> {
 }
 
 /// Room for `need` components, grown by the piecewise-linear rule [`grown`].
-pub(crate) fn reserve<V: Copy>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
+pub(crate) fn reserve<V: Value>(run: &mut Run<V>, need: usize) -> Result<(), IsmError> {
     let cap = run.keys.capacity();
     if cap >= need {
         return Ok(());
     }
     let target = grown(cap).max(need);
     let oom = |_| IsmError::OutOfMemory(format!("growing a workspace array to {target} components"));
-    run.keys.try_reserve_exact(target - run.keys.len()).map_err(oom)?;
-    run.vals.try_reserve_exact(target - run.vals.len()).map_err(oom)?;
-    place_apart(&mut run.vals, &[Peer::of(&run.keys)]);
-    Ok(())
+    run.try_reserve_total(target).map_err(oom)
 }
 
 /// The reallocation heuristic: the next capacity after `cap` — doubling while small (cheap,

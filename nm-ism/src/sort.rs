@@ -22,6 +22,15 @@ impl<V: Value> Run<V> {
         self.vals.clear();
     }
 
+    /// Room for `components` in all, no more, the values placed apart from the keys they are
+    /// read and written in step with (see [`nm_runtime::memory::place_apart`]).
+    pub fn try_reserve_total(&mut self, components: usize) -> Result<(), std::collections::TryReserveError> {
+        self.keys.try_reserve_exact(components.saturating_sub(self.keys.len()))?;
+        self.vals.try_reserve_exact(components.saturating_sub(self.vals.len()))?;
+        nm_runtime::memory::place_apart(&mut self.vals, &[nm_runtime::memory::Peer::of(&self.keys)]);
+        Ok(())
+    }
+
     /// Appends `(k, v)`, adding `v` to the last value when its key is `k` (gathering sorted ids).
     #[inline]
     fn push_combining(&mut self, k: u64, v: V) {

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::mpsc::channel;
 
 use nm_format::{LevelKind, Value};
-use nm_runtime::memory::{Peer, huge_vec, place_apart};
+use nm_runtime::memory::huge_vec;
 
 use crate::bucket::BucketStore;
 use crate::config::{Config, IsmError, Policy, Stats};
@@ -304,9 +304,7 @@ impl<V: Value> Workspace<V> {
             if n == self.acc.keys.len() {
                 let target = grown(n);
                 let oom = |_| IsmError::OutOfMemory(format!("growing a vector workspace to {target} components"));
-                self.acc.keys.try_reserve_exact(target - n).map_err(oom)?;
-                self.acc.vals.try_reserve_exact(target - n).map_err(oom)?;
-                place_apart(&mut self.acc.vals, &[Peer::of(&self.acc.keys)]);
+                self.acc.try_reserve_total(target).map_err(oom)?;
                 self.acc.keys.resize(target, 0);
                 self.acc.vals.resize(target, V::ZERO);
                 self.sync_slot();
@@ -353,9 +351,7 @@ impl<V: Value> Workspace<V> {
         if cap < self.config.capacity {
             let target = (2 * cap).min(self.config.capacity);
             let oom = |_| IsmError::OutOfMemory(format!("growing an accumulation array to {target} components"));
-            self.acc.keys.try_reserve_exact(target - cap).map_err(oom)?;
-            self.acc.vals.try_reserve_exact(target - cap).map_err(oom)?;
-            place_apart(&mut self.acc.vals, &[Peer::of(&self.acc.keys)]);
+            self.acc.try_reserve_total(target).map_err(oom)?;
             self.acc.keys.resize(target, 0);
             self.acc.vals.resize(target, V::ZERO);
         }
