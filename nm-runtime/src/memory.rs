@@ -93,7 +93,6 @@ impl Peer {
 /// lines of the two streams share a set; the hash is taken of that multiple.
 pub fn way_aliased(distance: usize) -> bool {
     const PAIRS: [(u32, u32); 8] = [(12, 27), (13, 26), (14, 25), (15, 20), (16, 21), (17, 22), (18, 23), (19, 24)];
-    const PAGE: usize = 4096;
     let pages = distance.saturating_add(PAGE / 2) / PAGE * PAGE;
     if pages.abs_diff(distance) >= 64 {
         return false;
@@ -101,6 +100,9 @@ pub fn way_aliased(distance: usize) -> bool {
     let bit = |b: u32| (pages >> b) & 1;
     PAIRS.iter().all(|&(a, b)| bit(a) == bit(b))
 }
+
+/// A page of memory, in bytes.
+const PAGE: usize = 4096;
 
 /// Arrays smaller than this are left where the allocator put them ([`place_apart`]): the
 /// misses two aliased streams through them cost are too few to pay for a move.
@@ -121,7 +123,7 @@ pub fn place_apart<T: Copy>(v: &mut Vec<T>, peers: &[Peer]) {
     let size = std::mem::size_of::<T>();
     // An empty vector's start is a dangling address in the first page, where nothing lives.
     let aliased = |start: usize| {
-        peers.iter().any(|p| p.elem_size == size && p.start >= 4096 && way_aliased(start.abs_diff(p.start)))
+        peers.iter().any(|p| p.elem_size == size && p.start >= PAGE && way_aliased(start.abs_diff(p.start)))
     };
     if v.capacity().saturating_mul(size) < PLACED_FROM || !aliased(v.as_ptr() as usize) {
         return;
