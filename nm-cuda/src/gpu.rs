@@ -34,14 +34,16 @@ pub fn unavailable() -> Option<CudaError> {
 /// Loaded modules by entry point and NVRTC options.
 type Modules = HashMap<(String, Vec<String>), Arc<CudaModule>>;
 
-/// An open CUDA device with its stream and loaded kernels.
+/// An open CUDA device with its stream and loaded kernels. A clone shares the context and
+/// the loaded kernels; [`Gpu::with_stream`] makes one that queues work on another stream.
+#[derive(Clone)]
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     limits: DeviceLimits,
     name: String,
     clock_khz: usize,
-    modules: Mutex<Modules>,
+    modules: Arc<Mutex<Modules>>,
 }
 
 impl Gpu {
@@ -65,7 +67,7 @@ impl Gpu {
         let clock_khz = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?;
         let name = ctx.name()?;
         let stream = ctx.default_stream();
-        Ok(Gpu { ctx, stream, limits, name, clock_khz, modules: Mutex::new(HashMap::new()) })
+        Ok(Gpu { ctx, stream, limits, name, clock_khz, modules: Arc::new(Mutex::new(HashMap::new())) })
     }
 
     /// The device's limits the kernel choice depends on.
@@ -92,6 +94,16 @@ impl Gpu {
     /// The stream every call runs on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// This device with its kernels, queueing on `stream` (of this device's context).
+    pub fn with_stream(&self, stream: Arc<CudaStream>) -> Gpu {
+        Gpu { stream, ..self.clone() }
+    }
+
+    /// The context the device's memory and streams belong to.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
     }
 
     /// The real architecture kernels are compiled for (`sm_90`, `sm_80`, …).
@@ -279,23 +291,6 @@ impl SpmmLaunch {
     pub fn workspace(&self, n: usize) -> usize {
         if self.plan.slices > 1 { self.plan.slices * self.m * n } else { 1 }
     }
-}
-
-/// `C = A·B` on the GPU, host to host: `a` row-major `m×k`, B in `nm(N,M,L)`, f32.
-pub fn multiply(gpu: &Gpu, a: &[f32], m: usize, b: &NmParts<f32>, options: Options) -> Result<(Vec<f32>, F32Plan)> {
-    let [k, n] = b.shape;
-    if a.len() != m * k {
-        return Err(CudaError::Inner { m, k: a.len().checked_div(m).unwrap_or(0), rows: k });
-    }
-    let mut dev = GpuNm::upload(gpu, b)?;
-    let launch = dev.prepare(gpu, m, options)?;
-    let a_dev = gpu.upload(a)?;
-    let mut c = gpu.zeros::<f32>(m * n)?;
-    let mut work = gpu.zeros::<f32>(launch.workspace(n))?;
-    dev.run(gpu, &launch, &a_dev, &mut c, &mut work)?;
-    let mut out = gpu.download(&c)?;
-    out.truncate(m * n);
-    Ok((out, launch.plan))
 }
 
 /// f32 → bf16 bits, rounding to nearest even (NaN stays NaN).
@@ -645,32 +640,6 @@ impl Nv24Launch {
     pub fn workspace(&self, m: usize) -> usize {
         if self.slices > 1 { self.slices * m * self.n } else { 1 }
     }
-}
-
-/// `C = A·B` on the sparse tensor cores, host to host: A in `nv24`, `b` row-major `k×n`; A
-/// and B are rounded to bf16, C is f32. Returns C and the launch's parameter set.
-pub fn multiply_nv24(
-    gpu: &Gpu,
-    a: &nm_format::Tensor<f32>,
-    b: &[f32],
-    n: usize,
-    tile: Option<TileSize>,
-    slices: Option<usize>,
-) -> Result<(Vec<f32>, Nv24Kernel, usize)> {
-    let (m, k) = (a.shape()[0], a.shape()[1]);
-    if b.len() != k * n {
-        return Err(CudaError::Inner { m, k, rows: b.len().checked_div(n).unwrap_or(0) });
-    }
-    let dev = GpuNv24::upload(gpu, &Nv24Sp::compress(a)?)?;
-    let launch = dev.prepare(gpu, n, tile, slices)?;
-    let (padded, ldb) = bf16_padded_rows(b, n);
-    let b_dev = gpu.upload(&padded)?;
-    let mut c = gpu.zeros::<f32>((m * n).max(1))?;
-    let mut work = gpu.zeros::<f32>(launch.workspace(m))?;
-    dev.run(gpu, &launch, &b_dev, ldb, &mut c, &mut work)?;
-    let mut out = gpu.download(&c)?;
-    out.truncate(m * n);
-    Ok((out, launch.kernel, launch.slices))
 }
 
 /// `c = Σ_z work[z·len..]`, in slice order.

@@ -20,6 +20,8 @@ pub const NV24_SP_SOURCE: &str = with_helpers!("../kernels/nv24_spmm_sp.cu");
 pub const TRANSPOSE_BF16_SOURCE: &str = include_str!("../kernels/transpose_bf16.cu");
 /// The split-K reduction.
 pub const REDUCE_SOURCE: &str = include_str!("../kernels/splitk_reduce.cu");
+/// f32 rows rounded to bf16 in padded rows (the 2:4 kernel's B from f32).
+pub const TO_BF16_SOURCE: &str = include_str!("../kernels/to_bf16.cu");
 
 /// A source with the options that make it one kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +107,16 @@ impl Variant {
         }
     }
 
+    /// f32 rows to bf16 rows padded to a multiple of 8 (B of the 2:4 kernel, from f32).
+    pub fn to_bf16() -> Variant {
+        Variant {
+            function: "nm_f32_to_bf16_rows",
+            source: TO_BF16_SOURCE,
+            options: Vec::new(),
+            label: "f32 to bf16 rows".into(),
+        }
+    }
+
     /// The split-K reduction.
     pub fn reduce() -> Variant {
         Variant {
@@ -124,7 +136,7 @@ impl Variant {
 /// patterns, the medium one for the others), and the 2:4 sparse tensor-core kernel in every
 /// parameter set.
 pub fn every_variant() -> Vec<Variant> {
-    let mut out = vec![Variant::reduce(), Variant::transpose_bf16()];
+    let mut out = vec![Variant::reduce(), Variant::transpose_bf16(), Variant::to_bf16()];
     for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
         out.push(Variant::nv24_sp(&Nv24Kernel::new(size)));
     }
@@ -213,6 +225,7 @@ mod tests {
         }
         assert!(all.iter().any(|v| v.function == "nm_bf16_transpose"));
         assert!(all.iter().any(|v| v.function == "nm_splitk_reduce"));
+        assert!(all.iter().any(|v| v.function == "nm_f32_to_bf16_rows"));
         assert_eq!(all.iter().filter(|v| v.function == "nv24_spmm_sp").count(), 4);
     }
 }

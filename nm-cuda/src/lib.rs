@@ -19,11 +19,12 @@ pub mod kernels;
 pub mod nv24;
 pub mod nvrtc;
 pub mod plan;
+mod resident;
 pub use gpu::{
-    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Launch, SpmmLaunch, bf16_padded_rows, from_bf16, multiply,
-    multiply_nv24, to_bf16, unavailable,
+    Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Launch, SpmmLaunch, bf16_padded_rows, from_bf16, to_bf16, unavailable,
 };
 
 pub use error::{CudaError, Result};
 pub use nv24::Nv24Sp;
 pub use plan::{DeviceLimits, Options, TileSize, Version};
+pub use resident::{Borrowed, Plan, multiply, multiply_nv24};

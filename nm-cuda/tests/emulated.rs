@@ -1,4 +1,4 @@
-//! The f32 CUDA kernel source itself, run on the host: `kernels/emulate/harness.cpp` compiles
+//! The CUDA kernel sources themselves, run on the host: `kernels/emulate/harness.cpp` compiles
 //! `nm_spmm_f32.cu` and `splitk_reduce.cu` with a small CUDA emulation (a thread per CUDA
 //! thread, barriers for `__syncthreads`, cp.async as an immediate copy) under AddressSanitizer
 //! and UBSan, so this checks the kernels' indexing, ragged edges, packing, the double-buffer
@@ -41,12 +41,14 @@ fn harness(harness: &str, defines: &[String]) -> PathBuf {
         "nv24_spmm_sp.cu",
         "splitk_reduce.cu",
         "transpose_bf16.cu",
+        "to_bf16.cu",
         "cp_async.cuh",
         "emulate/cuda_host.h",
         "emulate/harness.h",
         "emulate/harness.cpp",
         "emulate/harness_tc.cpp",
         "emulate/harness_sp.cpp",
+        "emulate/harness_to_bf16.cpp",
     ] {
         for b in std::fs::read(kernels.join(file)).unwrap() {
             hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
@@ -302,4 +304,39 @@ fn nv24_sparse_tensor_core_kernel_source_matches_a_dense_product_under_sanitizer
             }
         }
     }
+}
+
+#[test]
+fn bf16_rounding_kernel_source_matches_the_host_rounding_under_sanitizers() {
+    // Ties both ways, values that round up into the next binade and to infinity, subnormals,
+    // signed zeros, infinities and NaNs; 13 columns in rows of 16 (padding written as zeros),
+    // and a grid of 2 × 64 threads striding over 37 × 16 outputs.
+    let special = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.5,
+        f32::from_bits(0x3f80_8000),
+        f32::from_bits(0x3f81_8000),
+        f32::from_bits(0x3fff_ffff),
+        f32::MAX,
+        f32::MIN_POSITIVE / 3.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ];
+    let (rows, cols, ld) = (37usize, 13usize, 16usize);
+    let src: Vec<f32> = (0..rows * cols)
+        .map(|i| if i < special.len() { special[i] } else { f32::from_bits((i as u32).wrapping_mul(2_654_435_761)) })
+        .collect();
+    let header = [rows, cols, ld, 2, 64];
+    let mut bytes: Vec<u8> = header.iter().flat_map(|&v| (v as i64).to_le_bytes()).collect();
+    bytes.extend(src.iter().flat_map(|v| v.to_le_bytes()));
+    let got: Vec<u32> = run_harness("harness_to_bf16.cpp", &[], "to-bf16", bytes).iter().map(|v| v.to_bits()).collect();
+    let (want, want_ld) = nm_cuda::bf16_padded_rows(&src, cols);
+    assert_eq!(want_ld, ld);
+    let want: Vec<u32> = want.iter().map(|&v| v as u32).collect();
+    let at = got.iter().zip(&want).position(|(x, y)| x != y);
+    assert!(got.len() == want.len() && at.is_none(), "first difference at {at:?}");
 }

@@ -3,7 +3,8 @@
 //! results must be equal, not close. Without a device every test prints why it is skipped.
 
 use nm_cuda::{
-    CudaError, Gpu, GpuNmBf16, Options, TileSize, Version, from_bf16, multiply, multiply_nv24, to_bf16, unavailable,
+    CudaError, Gpu, GpuNmBf16, Nv24Sp, Options, Plan, TileSize, Version, from_bf16, multiply, multiply_nv24, to_bf16,
+    unavailable,
 };
 mod common;
 
@@ -159,4 +160,107 @@ fn wrong_operands_are_errors() {
     assert!(matches!(GpuNmBf16::upload(&gpu, &b), Err(CudaError::Unsupported(_))));
     let a = random_nv24(8, 64, 1);
     assert!(matches!(multiply_nv24(&gpu, &a, &[0.0; 10], 3, None, None), Err(CudaError::Inner { .. })));
+}
+
+/// Runs `plan` four ways — host operands twice (the staging buffers reused), device operands,
+/// device operands on a stream of the caller's — each against the dense operand `dense[i]`,
+/// and returns the four results.
+fn four_runs(gpu: &Gpu, plan: &mut Plan, dense: &[Vec<f32>; 3]) -> [Vec<f32>; 4] {
+    let [m, _, n] = plan.shape();
+    let mut host = [vec![f32::NAN; m * n], vec![f32::NAN; m * n]];
+    for (c, operand) in host.iter_mut().zip(dense) {
+        plan.run_host(operand, c, None).unwrap();
+    }
+    let operand = gpu.upload(&dense[2]).unwrap();
+    let mut c = gpu.upload(&vec![f32::NAN; m * n]).unwrap();
+    plan.run(&operand, &mut c, None).unwrap();
+    let on_plan_stream = gpu.download(&c).unwrap();
+    let stream = gpu.context().new_stream().unwrap();
+    let mut c2 = gpu.upload(&vec![f32::NAN; m * n]).unwrap();
+    plan.run(&operand, &mut c2, Some(&stream)).unwrap();
+    stream.synchronize().unwrap();
+    let on_own_stream = gpu.download(&c2).unwrap();
+    let [first, second] = host;
+    [first, second, on_plan_stream[..m * n].to_vec(), on_own_stream[..m * n].to_vec()]
+}
+
+#[test]
+fn plans_run_again_and_again_with_host_and_device_operands() {
+    let Some(gpu) = device() else { return };
+    let mut checked = 0;
+    let shapes: [Shape; 3] = [(1, 37, 64), (100, 130, 200), (257, 129, 1003)];
+    for &(n_keep, m_win) in &[(2, 4), (1, 8), (16, 32)] {
+        for (s, &(m, n, k)) in shapes.iter().enumerate() {
+            let b = random_nm(k, n, (n_keep, m_win, 8), s as u64 + 21);
+            let dense = [0, 1, 2].map(|i| random_dense(m, k, s as u64 * 3 + i));
+            let want = dense.clone().map(|a| cpu_reference(&a, m, &b));
+            for slices in [None, Some(3)] {
+                let options = Options { slices, ..Options::default() };
+                let mut plan = Plan::nm(&gpu, &b.nm_parts().unwrap(), m, options).unwrap();
+                assert_eq!(plan.shape(), [m, k, n]);
+                let got = four_runs(&gpu, &mut plan, &dense);
+                for (run, (got, want)) in got.iter().zip([&want[0], &want[1], &want[2], &want[2]]).enumerate() {
+                    assert!(got == want, "nm plan {n_keep}:{m_win} {m}×{n}×{k} run {run}: results differ");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    for (s, &(m, n, k)) in shapes.iter().enumerate() {
+        let a = random_nv24(m, k, s as u64 + 13);
+        let dense = [0, 1, 2].map(|i| random_dense(k, n, s as u64 * 5 + i));
+        let want = dense.clone().map(|b| {
+            let mut c = vec![0f32; m * n];
+            nm_spmm::spmm_nv24(&a, &b, n, &mut c, 1).unwrap();
+            c
+        });
+        for slices in [None, Some(3)] {
+            let mut plan = Plan::nv24(&gpu, &Nv24Sp::compress(&a).unwrap(), n, None, slices).unwrap();
+            let got = four_runs(&gpu, &mut plan, &dense);
+            for (run, (got, want)) in got.iter().zip([&want[0], &want[1], &want[2], &want[2]]).enumerate() {
+                assert!(got == want, "nv24 plan {m}×{n}×{k} run {run}: results differ");
+                checked += 1;
+            }
+        }
+    }
+    println!("{checked} plan runs equal to the CPU kernels");
+}
+
+#[test]
+fn plans_refuse_operands_that_do_not_fit() {
+    let Some(gpu) = device() else { return };
+    let b = random_nm(64, 48, (2, 4, 8), 3).nm_parts().unwrap();
+    let mut plan = Plan::nm(&gpu, &b, 10, Options::default()).unwrap();
+    let mut c = vec![0f32; 10 * 48];
+    let refused = |r: nm_cuda::Result<()>, needle: &str| match r {
+        Err(CudaError::Unsupported(why)) => assert!(why.contains(needle), "{why}"),
+        other => panic!("expected a refusal naming {needle}, got {other:?}"),
+    };
+    refused(plan.run_host(&[0.0; 10 * 63], &mut c, None), "A must be 10×64");
+    refused(plan.run_host(&[0.0; 10 * 64], &mut c[1..], None), "C 10×48");
+    let short = gpu.zeros::<f32>(10 * 63).unwrap();
+    let mut c_dev = gpu.zeros::<f32>(10 * 48).unwrap();
+    refused(plan.run(&short, &mut c_dev, None), "too short");
+    // Empty products are refused when the plan is made.
+    for (m, k) in [(0, 64), (10, 0)] {
+        let b = random_nm(k, 48, (2, 4, 8), 3).nm_parts().unwrap();
+        refused(Plan::nm(&gpu, &b, m, Options::default()).map(drop), "empty product");
+    }
+    let a = Nv24Sp::compress(&random_nv24(8, 64, 1)).unwrap();
+    refused(Plan::nv24(&gpu, &a, 0, None, None).map(drop), "empty product");
+    // Addresses the driver does not know as one allocation of this device are refused.
+    let real = gpu.zeros::<f32>(100).unwrap();
+    let (address, _sync) = cudarc::driver::DevicePtr::device_ptr(&real, gpu.stream());
+    // SAFETY: each call only asks the driver about the address; nothing is run on it.
+    unsafe {
+        let host = c.as_ptr() as u64;
+        assert!(
+            matches!(gpu.borrow_device::<f32>(host, 4), Err(CudaError::Unsupported(why)) if why.contains("not device memory"))
+        );
+        assert!(
+            matches!(gpu.borrow_device::<f32>(address + 4, 100), Err(CudaError::Unsupported(why)) if why.contains("past the end"))
+        );
+        assert_eq!(gpu.borrow_device::<f32>(address + 4, 99).unwrap().len(), 99);
+    }
+    assert_eq!(gpu.download(&real).unwrap().len(), 100, "the borrowed memory is still the owner's");
 }

@@ -1,5 +1,5 @@
 // Just enough of CUDA to run the kernels (nm_spmm_f32.cu, nm_spmm_bf16_tc.cu, nv24_spmm_sp.cu,
-// splitk_reduce.cu) on the host: every thread of
+// splitk_reduce.cu, to_bf16.cu) on the host: every thread of
 // a block is an OS thread, __syncthreads is a barrier, blocks run one after another, and
 // cp.async copies at once. Built with AddressSanitizer and UBSan by nm-cuda's `emulated`
 // test, so out-of-bounds global or shared accesses and misaligned float4 accesses fail there
@@ -38,6 +38,11 @@ struct alignas(8) float2 {
 };
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
 using std::min;
+inline unsigned int __float_as_uint(float x) {
+    unsigned int u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
 
 inline std::barrier<>* emulated_barrier = nullptr;
 inline float* emulated_shared = nullptr;
