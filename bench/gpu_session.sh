@@ -4,7 +4,7 @@
 # so everything is built here and carried.
 #
 #   bench/gpu_session.sh prepare        # here: builds into .gpu/ (in .gitignore)
-#   bench/gpu_session.sh run [tests|bench|tune|bf16|all] [bench or tune arguments]
+#   bench/gpu_session.sh run [tests|plan|bench|tune|bf16|all] [bench or tune arguments]
 #                                       # there: device run with carry [".gpu"], results in $OUT
 #                                       # (tests and bench fit one 10-minute call each)
 #
@@ -38,9 +38,21 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
         print(m["executable"])')
   cp "$gpu_test" "$here/gpu-test"
+  # The C library's plan on device memory: its Rust test, and the C plan test linked
+  # statically (that machine may have no C toolchain for it).
+  capi_test=$(cargo test -q --release -p nmsparse-capi --test gpu_plan --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu_plan":
+        print(m["executable"])')
+  cp "$capi_test" "$here/capi-gpu-plan"
+  cargo build -q --release -p nmsparse-capi --lib
+  cc -std=c99 -O1 -Iinclude capi/tests/c/plans.c target/release/libnmsparse.a \
+    -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o "$here/c-plans"
   cp target/release/examples/bench target/release/examples/tune "$here/"
   cp target/release/nmsparse "$here/nmsparse"
-  strip "$here/gpu-test" "$here/bench" "$here/tune" "$here/nmsparse"
+  strip "$here/gpu-test" "$here/bench" "$here/tune" "$here/nmsparse" "$here/capi-gpu-plan" "$here/c-plans"
   cargo run -q --release -p nm-cuda --example precompile -- sm_90 "$here/cubin" tune
   du -sh "$here"
 }
@@ -93,6 +105,40 @@ EOF
     cat "$out/device.txt"
     return
   fi
+  if [ "$phase" = plan ]; then
+    # Plans on the device: every GPU test (the one-shot products are plans made and run once),
+    # the C library's plans on device memory and caller streams, the plan tests under
+    # compute-sanitizer, and the command line's plan (creation timed apart from the runs).
+    timeout 200 "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
+    echo "gpu tests: exit $?" >>"$out/device.txt"
+    {
+      timeout 60 "$here/capi-gpu-plan" --nocapture
+      echo "capi gpu plan: exit $?"
+      timeout 60 "$here/c-plans"
+      echo "c plans: exit $?"
+    } >"$out/capi.txt" 2>&1
+    tail -n 4 "$out/capi.txt" >>"$out/device.txt"
+    if command -v compute-sanitizer >/dev/null; then
+      timeout 150 compute-sanitizer --error-exitcode 3 "$here/gpu-test" --test-threads=1 plans \
+        >"$out/sanitizer.txt" 2>&1
+      echo "compute-sanitizer (plans): exit $?" >>"$out/device.txt"
+      timeout 60 compute-sanitizer --error-exitcode 3 "$here/capi-gpu-plan" >>"$out/sanitizer.txt" 2>&1
+      echo "compute-sanitizer (C library plans): exit $?" >>"$out/device.txt"
+    fi
+    {
+      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+        -device=cuda -time=20 -print-compute
+      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+        -device=cuda -time=20 -print-compute
+    } >"$out/command-line.txt" 2>&1
+    echo "command line: exit $?" >>"$out/device.txt"
+    if [ $# -gt 0 ]; then
+      timeout 200 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+      echo "bench: exit $?" >>"$out/device.txt"
+    fi
+    cat "$out/device.txt"
+    return
+  fi
   if [ "$phase" = tune ]; then
     timeout 500 "$here/tune" "$@" >"$out/tune.csv" 2>"$out/tune-stderr.txt"
     echo "tune: exit $?" >>"$out/device.txt"
@@ -128,5 +174,5 @@ EOF
 case "${1:-}" in
   prepare) prepare ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 prepare | run [tests|bench|tune|all] [bench or tune arguments]" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare | run [tests|plan|bench|tune|bf16|all] [bench or tune arguments]" >&2; exit 2 ;;
 esac

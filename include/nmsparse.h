@@ -77,6 +77,10 @@ typedef struct nms_format nms_format;
 // A compiled expression, ready to run on tensors.
 typedef struct nms_kernel nms_kernel;
 
+// `C = A·B` against one structured operand prepared once: B in `nm(N,M,L)` or A in `nv24`.
+// Runs on one plan from several threads take turns (the plan's buffers are its own).
+typedef struct nms_nm_plan nms_nm_plan;
+
 // An expression in index notation (`"y(i) = A(i,j) * x(j)"`) with its tensors' declarations
 // and a schedule.
 typedef struct nms_program nms_program;
@@ -93,6 +97,10 @@ typedef int32_t nms_device;
 // being taken for another.
 typedef int32_t nms_dtype;
 
+// Where a plan run's dense operand and C live: `NMS_MEMORY_HOST` or `NMS_MEMORY_DEVICE` (an
+// integer: anything else is `NMS_ERR_INVALID_ARGUMENT`).
+typedef int32_t nms_memory;
+
 // Which back end runs a kernel: `NMS_BACKEND_JIT` or `NMS_BACKEND_INTERP` (an integer:
 // anything else is `NMS_ERR_INVALID_ARGUMENT`).
 typedef int32_t nms_backend;
@@ -103,6 +111,14 @@ typedef int32_t nms_backend;
 // CUDA device 0, through nm-cuda's f32 kernels (`threads` is ignored). No driver, no GPU, or
 // no NVRTC is `NMS_ERR_DEVICE`; f64 operands are `NMS_ERR_UNSUPPORTED`.
 #define NMS_DEVICE_CUDA 1
+
+// Host memory: the run copies through the plan's device buffers (CUDA) and returns when C
+// is written.
+#define NMS_MEMORY_HOST 0
+
+// Device memory of the plan's CUDA device (`cudaMalloc`, `cuMemAlloc`): nothing is copied,
+// the run is queued on the stream and the call returns without waiting for it.
+#define NMS_MEMORY_DEVICE 1
 
 // Generated C compiled by the system compiler (`$CC`, default `cc`), cached on disk
 // (`$NMSPARSE_CACHE_DIR`, default the user cache directory).
@@ -166,6 +182,57 @@ enum nms_status nms_tensor_from_nm_parts(nms_dtype dtype,
                                          const void *b_prime,
                                          const uint16_t *d,
                                          struct nms_tensor **out);
+
+// Prepares `C = A·B` for many runs. `sparse` is either B (`k×n`, in `nm(N,M,L)`), and then
+// `dense_dim` is `m`, the rows of the A each run takes; or A (`m×k`, in `nv24`), and then
+// `dense_dim` is `n`, the columns of the B each run takes. On `NMS_DEVICE_CPU` the plan packs
+// B once for nm-spmm's kernels (f32 or f64, `threads` 1 to 1024, 0 meaning 1); on
+// `NMS_DEVICE_CUDA` (f32 only) it compresses the operand into device 0's memory and chooses
+// and compiles its kernel once — the 2:4 sparse tensor cores for `nv24`, which round each
+// run's B to bf16 and accumulate in f32. `nms_nm_plan_shape` gives `m`, `k`, `n`. On success
+// `*out` is a new plan the caller releases with `nms_nm_plan_free`; the tensor may be freed
+// at once.
+//
+// # Safety
+// `sparse` is a live tensor; `out` points at room for one pointer.
+enum nms_status nms_nm_plan_create(const struct nms_tensor *sparse,
+                                   size_t dense_dim,
+                                   size_t threads,
+                                   nms_device device,
+                                   struct nms_nm_plan **out);
+
+// Writes the plan's `m`, `k` and `n` (`C = A·B` with A `m×k`, B `k×n`) to the pointers that
+// are not NULL.
+//
+// # Safety
+// `plan` is a live plan; each pointer is NULL or points at room for one `size_t`.
+enum nms_status nms_nm_plan_shape(const struct nms_nm_plan *plan, size_t *m, size_t *k, size_t *n);
+
+// Runs the plan: `c = A·B` with the dense operand `dense` — A (`m×k`) for a plan of B, B
+// (`k×n`) for a plan of A in `nv24` — and `c` (`m×n`), both row-major arrays of the plan's
+// value type (`float` on CUDA), overwritten. With `NMS_MEMORY_HOST` they are host arrays and
+// the call returns when `c` is written; with `NMS_MEMORY_DEVICE` (CUDA plans) they are device
+// memory of the plan's device, checked with the driver to be allocations that hold them, and
+// the run is queued on `stream` (a `cudaStream_t`/`CUstream` of that device; NULL: the
+// plan's own) and the call returns without waiting: synchronize the stream before reading
+// `c` on the host. A run on one stream after a run on another waits for it. `stream` must be
+// NULL for CPU plans.
+//
+// # Safety
+// `plan` is a live plan; `dense` and `c` hold the element counts above in the memory named
+// by `memory` (`c` not overlapping `dense`), and with `NMS_MEMORY_DEVICE` stay allocated,
+// unwritten by other work, until the run is done; `stream` is NULL or a live stream.
+enum nms_status nms_nm_plan_run(const struct nms_nm_plan *plan,
+                                const void *dense,
+                                void *c,
+                                nms_memory memory,
+                                void *stream);
+
+// Releases a plan (NULL is allowed) and, for a CUDA plan, its device memory.
+//
+// # Safety
+// `plan` is NULL or a plan from this library, not used afterwards.
+void nms_nm_plan_free(struct nms_nm_plan *plan);
 
 // Parses an expression (taco's index notation).
 //

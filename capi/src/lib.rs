@@ -3,9 +3,9 @@
 //! Built as `libnmsparse.so` and `libnmsparse.a`; `include/nmsparse.h` is generated from this
 //! crate by cbindgen. The conventions, which every function follows:
 //!
-//! - **Handles are opaque** (`nms_format`, `nms_tensor`, `nms_program`, `nms_kernel`), made by
-//!   a function that writes them to an out-parameter and released by their `*_free` (which
-//!   accepts NULL). Nothing else frees them; nothing the library returns needs `free()`.
+//! - **Handles are opaque** (`nms_format`, `nms_tensor`, `nms_program`, `nms_kernel`,
+//!   `nms_nm_plan`), made by a function that writes them to an out-parameter and released by
+//!   their `*_free` (which accepts NULL). Nothing else frees them; nothing the library returns needs `free()`.
 //! - **Every fallible function returns `nms_status`**: `NMS_OK`, or a named error kind, after
 //!   which `nms_last_error()` gives the calling thread's message (valid until its next failing
 //!   call). Out-parameters are written only on success.
@@ -26,11 +26,16 @@
 
 mod error;
 mod nm;
+mod plan;
 mod program;
 mod tensor;
 
 pub use error::{nms_last_error, nms_status, nms_status_str};
 pub use nm::{NMS_DEVICE_CPU, NMS_DEVICE_CUDA, nms_device, nms_nm_spmm, nms_tensor_from_nm_parts};
+pub use plan::{
+    NMS_MEMORY_DEVICE, NMS_MEMORY_HOST, nms_memory, nms_nm_plan, nms_nm_plan_create, nms_nm_plan_free, nms_nm_plan_run,
+    nms_nm_plan_shape,
+};
 pub use program::{
     NMS_BACKEND_INTERP, NMS_BACKEND_JIT, nms_backend, nms_kernel, nms_kernel_free, nms_kernel_run,
     nms_kernel_set_threads, nms_program, nms_program_compile, nms_program_free, nms_program_index_size,

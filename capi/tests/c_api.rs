@@ -154,6 +154,11 @@ fn every_error_path_returns_its_status_and_message() {
 /// status (never `NMS_ERR_INTERNAL`, an abort or a crash), and a kernel's operands are checked
 /// by name.
 #[test]
+fn nm_plans_run_many_times_and_refuse_misuse() {
+    check("capi/tests/c/plans.c", &[], "all plan checks ok");
+}
+
+#[test]
 fn hard_edges_are_refused_with_their_own_status() {
     check("capi/tests/c/hard_edges.c", &[], "all hard edges ok");
 }

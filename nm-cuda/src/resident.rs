@@ -323,4 +323,28 @@ impl Gpu {
         let slice = unsafe { self.stream().upgrade_device_ptr::<T>(ptr, len) };
         Ok(Borrowed { slice: ManuallyDrop::new(slice) })
     }
+
+    /// A stream the caller created on this device's context (a `CUstream`, which is also what
+    /// the runtime's `cudaStream_t` is), for queueing plan runs; refused when the driver says
+    /// it belongs to another context. The caller keeps it alive and orders its other work.
+    ///
+    /// # Safety
+    /// `raw` is a live stream handle (or NULL, the legacy default stream), not destroyed
+    /// while the returned value or work queued through it is in use.
+    pub unsafe fn borrow_stream(&self, raw: *mut std::ffi::c_void) -> Result<Arc<CudaStream>> {
+        use cudarc::driver::sys;
+        let stream = raw as sys::CUstream;
+        self.context().bind_to_thread()?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: asks the driver which context the caller's live stream belongs to.
+        let found = unsafe { sys::cuStreamGetCtx(stream, &mut ctx) };
+        if found != sys::CUresult::CUDA_SUCCESS || ctx != self.context().cu_ctx() {
+            return Err(CudaError::Unsupported(format!(
+                "stream {raw:p} does not belong to the context of {} ({found:?})",
+                self.describe()
+            )));
+        }
+        // SAFETY: a live stream of this context (checked above) that the caller keeps alive.
+        Ok(unsafe { self.context().wrap_borrowed_stream(stream) })
+    }
 }

@@ -212,7 +212,7 @@ fn run_typed<T: crate::Scalar>(o: &RunOptions) -> Result<String, CommandError> {
         }
         let timing = Timing {
             compile: run.setup,
-            compile_note: " (device, upload, index tables, kernel compilation)",
+            compile_note: " (the device plan: device opened, operand compressed and uploaded, kernel compiled; dense operand uploaded)",
             assemble: None,
             compute: run.times,
         };
