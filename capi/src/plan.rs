@@ -33,7 +33,8 @@ pub struct nms_nm_plan {
 enum AnyPlan {
     CpuF32(CpuPlan<f32>),
     CpuF64(CpuPlan<f64>),
-    Cuda(nms::cuda::Plan),
+    /// Boxed: a device plan is several times the size of a CPU one.
+    Cuda(Box<nms::cuda::Plan>),
 }
 
 /// A CPU plan: B packed once for nm-spmm, or A in `nv24` as given.
@@ -132,7 +133,7 @@ pub unsafe extern "C" fn nms_nm_plan_create(
         let inner = match (device, &sparse.inner) {
             (NMS_DEVICE_CPU, AnyTensor::F32(t)) => AnyPlan::CpuF32(CpuPlan::new(t, dense_dim, threads)?),
             (NMS_DEVICE_CPU, AnyTensor::F64(t)) => AnyPlan::CpuF64(CpuPlan::new(t, dense_dim, threads)?),
-            (NMS_DEVICE_CUDA, AnyTensor::F32(t)) => AnyPlan::Cuda(cuda_plan(t, dense_dim)?),
+            (NMS_DEVICE_CUDA, AnyTensor::F32(t)) => AnyPlan::Cuda(Box::new(cuda_plan(t, dense_dim)?)),
             (NMS_DEVICE_CUDA, AnyTensor::F64(_)) => {
                 return Err(Failure::new(
                     nms_status::NMS_ERR_UNSUPPORTED,
@@ -211,10 +212,12 @@ pub unsafe extern "C" fn nms_nm_plan_run(
             )));
         }
         let mut inner = plan.inner.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY (all three): the arrays and the stream by the contract above.
         match &mut *inner {
+            // SAFETY: the arrays and the stream by the contract above.
             AnyPlan::CpuF32(p) => unsafe { run_cpu(p, dense.cast(), c.cast(), memory, stream) },
+            // SAFETY: as above.
             AnyPlan::CpuF64(p) => unsafe { run_cpu(p, dense.cast(), c.cast(), memory, stream) },
+            // SAFETY: as above.
             AnyPlan::Cuda(p) => unsafe { run_cuda(p, dense.cast(), c.cast(), memory, stream) },
         }
     })

@@ -70,7 +70,6 @@ fn cuda_plans_run_on_device_memory_and_caller_streams() {
         let stream = ctx.new_stream().unwrap();
         let dense_dev = stream.clone_htod(&dense).unwrap();
         let mut c_dev = stream.alloc_zeros::<f32>(m * n).unwrap();
-        let short = stream.alloc_zeros::<f32>(m * n - 1).unwrap();
         stream.synchronize().unwrap();
         let address = |s: &cudarc::driver::CudaSlice<f32>| s.device_ptr(&stream).0;
         let (x, c) = (address(&dense_dev), address(&c_dev));
@@ -93,8 +92,14 @@ fn cuda_plans_run_on_device_memory_and_caller_streams() {
         unsafe {
             let host = dense.as_ptr() as *const c_void;
             refused(nms_nm_plan_run(gpu, host, c as *mut c_void, NMS_MEMORY_DEVICE, null_mut()), "not device memory");
-            let too_short = address(&short) as *mut c_void;
-            refused(nms_nm_plan_run(gpu, x as *const c_void, too_short, NMS_MEMORY_DEVICE, null_mut()), "past the end");
+            // The last 16 bytes of a 4 MiB cuMemAlloc allocation (a multiple of any granularity,
+            // so the driver's end is this one) cannot hold C.
+            ctx.bind_to_thread().unwrap();
+            let bytes = 4 << 20;
+            let base = cudarc::driver::result::malloc_sync(bytes).unwrap();
+            let tail = (base + bytes as u64 - 16) as *mut c_void;
+            refused(nms_nm_plan_run(gpu, x as *const c_void, tail, NMS_MEMORY_DEVICE, null_mut()), "past the end");
+            cudarc::driver::result::free_sync(base).unwrap();
             nms_nm_plan_free(cpu);
             nms_nm_plan_free(gpu);
             nms_tensor_free(sparse);

@@ -8,18 +8,25 @@
 //! cargo run --release -p nm-cuda --example bench -- [MxNxK ...] [--patterns 4:8,3:8,2:8,1:8] [--l 32] [--reps 50] [--tc-only]
 //! ```
 //! `--tc-only`: the bf16 tensor-core kernel and its cuBLAS baselines only (no f32 kernels, no nv24).
+//! `--plan`: instead, what a [`Plan`] saves per shape and pattern (f32 kernels with B in
+//! nm(N,M,L), then A in nv24): the one-shot host-to-host product (operand compressed and
+//! uploaded, kernel looked up, dense operand uploaded, run, C downloaded) against making the
+//! plan once, then a run with host operands (copies included) and one with device operands,
+//! wall-clock milliseconds per call except the device run (CUDA events).
 //! Default shapes: 4096³ and the LLaMA-7B projections of the NM-SpMM paper's Table II
 //! (m = 256 … 4096 tokens × (n, k) ∈ {(4096, 4096), (11008, 4096), (4096, 11008)}).
 //! Exits with status 2 and the reason when there is no CUDA device.
 
-use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, Version, to_bf16, unavailable};
+use std::time::Instant;
+
+use nm_cuda::{Cublas, Gpu, GpuNm, GpuNmBf16, GpuNv24, Nv24Sp, Options, Plan, Version, to_bf16, unavailable};
 use nm_format::{Format, Tensor};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut shapes = Vec::new();
     let mut patterns = vec![(4u32, 8u32), (3, 8), (2, 8), (1, 8)];
-    let (mut l, mut reps, mut tc_only) = (32usize, 50usize, false);
+    let (mut l, mut reps, mut tc_only, mut plans) = (32usize, 50usize, false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -37,6 +44,7 @@ fn main() {
                     .unwrap_or_else(|| fail("--patterns needs N:M,..."))
             }
             "--tc-only" => tc_only = true,
+            "--plan" => plans = true,
             "--l" => l = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--l needs a number")),
             "--reps" => reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number")),
             shape => {
@@ -64,6 +72,10 @@ fn main() {
         std::process::exit(2);
     }
     let gpu = Gpu::open(0).unwrap_or_else(|e| fail(&e.to_string()));
+    if plans {
+        plan_rows(&gpu, &shapes, &patterns, l, reps);
+        return;
+    }
     let blas = Cublas::new(&gpu).unwrap_or_else(|e| fail(&e.to_string()));
     let peak = gpu.fp32_peak();
     println!(
@@ -173,6 +185,62 @@ fn main() {
                 Err(e) => println!("{label},bf16_tc,,,,# {e}"),
             }
         }
+    }
+}
+
+/// What a plan saves, per shape: B in each pattern, then A in nv24 (see the module's doc).
+fn plan_rows(gpu: &Gpu, shapes: &[(usize, usize, usize)], patterns: &[(u32, u32)], l: usize, reps: usize) {
+    let wall = |reps: usize, f: &mut dyn FnMut()| {
+        f();
+        let start = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        start.elapsed().as_secs_f64() * 1e3 / reps as f64
+    };
+    let or_fail = |r: nm_cuda::Result<()>| r.unwrap_or_else(|e| fail(&e.to_string()));
+    let few = reps.clamp(1, 10);
+    println!("# {}; {few} wall-clock calls after one (device runs: {reps} timed by events)", gpu.describe());
+    println!("shape,operand,one_shot_ms,plan_create_ms,run_host_ms,run_device_ms");
+    for &(m, n, k) in shapes {
+        let a: Vec<f32> = (0..m * k).map(|i| ((i % 997) as f32) * 1e-3 - 0.5).collect();
+        let b: Vec<f32> = (0..k * n).map(|i| ((i % 101) as f32) * 1e-2).collect();
+        let mut c = vec![0f32; m * n];
+        let mut c_dev = gpu.zeros::<f32>(m * n).unwrap_or_else(|e| fail(&e.to_string()));
+        let mut row = |operand: String, one_shot: &mut dyn FnMut(), create: &mut dyn FnMut() -> Plan, dense: &[f32]| {
+            let one_shot = wall(few, one_shot);
+            let mut plan = create();
+            let created = wall(few, &mut || plan = create());
+            let host = wall(few, &mut || or_fail(plan.run_host(dense, &mut c, None)));
+            let dense_dev = gpu.upload(dense).unwrap_or_else(|e| fail(&e.to_string()));
+            let device = time(gpu, reps, || plan.run(&dense_dev, &mut c_dev, None));
+            println!("{m}x{n}x{k},{operand},{one_shot:.3},{created:.3},{host:.3},{device:.4}");
+        };
+        for &(keep, win) in patterns {
+            let parts = pruned(k, n, (keep, win, l)).nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
+            row(
+                format!("B in nm({keep},{win},{l})"),
+                &mut || {
+                    drop(
+                        nm_cuda::multiply(gpu, &a, m, &parts, Options::default())
+                            .unwrap_or_else(|e| fail(&e.to_string())),
+                    )
+                },
+                &mut || Plan::nm(gpu, &parts, m, Options::default()).unwrap_or_else(|e| fail(&e.to_string())),
+                &a,
+            );
+        }
+        let whole = Tensor::from_dense(&[m, k], &a, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
+        let (a24, _) = whole.prune(&Format::nv24(2)).unwrap_or_else(|e| fail(&e.to_string()));
+        row(
+            "A in nv24".into(),
+            &mut || drop(nm_cuda::multiply_nv24(gpu, &a24, &b, n, None, None).unwrap_or_else(|e| fail(&e.to_string()))),
+            &mut || {
+                let sp = Nv24Sp::compress(&a24).unwrap_or_else(|e| fail(&e.to_string()));
+                Plan::nv24(gpu, &sp, n, None, None).unwrap_or_else(|e| fail(&e.to_string()))
+            },
+            &b,
+        );
     }
 }
 

@@ -162,7 +162,7 @@ impl Plan {
     /// The plan's device on `stream` (or its own), ordered after the plan's last run.
     fn on(&self, stream: Option<&Arc<CudaStream>>) -> Result<Gpu> {
         let gpu = stream.map_or_else(|| self.gpu.clone(), |s| self.gpu.with_stream(s.clone()));
-        if !Arc::ptr_eq(gpu.stream().context(), self.gpu.context()) {
+        if gpu.stream().context().cu_ctx() != self.gpu.context().cu_ctx() {
             return Err(CudaError::Unsupported("the stream belongs to another device context than the plan".into()));
         }
         if let Some(last) = &self.last {

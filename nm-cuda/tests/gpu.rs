@@ -248,19 +248,27 @@ fn plans_refuse_operands_that_do_not_fit() {
     }
     let a = Nv24Sp::compress(&random_nv24(8, 64, 1)).unwrap();
     refused(Plan::nv24(&gpu, &a, 0, None, None).map(drop), "empty product");
-    // Addresses the driver does not know as one allocation of this device are refused.
-    let real = gpu.zeros::<f32>(100).unwrap();
-    let (address, _sync) = cudarc::driver::DevicePtr::device_ptr(&real, gpu.stream());
-    // SAFETY: each call only asks the driver about the address; nothing is run on it.
+    // Addresses the driver does not know as one allocation of this device are refused. The
+    // allocation is made by cuMemAlloc (not from a pool) and is 4 MiB, a multiple of any
+    // allocation granularity, so its end is where the test says.
+    let bytes = 4 << 20;
+    gpu.context().bind_to_thread().unwrap();
+    // SAFETY: a plain allocation, freed below; each borrow only asks the driver about an
+    // address, and the slices borrowed never free it.
     unsafe {
+        let base = cudarc::driver::result::malloc_sync(bytes).unwrap();
         let host = c.as_ptr() as u64;
-        assert!(
-            matches!(gpu.borrow_device::<f32>(host, 4), Err(CudaError::Unsupported(why)) if why.contains("not device memory"))
-        );
-        assert!(
-            matches!(gpu.borrow_device::<f32>(address + 4, 100), Err(CudaError::Unsupported(why)) if why.contains("past the end"))
-        );
-        assert_eq!(gpu.borrow_device::<f32>(address + 4, 99).unwrap().len(), 99);
+        let refusal = |r: nm_cuda::Result<nm_cuda::Borrowed<f32>>| match r {
+            Err(CudaError::Unsupported(why)) => why,
+            Ok(_) => "borrowed".into(),
+            Err(e) => e.to_string(),
+        };
+        assert!(refusal(gpu.borrow_device::<f32>(host, 4)).contains("not device memory"));
+        assert!(refusal(gpu.borrow_device::<f32>(base + bytes as u64 - 16, 5)).contains("past the end"));
+        assert_eq!(gpu.borrow_device::<f32>(base + bytes as u64 - 16, 4).unwrap().len(), 4);
+        let whole = gpu.borrow_device::<f32>(base, bytes / 4).unwrap();
+        assert_eq!(gpu.download(&whole).unwrap().len(), bytes / 4, "a borrowed allocation reads as a slice");
+        drop(whole);
+        cudarc::driver::result::free_sync(base).unwrap();
     }
-    assert_eq!(gpu.download(&real).unwrap().len(), 100, "the borrowed memory is still the owner's");
 }
