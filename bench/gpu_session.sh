@@ -108,8 +108,10 @@ EOF
   if [ "$phase" = plan ]; then
     # Plans on the device: every GPU test (the one-shot products are plans made and run once),
     # the C library's plans on device memory and caller streams, the plan tests under
-    # compute-sanitizer, and the command line's plan (creation timed apart from the runs).
-    timeout 200 "$here/gpu-test" --test-threads=1 --nocapture >"$out/gpu-tests.txt" 2>&1
+    # compute-sanitizer, and the command line's plan (creation timed apart from the runs);
+    # NMS_GPU_TESTS names a subset of the GPU tests (a filter of the test binary's).
+    # shellcheck disable=SC2086
+    timeout 200 "$here/gpu-test" --test-threads=1 --nocapture ${NMS_GPU_TESTS:-} >"$out/gpu-tests.txt" 2>&1
     echo "gpu tests: exit $?" >>"$out/device.txt"
     {
       timeout 60 "$here/capi-gpu-plan" --nocapture
@@ -133,7 +135,10 @@ EOF
     } >"$out/command-line.txt" 2>&1
     echo "command line: exit $?" >>"$out/device.txt"
     if [ $# -gt 0 ]; then
-      timeout 200 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+      # The plan's costs (`--plan`), then the kernels alone on the same shapes.
+      timeout 200 "$here/bench" --plan "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
+      echo "bench --plan: exit $?" >>"$out/device.txt"
+      timeout 200 "$here/bench" "$@" >>"$out/bench.csv" 2>>"$out/bench-stderr.txt"
       echo "bench: exit $?" >>"$out/device.txt"
     fi
     cat "$out/device.txt"

@@ -246,9 +246,8 @@ fn round_rows(
     dst: &mut CudaSlice<u16>,
     [rows, cols, ld]: [usize; 3],
 ) -> Result<()> {
-    let total = rows * ld;
     let cfg = LaunchConfig {
-        grid_dim: (total.div_ceil(256).clamp(1, 65_535) as u32, 1, 1),
+        grid_dim: ((ld / 8).div_ceil(256) as u32, rows.clamp(1, 65_535) as u32, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -256,8 +255,8 @@ fn round_rows(
     let mut builder = gpu.stream().launch_builder(function);
     builder.arg(src).arg(dst).arg(&rows).arg(&cols).arg(&ld);
     // SAFETY: `nm_f32_to_bf16_rows(src, dst, rows, cols, ld)`: the plan's callers checked that
-    // `src` holds rows·cols values, and `dst` was allocated with rows·ld; the kernel touches
-    // no other index.
+    // `src` holds rows·cols values, `dst` was allocated with rows·ld (ld a multiple of 8, so
+    // every 16-byte store is aligned and within it); the kernel touches no other index.
     unsafe { builder.launch(cfg) }?;
     Ok(())
 }
@@ -304,8 +303,36 @@ impl Gpu {
             CudaError::Unsupported(format!("{len} values of {} bytes overflow an address", size_of::<T>()))
         })?;
         self.context().bind_to_thread()?;
+        // Asked first with cuPointerGetAttributes, which answers for any address (a host one
+        // too) without failing, so a refusal raises no driver error.
+        let (mut kind, mut ordinal, mut managed) = (0u64, -1i64, 0u64);
+        let mut asked = [
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        ];
+        let mut answers = [&mut kind as *mut u64, &mut ordinal as *mut i64 as *mut u64, &mut managed as *mut u64]
+            .map(|p| p.cast::<std::ffi::c_void>());
+        // SAFETY: three attributes with room for each answer (at most 8 bytes); nothing is read
+        // or written at `ptr`.
+        let status = unsafe { sys::cuPointerGetAttributes(3, asked.as_mut_ptr(), answers.as_mut_ptr(), ptr) };
+        let device = kind == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as u64
+            || kind == sys::CUmemorytype::CU_MEMORYTYPE_UNIFIED as u64
+            || managed != 0;
+        if status != sys::CUresult::CUDA_SUCCESS || !device {
+            return Err(CudaError::Unsupported(format!("{ptr:#x} is not device memory of {}", self.describe())));
+        }
+        let ours = self.context().ordinal() as i64;
+        if managed == 0 && (ordinal as i32) as i64 != ours {
+            return Err(CudaError::Unsupported(format!(
+                "{ptr:#x} is memory of CUDA device {}, not of device {ours} ({})",
+                ordinal as i32,
+                self.describe()
+            )));
+        }
         let (mut base, mut size) = (0, 0);
-        // SAFETY: asks the driver about an address; nothing is read or written there.
+        // SAFETY: asks the driver about an address it knows as device memory; nothing is read
+        // or written there.
         let found = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) };
         if found != sys::CUresult::CUDA_SUCCESS {
             return Err(CudaError::Unsupported(format!(
