@@ -56,16 +56,21 @@ impl Plan {
     /// A plan for `C = A·B` with A (`m×k`, `nv24`) compressed on the device and B dense with
     /// `n` columns, on the 2:4 sparse tensor cores: B is rounded to bf16 on the device at each
     /// run (as [`crate::to_bf16`] rounds), C accumulates in f32. `tile` and `slices` as given,
-    /// else chosen by shape.
+    /// else chosen by shape. The kernel runs once here, on a zero B.
     pub fn nv24(gpu: &Gpu, a: &Nv24Sp, n: usize, tile: Option<TileSize>, slices: Option<usize>) -> Result<Plan> {
         let [m, k] = a.shape();
         refuse_empty([m, k, n])?;
         let dev = GpuNv24::upload(gpu, a)?;
         let launch = dev.prepare(gpu, n, tile, slices)?;
-        let work = gpu.zeros::<f32>(launch.workspace(m))?;
+        let mut work = gpu.zeros::<f32>(launch.workspace(m))?;
         let ldb = n.next_multiple_of(8);
         let b16 = gpu.zeros::<u16>(k * ldb)?;
         let to_bf16 = gpu.function(&Variant::to_bf16())?;
+        // The sparse tensor-core kernel's first launch in a process costs far more than a run
+        // (measured, cause unknown; BENCHMARKS.md, "Plans on the device"): it is launched
+        // once here, on the zero B, so that the plan's creation carries that cost, not its
+        // first run.
+        dev.run(gpu, &launch, &b16, ldb, &mut gpu.zeros::<f32>(m * n)?, &mut work)?;
         let product = Product::Nv24 { a: dev, launch, b16, ldb, to_bf16 };
         Ok(Plan { gpu: gpu.clone(), product, shape: [m, k, n], work, staged: None, last: None })
     }
