@@ -7,7 +7,8 @@
 //! windows shared by a block's groups) and runs dense `mma.sync`, and, for A in the
 //! element-wise 2:4 `nv24` format, bf16 on the sparse tensor cores (`mma.sp`). Kernels are
 //! CUDA C compiled at run time by NVRTC for the device's architecture and cached as CUBINs;
-//! cuBLAS gives the dense baseline.
+//! cuBLAS gives the dense baseline. A [`Plan`] keeps the structured operand, its kernel and its
+//! workspace on the device for many products, on device or host operands.
 //!
 //! Nothing is linked: the driver, NVRTC and cuBLAS are loaded when first used, so this crate
 //! builds and its tests run on machines without a GPU or a CUDA toolkit, where "no driver",
