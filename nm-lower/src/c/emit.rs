@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use nm_ir::id::Id;
 
 use super::names::Names;
-use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp};
+use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
 
 fn c_elem(e: ElemType) -> &'static str {
     match e {
@@ -105,7 +105,7 @@ fn kernel(w: &mut String, f: &Function, library: &[&str]) {
         let t = c_elem(a.elem);
         let _ = writeln!(w, "  {qual}{t} *restrict {name} = ({qual}{t} *)args[{k}].data;");
     }
-    let mut e = Emitter { f, names: &names, out: String::new() };
+    let mut e = Emitter { f, names: &names, out: String::new(), hoisted: Vec::new() };
     e.block(&f.body, 1);
     w.push_str(&e.out);
     w.push_str("  return 0;\n}\n");
@@ -132,6 +132,9 @@ struct Emitter<'a> {
     f: &'a Function,
     names: &'a Names,
     out: String,
+    /// Loads read once before a scatter loop, with the local holding each (see
+    /// [`Emitter::scatter_loop`]); `expr` writes the local in their place.
+    hoisted: Vec<(Expr, String)>,
 }
 
 impl Emitter<'_> {
@@ -170,6 +173,7 @@ impl Emitter<'_> {
             Expr::Float(v) => float_literal(*v, context == ScalarType::F32),
             Expr::Var(v) => self.names.var(*v).to_string(),
             Expr::Len(a) => format!("args[{}].len", nm_ir::id::Id::index(*a)),
+            Expr::Load(..) if let Some((_, local)) = self.hoisted.iter().find(|(h, _)| h == e) => local.clone(),
             Expr::Load(a, i) => {
                 let decl = &self.f.arrays[*a];
                 let load = format!("{}[{}]", self.names.array(*a), self.expr(i, ScalarType::Index));
@@ -287,35 +291,10 @@ impl Emitter<'_> {
                 self.line(depth, &text);
             }
             Stmt::For { var, start, end, body, parallel } => {
-                let (v, v_end) = (self.names.var(*var), self.names.end(*var));
-                let constant = matches!(end, Expr::Int(_));
-                let (start, end) = (self.expr(start, ScalarType::Index), self.expr(end, ScalarType::Index));
-                // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
-                // would otherwise be reloaded per iteration (the stores in the body may alias
-                // it as far as the C compiler knows). OpenMP takes one declaration in the loop
-                // header, so a parallel loop's end is declared in a block around it.
-                let text = if constant {
-                    format!("for (int64_t {v} = {start}; {v} < {end}; {v}++) {{")
-                } else if *parallel {
-                    self.line(depth, &format!("{{ int64_t {v_end} = {end};"));
-                    format!("for (int64_t {v} = {start}; {v} < {v_end}; {v}++) {{")
-                } else {
-                    format!("for (int64_t {v} = {start}, {v_end} = {end}; {v} < {v_end}; {v}++) {{")
-                };
-                if *parallel {
-                    let schedule = match self.f.omp_schedule {
-                        crate::ir::OmpSchedule::Static(None) => "static".to_string(),
-                        crate::ir::OmpSchedule::Static(Some(chunk)) => format!("static, {chunk}"),
-                        crate::ir::OmpSchedule::Dynamic(chunk) => format!("dynamic, {chunk}"),
-                    };
-                    self.line(depth, &format!("#pragma omp parallel for schedule({schedule})"));
+                if !*parallel && self.scatter_loop(*var, start, end, body, depth) {
+                    return;
                 }
-                self.line(depth, &text);
-                self.block(body, depth + 1);
-                self.line(depth, "}");
-                if *parallel && !constant {
-                    self.line(depth, "}");
-                }
+                self.plain_for(*var, start, end, body, *parallel, depth);
             }
             Stmt::While { cond, body } => {
                 let text = format!("while ({}) {{", self.expr(cond, ScalarType::Bool));
@@ -454,6 +433,87 @@ impl Emitter<'_> {
         }
     }
 
+    /// A `for` loop as the loop IR writes it.
+    fn plain_for(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], parallel: bool, depth: usize) {
+        let (v, v_end) = (self.names.var(var), self.names.end(var));
+        let constant = matches!(end, Expr::Int(_));
+        let (start, end) = (self.expr(start, ScalarType::Index), self.expr(end, ScalarType::Index));
+        // The end is evaluated once, as the loop IR means: a bound loaded from `pos`
+        // would otherwise be reloaded per iteration (the stores in the body may alias
+        // it as far as the C compiler knows). OpenMP takes one declaration in the loop
+        // header, so a parallel loop's end is declared in a block around it.
+        let text = if constant {
+            format!("for (int64_t {v} = {start}; {v} < {end}; {v}++) {{")
+        } else if parallel {
+            self.line(depth, &format!("{{ int64_t {v_end} = {end};"));
+            format!("for (int64_t {v} = {start}; {v} < {v_end}; {v}++) {{")
+        } else {
+            format!("for (int64_t {v} = {start}, {v_end} = {end}; {v} < {v_end}; {v}++) {{")
+        };
+        if parallel {
+            let schedule = match self.f.omp_schedule {
+                crate::ir::OmpSchedule::Static(None) => "static".to_string(),
+                crate::ir::OmpSchedule::Static(Some(chunk)) => format!("static, {chunk}"),
+                crate::ir::OmpSchedule::Dynamic(chunk) => format!("dynamic, {chunk}"),
+            };
+            self.line(depth, &format!("#pragma omp parallel for schedule({schedule})"));
+        }
+        self.line(depth, &text);
+        self.block(body, depth + 1);
+        self.line(depth, "}");
+        if parallel && !constant {
+            self.line(depth, "}");
+        }
+    }
+
+    /// A loop whose body declares variables and then inserts into a workspace with a dense
+    /// array (`dense`, or `auto`), written with the loads of the inserted value that do not
+    /// depend on the loop read once before it, into locals: the stores through the workspace's
+    /// pointers, which may alias anything as far as C knows, made the compiler reload them at
+    /// every insert (an outer product's value of A, once per product of its column). They are
+    /// read only where the loop runs at least once, as in the loop itself. Taking `auto`'s test
+    /// of its dense pointer out of the loop as well (a loop per state) measured barely faster
+    /// when dense and slower when sparse (the bucket loop's registers spilled at its entry):
+    /// BENCHMARKS.md, "Outer products". Returns whether it wrote the loop.
+    fn scatter_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], depth: usize) -> bool {
+        let Some((Stmt::Insert { workspace, value, .. }, decls)) = body.split_last() else { return false };
+        if self.names.dense(*workspace).is_none()
+            || !decls.iter().all(|s| matches!(s, Stmt::Decl(..)))
+            || !self.hoisted.is_empty()
+        {
+            return false;
+        }
+        let mut variant = vec![var];
+        variant.extend(decls.iter().filter_map(|s| if let Stmt::Decl(v, _) = s { Some(*v) } else { None }));
+        let mut loads = Vec::new();
+        invariant_loads(value, &variant, &mut loads);
+        let locals = self.names.invariants(*workspace);
+        loads.truncate(locals.len());
+        if loads.is_empty() {
+            return false;
+        }
+        let (v, v_end) = (self.names.var(var).to_string(), self.names.end(var).to_string());
+        let (first, last) = (self.expr(start, ScalarType::Index), self.expr(end, ScalarType::Index));
+        self.line(depth, "{");
+        self.line(depth + 1, &format!("int64_t {v} = {first}, {v_end} = {last};"));
+        self.line(depth + 1, &format!("if ({v} < {v_end}) {{"));
+        for (load, local) in loads.iter().zip(locals) {
+            let Expr::Load(a, _) = load else { continue };
+            let elem = self.f.arrays[*a].elem;
+            let t = if elem.is_float() { c_elem(elem) } else { "int64_t" };
+            let text = format!("const {t} {local} = {};", self.expr(load, elem.scalar()));
+            self.line(depth + 2, &text);
+        }
+        self.hoisted = loads.into_iter().zip(locals.iter().cloned()).collect();
+        self.line(depth + 2, &format!("for (; {v} < {v_end}; {v}++) {{"));
+        self.block(body, depth + 3);
+        self.line(depth + 2, "}");
+        self.hoisted.clear();
+        self.line(depth + 1, "}");
+        self.line(depth, "}");
+        true
+    }
+
     fn resize(&mut self, array: ArrayId, len: &Expr, depth: usize) {
         let k = nm_ir::id::Id::index(array);
         let a = &self.f.arrays[array];
@@ -509,3 +569,48 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *restrict a, int64_t n, ELE
 }
 
 "#;
+
+/// The loads in `e` whose index uses none of `variant` (and loads none of its own), each once:
+/// what a loop over `variant`'s first variable may read before it starts.
+fn invariant_loads(e: &Expr, variant: &[VarId], out: &mut Vec<Expr>) {
+    match e {
+        Expr::Load(_, index) if !uses(index, variant) && !has_load(index) => {
+            if !out.contains(e) {
+                out.push(e.clone());
+            }
+        }
+        Expr::Load(_, index) | Expr::Unary(_, index) => invariant_loads(index, variant, out),
+        Expr::Binary(_, a, b) => {
+            invariant_loads(a, variant, out);
+            invariant_loads(b, variant, out);
+        }
+        Expr::Select(c, a, b) => {
+            invariant_loads(c, variant, out);
+            invariant_loads(a, variant, out);
+            invariant_loads(b, variant, out);
+        }
+        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => {}
+    }
+}
+
+/// Whether `e` reads one of `vars`.
+fn uses(e: &Expr, vars: &[VarId]) -> bool {
+    match e {
+        Expr::Var(v) => vars.contains(v),
+        Expr::Load(_, a) | Expr::Unary(_, a) => uses(a, vars),
+        Expr::Binary(_, a, b) => uses(a, vars) || uses(b, vars),
+        Expr::Select(c, a, b) => uses(c, vars) || uses(a, vars) || uses(b, vars),
+        Expr::Int(_) | Expr::Float(_) | Expr::Len(_) => false,
+    }
+}
+
+/// Whether `e` loads from an array.
+fn has_load(e: &Expr) -> bool {
+    match e {
+        Expr::Load(..) => true,
+        Expr::Unary(_, a) => has_load(a),
+        Expr::Binary(_, a, b) => has_load(a) || has_load(b),
+        Expr::Select(c, a, b) => has_load(c) || has_load(a) || has_load(b),
+        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => false,
+    }
+}

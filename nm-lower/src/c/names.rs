@@ -14,6 +14,9 @@ use std::collections::HashSet;
 use crate::ir::{ArrayId, Function, Stmt, VarId};
 use nm_ir::id::Id;
 
+/// Operands a dense scatter loop may read before it starts (a product of a few tensors' values).
+const HOISTED: usize = 4;
+
 /// Names the emitted code uses for itself, and C's keywords.
 const RESERVED: &[&str] = &[
     // C99 and C11 keywords.
@@ -108,6 +111,9 @@ pub(super) struct Names {
     /// Per workspace with a dense array (`dense`, `auto`): the locals holding its slot's
     /// `dense` and `mark` pointers.
     dense: Vec<Option<(String, String)>>,
+    /// Per workspace with a dense array: the locals a dense scatter loop reads its
+    /// loop-invariant operands into (as many as it may hoist).
+    invariants: Vec<Vec<String>>,
 }
 
 impl Names {
@@ -140,6 +146,7 @@ impl Names {
                 ends[var.index()] = Some(claim(&format!("{}_end", vars[var.index()])));
             }
         });
+        let mut invariants = vec![Vec::new(); arrays.len()];
         let dense = f
             .arrays
             .iter()
@@ -148,12 +155,19 @@ impl Names {
                     if matches!(config.policy, nm_ism::Policy::Dense | nm_ism::Policy::Auto) =>
                 {
                     let w = &arrays[id.index()];
+                    invariants[id.index()] = (0..HOISTED).map(|k| claim(&format!("{w}_inv{k}"))).collect();
                     Some((claim(&format!("{w}_dense")), claim(&format!("{w}_mark"))))
                 }
                 _ => None,
             })
             .collect();
-        Names { vars, arrays, ends, dense }
+        Names { vars, arrays, ends, dense, invariants }
+    }
+
+    /// The locals a dense scatter loop into workspace `a` reads invariant operands into (none
+    /// where it has no dense array).
+    pub(super) fn invariants(&self, a: ArrayId) -> &[String] {
+        &self.invariants[a.index()]
     }
 
     /// The locals holding workspace `a`'s `dense` and `mark` pointers, where it has them.
