@@ -57,6 +57,17 @@ for line in sys.stdin:
   du -sh "$here"
 }
 
+# The two -device=cuda commands (a plan of each kind, its creation timed apart from 20 runs).
+commands() {
+  {
+    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+      -device=cuda -time=20 -print-compute
+    "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
+      -device=cuda -time=20 -print-compute
+  } >"$out/command-line.txt" 2>&1
+  echo "command line: exit $?" >>"$out/device.txt"
+}
+
 run() {
   out="${OUT:-$here/out}"
   mkdir -p "$out"
@@ -127,13 +138,7 @@ EOF
       timeout 60 compute-sanitizer --error-exitcode 3 "$here/capi-gpu-plan" >>"$out/sanitizer.txt" 2>&1
       echo "compute-sanitizer (C library plans): exit $?" >>"$out/device.txt"
     fi
-    {
-      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-        -device=cuda -time=20 -print-compute
-      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-        -device=cuda -time=20 -print-compute
-    } >"$out/command-line.txt" 2>&1
-    echo "command line: exit $?" >>"$out/device.txt"
+    commands
     if [ $# -gt 0 ]; then
       # The plan's costs (`--plan`), then the kernels alone on the same shapes.
       timeout 200 "$here/bench" --plan "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
@@ -158,13 +163,7 @@ EOF
         nv24 bf16 split_k_is_deterministic >"$out/sanitizer.txt" 2>&1
       echo "compute-sanitizer: exit $?" >>"$out/device.txt"
     fi
-    {
-      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=B:"nm(2,8,32)" -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-        -device=cuda -time=20 -print-compute
-      "$here/nmsparse" "C(i,j) = A(i,k) * B(k,j)" -f=A:nv24 -d=i:4096 -d=j:4096 -d=k:4096 -type=f32 \
-        -device=cuda -time=20 -print-compute
-    } >"$out/command-line.txt" 2>&1
-    echo "command line: exit $?" >>"$out/device.txt"
+    commands
   fi
   if [ "$phase" != tests ]; then
     timeout 400 "$here/bench" "$@" >"$out/bench.csv" 2>"$out/bench-stderr.txt"
