@@ -52,11 +52,18 @@ enum Structured<T: 'static> {
 impl<T: Real + 'static> CpuPlan<T> {
     fn new(sparse: &Tensor<T>, dense_dim: usize, threads: usize) -> Result<CpuPlan<T>, Failure> {
         let [rows, cols] = matrix_shape(sparse)?;
-        let (structured, shape) = if sparse.format() == &Format::nv24(2) {
-            (Structured::Nv24(sparse.clone()), [rows, cols, dense_dim])
+        let nv24 = sparse.format() == &Format::nv24(2);
+        let shape = if nv24 { [rows, cols, dense_dim] } else { [dense_dim, rows, cols] };
+        let [m, k, n] = shape;
+        if m.checked_mul(k).and(k.checked_mul(n)).and(m.checked_mul(n)).is_none() {
+            return Err(Failure::invalid(format!(
+                "a {m}×{k} by {k}×{n} product: its operands' sizes overflow an address"
+            )));
+        }
+        let structured = if nv24 {
+            Structured::Nv24(sparse.clone())
         } else {
-            let packed = NmMatrix::new(sparse).map_err(|e| Failure::invalid(e.to_string()))?;
-            (Structured::Nm(packed), [dense_dim, rows, cols])
+            Structured::Nm(NmMatrix::new(sparse).map_err(|e| Failure::invalid(e.to_string()))?)
         };
         Ok(CpuPlan { structured, shape, threads })
     }

@@ -45,7 +45,7 @@ impl Plan {
     /// index tables built and uploaded, the kernel compiled (or read from the CUBIN cache).
     pub fn nm(gpu: &Gpu, b: &NmParts<f32>, m: usize, options: Options) -> Result<Plan> {
         let [k, n] = b.shape;
-        refuse_empty([m, k, n])?;
+        check_dims([m, k, n])?;
         let mut dev = GpuNm::upload(gpu, b)?;
         let launch = dev.prepare(gpu, m, options)?;
         let work = gpu.zeros::<f32>(launch.workspace(n))?;
@@ -59,7 +59,7 @@ impl Plan {
     /// else chosen by shape. The kernel runs once here, on a zero B.
     pub fn nv24(gpu: &Gpu, a: &Nv24Sp, n: usize, tile: Option<TileSize>, slices: Option<usize>) -> Result<Plan> {
         let [m, k] = a.shape();
-        refuse_empty([m, k, n])?;
+        check_dims([m, k, n])?;
         let dev = GpuNv24::upload(gpu, a)?;
         let launch = dev.prepare(gpu, n, tile, slices)?;
         let mut work = gpu.zeros::<f32>(launch.workspace(m))?;
@@ -197,12 +197,16 @@ impl Product {
     }
 }
 
-/// The kernels need every dimension: an empty product is refused when the plan is made.
-fn refuse_empty([m, k, n]: [usize; 3]) -> Result<()> {
+/// The kernels take every dimension as a 32-bit integer and need each of them: an empty or a
+/// larger product is refused when the plan is made.
+fn check_dims([m, k, n]: [usize; 3]) -> Result<()> {
     if m == 0 || k == 0 || n == 0 {
         return Err(CudaError::Unsupported(format!(
             "empty product {m}×{k} · {k}×{n}: the GPU kernels need m, k, n ≥ 1"
         )));
+    }
+    if [m, k, n].iter().any(|&d| d > i32::MAX as usize) {
+        return Err(CudaError::Unsupported(format!("{m}×{k} · {k}×{n}: the GPU kernels take dimensions below 2^31")));
     }
     Ok(())
 }

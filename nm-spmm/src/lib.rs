@@ -72,6 +72,12 @@ impl Real for f64 {
     }
 }
 
+/// Elements of a `rows × cols` array, refused where the product overflows (a caller's row
+/// count can be anything; a wrapped product would pass the length checks).
+pub(crate) fn elements(what: &'static str, rows: usize, cols: usize) -> Result<usize, SpmmError> {
+    rows.checked_mul(cols).ok_or(SpmmError::Overflow { what, rows, cols })
+}
+
 /// What can be wrong with a call.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -112,6 +118,16 @@ pub enum SpmmError {
     /// The result does not validate as a tensor (it always should), or is too large to allocate.
     #[error(transparent)]
     Tensor(#[from] nm_format::TensorError),
+    /// Dimensions whose product overflows an address: no array can hold the operand.
+    #[error("{what} would have {rows} × {cols} elements, more than memory can address")]
+    Overflow {
+        /// Which array.
+        what: &'static str,
+        /// Its rows.
+        rows: usize,
+        /// Its columns.
+        cols: usize,
+    },
     /// An array of the wrong length.
     #[error("{what} has {actual} elements, {expected} expected")]
     Length {

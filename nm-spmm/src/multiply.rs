@@ -62,8 +62,8 @@ pub fn spmm_with<T: Real>(
     let check = |what, expected: usize, actual: usize| {
         if expected == actual { Ok(()) } else { Err(SpmmError::Length { what, expected, actual }) }
     };
-    check("A", m * b.rows, a.len())?;
-    check("C", m * b.cols, c.len())?;
+    check("A", crate::elements("A", m, b.rows)?, a.len())?;
+    check("C", crate::elements("C", m, b.cols)?, c.len())?;
     check("B's values", b.windows * b.groups * b.n * b.l, b.values.len())?;
     if b.rows == 0 {
         // No inner dimension: every sum is empty (and a tile would have no rows of A to read).

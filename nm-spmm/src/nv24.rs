@@ -22,11 +22,12 @@ pub fn spmm_nv24<T: Real>(a: &Tensor<T>, b: &[T], n: usize, c: &mut [T], threads
     let LevelStorage::Structured { meta, .. } = &a.levels()[1] else {
         return Err(SpmmError::NotNv24(a.format().to_string()));
     };
-    if b.len() != k * n {
-        return Err(SpmmError::Length { what: "B", expected: k * n, actual: b.len() });
+    let (b_len, c_len) = (crate::elements("B", k, n)?, crate::elements("C", m, n)?);
+    if b.len() != b_len {
+        return Err(SpmmError::Length { what: "B", expected: b_len, actual: b.len() });
     }
-    if c.len() != m * n {
-        return Err(SpmmError::Length { what: "C", expected: m * n, actual: c.len() });
+    if c.len() != c_len {
+        return Err(SpmmError::Length { what: "C", expected: c_len, actual: c.len() });
     }
     let isa = Isa::detect();
     let per_row = k.div_ceil(4) * 2;

@@ -84,6 +84,10 @@ fn wrong_inputs_are_errors() {
     assert_eq!(e, SpmmError::Length { what: "A", expected: 48, actual: 45 });
     let e = spmm(&[0.0; 3 * 16], 3, &nm, &mut c[..20], 1).unwrap_err();
     assert!(matches!(e, SpmmError::Length { what: "C", .. }), "{e}");
+    // A row count whose product with k wraps around would otherwise pass the length checks.
+    let rows = usize::MAX / 16 + 2;
+    let e = spmm(&[0.0; 16], rows, &nm, &mut c, 1).unwrap_err();
+    assert_eq!(e, SpmmError::Overflow { what: "A", rows, cols: 16 });
     let csr = Tensor::from_dense(&[2, 2], &[1.0, 0.0, 0.0, 1.0], &Format::csr()).unwrap();
     assert!(matches!(NmMatrix::new(&csr), Err(SpmmError::NotNm(f)) if f.contains("compressed") || f.contains("csr")));
 }

@@ -2,6 +2,7 @@
  * one-shot product (nms_nm_spmm), on the CPU (f32 and f64, B in nm(N,M,L) and A in nv24) and on
  * CUDA where a GPU is (else NMS_ERR_DEVICE saying what is missing); every misuse refused with
  * its status. Built and run (also under valgrind) by capi/tests/c_api.rs. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,8 @@ int main(void) {
     plan = NULL;
     EXPECT(nms_nm_plan_create(plain, M, 1, NMS_DEVICE_CPU, &plan), NMS_ERR_INVALID_ARGUMENT, "nm(N,M,L) or A in nv24");
     EXPECT(nms_nm_plan_create(b64, M, 1, 9, &plan), NMS_ERR_INVALID_ARGUMENT, "NMS_DEVICE_CPU");
+    EXPECT(nms_nm_plan_create(b64, SIZE_MAX, 1, NMS_DEVICE_CPU, &plan), NMS_ERR_INVALID_ARGUMENT, "overflow");
+    EXPECT(nms_nm_plan_create(a64, SIZE_MAX / 2, 1, NMS_DEVICE_CPU, &plan), NMS_ERR_INVALID_ARGUMENT, "overflow");
     EXPECT(nms_nm_plan_create(b64, M, 1025, NMS_DEVICE_CPU, &plan), NMS_ERR_INVALID_ARGUMENT, "1 to 1024");
     EXPECT(nms_nm_plan_create(b64, M, 1, NMS_DEVICE_CUDA, &plan), NMS_ERR_UNSUPPORTED, "f32");
     EXPECT(nms_nm_plan_create(NULL, M, 1, NMS_DEVICE_CPU, &plan), NMS_ERR_NULL, "sparse");
