@@ -102,7 +102,10 @@ fn dense_b_for_nv24<T: Value>(a: &Tensor<T>, b: &Tensor<T>) -> Result<[usize; 2]
 fn multiply_nv24<T: nms::spmm::Real>(a: &Tensor<T>, b: &Tensor<T>, threads: usize) -> Result<Tensor<T>, Failure> {
     let [_, n] = dense_b_for_nv24(a, b)?;
     let m = a.shape()[0];
-    let mut c = vec![T::ZERO; m * n];
+    let len = m.checked_mul(n).ok_or_else(|| Failure::invalid(format!("a {m}×{n} result overflows an address")))?;
+    let mut c = Vec::new();
+    crate::error::reserve(&mut c, len, "C")?;
+    c.resize(len, T::ZERO);
     nms::spmm::spmm_nv24(a, b.values(), n, &mut c, threads).map_err(|e| Failure::invalid(e.to_string()))?;
     Ok(Tensor::from_dense(&[m, n], &c, &Format::dense(2))?)
 }

@@ -132,9 +132,16 @@ impl Gpu {
         Ok(self.stream.clone_htod(data)?)
     }
 
-    /// Copies `data` back.
+    /// Copies `data` back, into memory reserved fallibly (too large is an error, not an abort).
     pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(&self, data: &CudaSlice<T>) -> Result<Vec<T>> {
-        Ok(self.stream.clone_dtoh(data)?)
+        let mut host = Vec::new();
+        host.try_reserve_exact(data.len()).map_err(|_| {
+            CudaError::Unsupported(format!("{} values from the device do not fit in host memory", data.len()))
+        })?;
+        host.resize(data.len(), T::default());
+        self.stream.memcpy_dtoh(data, &mut host)?;
+        self.stream.synchronize()?;
+        Ok(host)
     }
 
     /// Zeroed device memory.
