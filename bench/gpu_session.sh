@@ -20,6 +20,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 here=.gpu
 
+# The path of PACKAGE's test binary TEST, built in release (cargo prints it as an executable
+# artifact).
+test_binary() {
+  cargo test -q --release -p "$1" --test "$2" --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$2"
+}
+
 prepare() {
   nvrtc_dir="${XDG_CACHE_HOME:-$HOME/.cache}/nmsparse/nvrtc-cu12.8.93"
   if [ ! -e "$nvrtc_dir/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" ]; then
@@ -30,23 +41,10 @@ prepare() {
   rm -rf "$here" && mkdir -p "$here/cubin"
   cargo build -q --release --bin nmsparse -p nmsparse
   cargo build -q --release -p nm-cuda --example bench --example tune
-  # The test binary's path is printed by cargo as an executable artifact.
-  gpu_test=$(cargo test -q --release -p nm-cuda --test gpu --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
-        print(m["executable"])')
-  cp "$gpu_test" "$here/gpu-test"
+  cp "$(test_binary nm-cuda gpu)" "$here/gpu-test"
   # The C library's plan on device memory: its Rust test, and the C plan test linked
   # statically (that machine may have no C toolchain for it).
-  capi_test=$(cargo test -q --release -p nmsparse-capi --test gpu_plan --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu_plan":
-        print(m["executable"])')
-  cp "$capi_test" "$here/capi-gpu-plan"
+  cp "$(test_binary nmsparse-capi gpu_plan)" "$here/capi-gpu-plan"
   cargo build -q --release -p nmsparse-capi --lib
   cc -std=c99 -O1 -Iinclude capi/tests/c/plans.c target/release/libnmsparse.a \
     -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc -o "$here/c-plans"
