@@ -485,8 +485,7 @@ impl Emitter<'_> {
         }
         let mut variant = vec![var];
         variant.extend(decls.iter().filter_map(|s| if let Stmt::Decl(v, _) = s { Some(*v) } else { None }));
-        let mut loads = Vec::new();
-        invariant_loads(value, &variant, &mut loads);
+        let mut loads = invariant_loads(value, &variant);
         let locals = self.names.invariants(*workspace);
         loads.truncate(locals.len());
         if loads.is_empty() {
@@ -570,47 +569,20 @@ const SORT: &str = r#"static void nms_sort_ELEM(ELEM *restrict a, int64_t n, ELE
 
 "#;
 
-/// The loads in `e` whose index uses none of `variant` (and loads none of its own), each once:
-/// what a loop over `variant`'s first variable may read before it starts.
-fn invariant_loads(e: &Expr, variant: &[VarId], out: &mut Vec<Expr>) {
-    match e {
-        Expr::Load(_, index) if !uses(index, variant) && !has_load(index) => {
-            if !out.contains(e) {
-                out.push(e.clone());
+/// The loads in `e` whose index reads none of `variant` and loads nothing, each once: what a
+/// loop over `variant`'s first variable may read before it starts.
+fn invariant_loads(e: &Expr, variant: &[VarId]) -> Vec<Expr> {
+    let mut out = Vec::new();
+    e.walk(&mut |x| {
+        if let Expr::Load(_, index) = x {
+            let mut fixed = true;
+            index.walk(&mut |y| {
+                fixed &= !matches!(y, Expr::Load(..)) && !matches!(y, Expr::Var(v) if variant.contains(v));
+            });
+            if fixed && !out.contains(x) {
+                out.push(x.clone());
             }
         }
-        Expr::Load(_, index) | Expr::Unary(_, index) => invariant_loads(index, variant, out),
-        Expr::Binary(_, a, b) => {
-            invariant_loads(a, variant, out);
-            invariant_loads(b, variant, out);
-        }
-        Expr::Select(c, a, b) => {
-            invariant_loads(c, variant, out);
-            invariant_loads(a, variant, out);
-            invariant_loads(b, variant, out);
-        }
-        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => {}
-    }
-}
-
-/// Whether `e` reads one of `vars`.
-fn uses(e: &Expr, vars: &[VarId]) -> bool {
-    match e {
-        Expr::Var(v) => vars.contains(v),
-        Expr::Load(_, a) | Expr::Unary(_, a) => uses(a, vars),
-        Expr::Binary(_, a, b) => uses(a, vars) || uses(b, vars),
-        Expr::Select(c, a, b) => uses(c, vars) || uses(a, vars) || uses(b, vars),
-        Expr::Int(_) | Expr::Float(_) | Expr::Len(_) => false,
-    }
-}
-
-/// Whether `e` loads from an array.
-fn has_load(e: &Expr) -> bool {
-    match e {
-        Expr::Load(..) => true,
-        Expr::Unary(_, a) => has_load(a),
-        Expr::Binary(_, a, b) => has_load(a) || has_load(b),
-        Expr::Select(c, a, b) => has_load(c) || has_load(a) || has_load(b),
-        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Len(_) => false,
-    }
+    });
+    out
 }
