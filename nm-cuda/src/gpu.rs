@@ -134,11 +134,7 @@ impl Gpu {
 
     /// Copies `data` back, into memory reserved fallibly (too large is an error, not an abort).
     pub fn download<T: cudarc::driver::DeviceRepr + Default + Clone>(&self, data: &CudaSlice<T>) -> Result<Vec<T>> {
-        let mut host = Vec::new();
-        host.try_reserve_exact(data.len()).map_err(|_| {
-            CudaError::Unsupported(format!("{} values from the device do not fit in host memory", data.len()))
-        })?;
-        host.resize(data.len(), T::default());
+        let mut host = host_filled(data.len(), T::default(), "values from the device")?;
         self.stream.memcpy_dtoh(data, &mut host)?;
         self.stream.synchronize()?;
         Ok(host)
@@ -298,6 +294,16 @@ impl SpmmLaunch {
     pub fn workspace(&self, n: usize) -> usize {
         if self.plan.slices > 1 { self.plan.slices * self.m * n } else { 1 }
     }
+}
+
+/// `len` copies of `value` on the host, reserved fallibly: an array too large for memory is an
+/// error naming `what`, not an abort.
+pub(crate) fn host_filled<T: Clone>(len: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut host = Vec::new();
+    host.try_reserve_exact(len)
+        .map_err(|_| CudaError::Unsupported(format!("{len} {what} do not fit in host memory")))?;
+    host.resize(len, value);
+    Ok(host)
 }
 
 /// f32 → bf16 bits, rounding to nearest even (NaN stays NaN).

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, DeviceRepr,
 use nm_format::NmParts;
 
 use crate::error::{CudaError, Result};
-use crate::gpu::{Gpu, GpuNm, GpuNv24, Nv24Launch, SpmmLaunch};
+use crate::gpu::{Gpu, GpuNm, GpuNv24, Nv24Launch, SpmmLaunch, host_filled};
 use crate::kernels::Variant;
 use crate::nv24::Nv24Sp;
 use crate::plan::{F32Plan, Nv24Kernel, Options, TileSize};
@@ -219,7 +219,7 @@ pub fn multiply(gpu: &Gpu, a: &[f32], m: usize, b: &NmParts<f32>, options: Optio
         return Err(CudaError::Inner { m, k: a.len().checked_div(m).unwrap_or(0), rows: k });
     }
     let mut plan = Plan::nm(gpu, b, m, options)?;
-    let mut c = host_zeros(m * n)?;
+    let mut c = host_filled(m * n, 0.0, "values of C")?;
     plan.run_host(a, &mut c, None)?;
     let Product::Nm { launch, .. } = plan.product else { unreachable!("Plan::nm makes an nm product") };
     Ok((c, launch.plan))
@@ -241,19 +241,10 @@ pub fn multiply_nv24(
         return Err(CudaError::Inner { m, k, rows: b.len().checked_div(n).unwrap_or(0) });
     }
     let mut plan = Plan::nv24(gpu, &Nv24Sp::compress(a)?, n, tile, slices)?;
-    let mut c = host_zeros(m * n)?;
+    let mut c = host_filled(m * n, 0.0, "values of C")?;
     plan.run_host(b, &mut c, None)?;
     let Product::Nv24 { launch, .. } = plan.product else { unreachable!("Plan::nv24 makes an nv24 product") };
     Ok((c, launch.kernel, launch.slices))
-}
-
-/// `len` zeros on the host, or an error (not an abort) where they do not fit in memory.
-fn host_zeros(len: usize) -> Result<Vec<f32>> {
-    let mut c = Vec::new();
-    c.try_reserve_exact(len)
-        .map_err(|_| CudaError::Unsupported(format!("C's {len} values do not fit in host memory")))?;
-    c.resize(len, 0.0);
-    Ok(c)
 }
 
 /// `dst` (rows×ld bf16) = `src` (rows×cols f32) rounded, columns cols..ld zero.
