@@ -93,14 +93,16 @@ EOF
   set +e
   if [ "$phase" = bf16 ]; then
     # The bf16 tensor-core kernel alone, in one short call: its GPU test, the tuning sweep
-    # (skipped with NMS_SKIP_TUNE=1; shapes NMS_TUNE_SHAPES), the benchmark on every shape (NMS_BENCH_TIMEOUT seconds,
-    # default 170), then the test on ragged shapes under compute-sanitizer (skipped with
-    # NMS_SKIP_SANITIZER=1).
+    # (skipped with NMS_SKIP_TUNE=1; shapes NMS_TUNE_SHAPES, group widths NMS_TUNE_L, e.g.
+    # 32,128), the benchmark on every shape (NMS_BENCH_TIMEOUT seconds, default 170; `--l 128`
+    # among the arguments for wide groups), then the test on ragged shapes under
+    # compute-sanitizer (skipped with NMS_SKIP_SANITIZER=1).
     timeout 150 "$here/gpu-test" --test-threads=1 --nocapture bf16 wrong_operands >"$out/gpu-tests.txt" 2>&1
     echo "gpu tests (bf16): exit $?" >>"$out/device.txt"
     if [ "${NMS_SKIP_TUNE:-0}" != 1 ]; then
       # shellcheck disable=SC2086
-      timeout 150 "$here/tune" --only bf16 --reps 20 ${NMS_TUNE_SHAPES:-4096x4096x4096 1024x4096x4096 256x4096x4096} \
+      timeout 150 "$here/tune" --only bf16 --l "${NMS_TUNE_L:-32}" --reps 20 \
+        ${NMS_TUNE_SHAPES:-4096x4096x4096 1024x4096x4096 256x4096x4096} \
         >"$out/tune.csv" 2>"$out/tune-stderr.txt"
       echo "tune (bf16): exit $?" >>"$out/device.txt"
     fi

@@ -1,7 +1,7 @@
 //! Fills a CUBIN cache for another machine: every kernel variant of `kernels::every_variant`
 //! for one architecture, so a GPU machine without NVRTC runs them from
 //! `NMSPARSE_CUDA_CACHE=DIR`; with `tune`, also the bf16 tensor-core variants `examples/tune.rs`
-//! times (4:8, 2:8, 1:8 at L = 32).
+//! times (4:8, 2:8, 1:8 at L = 32, 64, 128 and 256).
 //!
 //! ```text
 //! cargo run --release -p nm-cuda --example precompile -- sm_90 target/cubin [tune]
@@ -20,8 +20,9 @@ fn main() {
     let dir = std::path::Path::new(dir);
     let mut variants = nm_cuda::kernels::every_variant();
     if tune {
-        for nm in [(4, 8, 32), (2, 8, 32), (1, 8, 32)] {
-            let set = nm_cuda::plan::Bf16Kernel::tuning_set(nm).expect("L = 32 has every tile");
+        let patterns = [(4, 8), (2, 8), (1, 8)];
+        for nm in [32, 64, 128, 256].into_iter().flat_map(|l| patterns.map(|(n, m)| (n, m, l))) {
+            let set = nm_cuda::plan::Bf16Kernel::tuning_set(nm).expect("a multiple of 32 has every tile");
             for kernel in set {
                 let v = nm_cuda::kernels::Variant::bf16(&kernel);
                 if !variants.contains(&v) {

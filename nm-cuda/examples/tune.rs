@@ -7,8 +7,10 @@
 //! and more stages: slower, or past the shared memory; see BENCHMARKS.md.)
 //!
 //! ```text
-//! cargo run --release -p nm-cuda --example tune -- [MxNxK ...] [--reps 20] [--only f32,nv24,bf16]
+//! cargo run --release -p nm-cuda --example tune -- [MxNxK ...] [--reps 20] [--only f32,nv24,bf16] [--l 32,128]
 //! ```
+//!
+//! `--l`: the group widths L of the bf16 sweep (default 32; the f32 and 2:4 sweeps use 32).
 
 use nm_cuda::plan::{Bf16Kernel, F32Kernel, Nv24Kernel, plan_f32, plan_kernel};
 use nm_cuda::{
@@ -18,13 +20,19 @@ use nm_format::{Format, Tensor};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut shapes, mut reps) = (Vec::new(), 20usize);
+    let (mut shapes, mut reps, mut ls) = (Vec::new(), 20usize, vec![32usize]);
     let mut only: Vec<String> = ["f32", "nv24", "bf16"].map(String::from).to_vec();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--only" {
             only =
                 it.next().unwrap_or_else(|| fail("--only needs f32,nv24,bf16")).split(',').map(String::from).collect();
+        } else if a == "--l" {
+            let list = it.next().unwrap_or_else(|| fail("--l needs L,..."));
+            ls = list
+                .split(',')
+                .map(|v| v.parse().unwrap_or_else(|_| fail(&format!("--l: {v} is no number"))))
+                .collect();
         } else if a == "--reps" {
             reps = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| fail("--reps needs a number"));
         } else {
@@ -56,7 +64,9 @@ fn main() {
             nv24_sweep(&gpu, &a, &b, (m, n, k), reps);
         }
         if only.iter().any(|o| o == "bf16") {
-            bf16_sweep(&gpu, &a, &b, (m, n, k), reps);
+            for &l in &ls {
+                bf16_sweep(&gpu, &a, &b, (m, n, k), l, reps);
+            }
         }
     }
 }
@@ -135,7 +145,7 @@ fn nv24_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
     }
 }
 
-fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), reps: usize) {
+fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), l: usize, reps: usize) {
     // The dense baseline in the same run: cuBLAS's bf16 GEMM.
     let blas = Cublas::new(gpu).unwrap_or_else(|e| fail(&e.to_string()));
     let a16: Vec<half::bf16> = a.iter().map(|&x| half::bf16::from_f32(x)).collect();
@@ -155,11 +165,11 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
     let limits = gpu.limits();
     for nm in [(4u32, 8u32), (2, 8), (1, 8)] {
         let whole = Tensor::from_dense(&[k, n], b, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
-        let format = Format::nm(nm.0, nm.1, 32).unwrap_or_else(|e| fail(&e.to_string()));
+        let format = Format::nm(nm.0, nm.1, l).unwrap_or_else(|e| fail(&e.to_string()));
         let parts = whole.prune(&format).unwrap_or_else(|e| fail(&e.to_string())).0;
         let parts = parts.nm_parts().unwrap_or_else(|e| fail(&e.to_string()));
         let dev = GpuNmBf16::upload(gpu, &parts).unwrap_or_else(|e| fail(&e.to_string()));
-        let shape = (nm.0 as usize, nm.1 as usize, 32);
+        let shape = (nm.0 as usize, nm.1 as usize, l);
         let chosen = Bf16Kernel::choose(m, n, shape, limits).unwrap_or_else(|e| fail(&e.to_string()));
         let mut variants = vec![chosen];
         for v in Bf16Kernel::tuning_set(shape).unwrap_or_else(|e| fail(&e.to_string())) {
@@ -168,7 +178,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
             }
         }
         let mut reference = None;
-        let pattern = format!("{}:{}", nm.0, nm.1);
+        let pattern = format!("{}:{} L={l}", nm.0, nm.1);
         let flops = 2.0 * (m * n * k) as f64 * nm.0 as f64 / nm.1 as f64;
         for kernel in variants {
             let label = format!(

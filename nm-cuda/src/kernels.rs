@@ -133,8 +133,8 @@ impl Variant {
 /// chunk), 32 (a group per warp tile) and 24 (groups straddling blocks), with float4 loads of
 /// A and without (k % 4 ≠ 0, at L = 32), the tensor-core kernel as `Bf16Kernel::choose` picks it
 /// and staged both ways in every parameter set that fits an H100 or an A100 (every tile for four
-/// patterns, the medium one for the others), and the 2:4 sparse tensor-core kernel in every
-/// parameter set.
+/// patterns, the medium one for the others; the medium one at L = 64, 128 and 256 too, a group
+/// as wide as a block or wider), and the 2:4 sparse tensor-core kernel in every parameter set.
 pub fn every_variant() -> Vec<Variant> {
     let mut out = vec![Variant::reduce(), Variant::transpose_bf16(), Variant::to_bf16()];
     for size in [TileSize::Small, TileSize::Medium, TileSize::Large] {
@@ -168,28 +168,41 @@ pub fn every_variant() -> Vec<Variant> {
             } else {
                 &[TileSize::Medium]
             };
-            for limits in [DeviceLimits::H100, DeviceLimits::A100] {
-                for (rows, cols) in [(4096, 4096), (1024, 4096), (256, 4096)] {
-                    if let Ok(kernel) = Bf16Kernel::choose(rows, cols, (n, m, l), limits) {
-                        add(Variant::bf16(&kernel));
-                    }
-                }
+            bf16_variants((n, m, l), sizes, &mut add);
+        }
+    }
+    // Groups as wide as a block or wider (VENOM's V of 64 and more): one group slot per block,
+    // each gathered row of A serving every column of the block.
+    for nm in [(4, 8), (2, 8), (1, 8)] {
+        for l in [64, 128, 256] {
+            bf16_variants((nm.0, nm.1, l), &[TileSize::Medium], &mut add);
+        }
+    }
+    out
+}
+
+/// The bf16 tensor-core variants for `nm` (N, M, L) that the library picks for three output
+/// shapes on an H100 and an A100, and the tiles `sizes` staged both ways, fitted to each.
+fn bf16_variants(nm: (usize, usize, usize), sizes: &[TileSize], add: &mut impl FnMut(Variant)) {
+    for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+        for (rows, cols) in [(4096, 4096), (1024, 4096), (256, 4096)] {
+            if let Ok(kernel) = Bf16Kernel::choose(rows, cols, nm, limits) {
+                add(Variant::bf16(&kernel));
             }
-            for &size in sizes {
-                for limits in [DeviceLimits::H100, DeviceLimits::A100] {
-                    for windows in [false, true] {
-                        let kernel = Bf16Kernel::new(size, (n, m, l))
-                            .map(|k| if windows { k.windowed() } else { k })
-                            .and_then(|k| k.fit(limits));
-                        if let Ok(kernel) = kernel {
-                            add(Variant::bf16(&kernel));
-                        }
-                    }
+        }
+    }
+    for &size in sizes {
+        for limits in [DeviceLimits::H100, DeviceLimits::A100] {
+            for windows in [false, true] {
+                let kernel = Bf16Kernel::new(size, nm)
+                    .map(|k| if windows { k.windowed() } else { k })
+                    .and_then(|k| k.fit(limits));
+                if let Ok(kernel) = kernel {
+                    add(Variant::bf16(&kernel));
                 }
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -214,6 +227,9 @@ mod tests {
             "-DNM_L=8",
             "-DNM_L=24",
             "-DNM_L=32",
+            "-DNM_L=128",
+            "-DNM_L=256",
+            "-DGMAX=1",
             "-DKT=16",
             "-DSTAGES=2",
             "-DWINDOWS=0",

@@ -180,11 +180,12 @@ fn f32_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
 #[test]
 fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
     // Every tile size; L: one group per warp tile (32, 64), groups per n8 tile (8, 24:
-    // straddling blocks); ragged m, n, k, m past a 256-row block, k odd (the transpose's
-    // unaligned rows), W not a multiple of the kept rows per stage.
+    // straddling blocks), a group per block or wider (128, 256: one group slot, a ragged last
+    // group); ragged m, n, k, m past a 256-row block, k odd (the transpose's unaligned rows), W
+    // not a multiple of the kept rows per stage.
     // `None`: the kernel the library picks for a 4096×4096 output (4:8: by windows in 128×256
     // blocks of 16 warps; 2:8: two 128×128 blocks per SM).
-    let cases: [(Case, Option<TileSize>); 9] = [
+    let cases: [(Case, Option<TileSize>); 11] = [
         (((2, 4, 32), (70, 150, 96)), Some(TileSize::Medium)),
         (((1, 8, 8), (33, 130, 203)), Some(TileSize::Small)),
         (((3, 8, 24), (65, 100, 128)), Some(TileSize::Medium)),
@@ -194,6 +195,8 @@ fn bf16_tensor_core_kernel_source_matches_the_cpu_kernel_under_sanitizers() {
         (((1, 8, 16), (9, 72, 520)), Some(TileSize::Medium)),
         (((4, 8, 32), (150, 300, 200)), None),
         (((2, 8, 32), (130, 260, 136)), None),
+        (((2, 8, 128), (70, 300, 136)), Some(TileSize::Medium)),
+        (((4, 8, 256), (40, 300, 72)), None),
     ];
     let mut runs = 0;
     for (c, &((nm, (m, n, k)), size)) in cases.iter().enumerate() {

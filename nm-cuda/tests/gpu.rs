@@ -90,7 +90,7 @@ fn bf16_tensor_core_kernel_matches_the_cpu_kernel() {
     let mut checked = 0;
     let (patterns, shapes) = tc_cases();
     for &(n_keep, m_win) in patterns {
-        for l in [8, 32] {
+        for l in [8, 32, 128] {
             for (s, &(m, n, k)) in shapes.iter().enumerate() {
                 let b = random_nm(k, n, (n_keep, m_win, l), s as u64 + 7);
                 let a = random_dense(m, k, s as u64 + 3);

@@ -494,13 +494,16 @@ impl Bf16Kernel {
     /// quarter or less, per group: 128×128 blocks of two stages, two blocks per SM (faster than
     /// windows and than 64×64 blocks), or 64×64 blocks where the grid gives fewer 128×128
     /// blocks than SMs (faster for the smallest shape). Where L is not a
-    /// multiple of 32, the windows go in 128×128 blocks of 8 warps. Fitted to the device; the
-    /// smallest tile where nothing else fits.
+    /// multiple of 32, the windows go in 128×128 blocks of 8 warps. Windows only where a block
+    /// spans several groups: with one there is no row to share (and the 128×256 block of one
+    /// group spills registers). Fitted to the device; the smallest tile where nothing else fits.
     pub fn choose(m: usize, n: usize, nm: (usize, usize, usize), limits: DeviceLimits) -> Result<Bf16Kernel> {
         let (medium, small) = (Self::new(TileSize::Medium, nm)?, Self::new(TileSize::Small, nm)?);
-        let preferred = if 4 * nm.0 > nm.1 && nm.2.is_multiple_of(32) {
+        let dense_enough = 4 * nm.0 > nm.1;
+        let shares_rows = |ns: usize| groups_per_block(ns, nm.2) > 1;
+        let preferred = if dense_enough && nm.2.is_multiple_of(32) && shares_rows(256) {
             Bf16Kernel { ns: 256, gmax: groups_per_block(256, nm.2), wm: 64, ..medium }.windowed()
-        } else if 4 * nm.0 > nm.1 {
+        } else if dense_enough && shares_rows(medium.ns) {
             // Warps whose n8 tiles lie in several groups need more registers than 16 warps have.
             medium.windowed()
         } else if medium.blocks(m, n) >= limits.sms {
