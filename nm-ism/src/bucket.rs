@@ -55,8 +55,8 @@ struct Memory<V> {
     segments: Segments<V>,
 }
 
-/// About how many components [`BucketStore::sample_distinct`] reads.
-const SAMPLE: usize = 1 << 13;
+/// About how many components [`BucketStore::sample_distinct`] reads for a decision.
+pub(crate) const SAMPLE: usize = 1 << 13;
 
 /// Buckets of at most this many components [`BucketStore::drain_rows`] sorts by insertion
 /// ([`append_short`]), of at most [`FEW`] through a sorting network ([`append_few`]), both on
@@ -333,16 +333,16 @@ impl<V: Value> BucketStore<V> {
     }
 
     /// Components and distinct keys among them in an evenly spaced sample of the buckets
-    /// (every one when they hold at most [`SAMPLE`] components), counted without combining
+    /// (every one when they hold at most `about` components), counted without combining
     /// anything: a key's bucket is its first coordinate, so buckets share no keys and the
     /// sample's ratio estimates the whole's. A workspace deciding whether to turn dense
     /// reads it, and leaves its buckets as they are when it does not (reading every bucket,
     /// scattered in memory, was a large part of an outer product that stays sparse:
     /// BENCHMARKS.md, "Outer-product SpGEMM").
-    pub fn sample_distinct(&self) -> (usize, usize) {
+    pub fn sample_distinct(&self, about: usize) -> (usize, usize) {
         let n: usize = self.heads.iter().map(|h| h.len as usize).sum();
-        // Every `step`-th bucket holds about `SAMPLE` components when they are spread evenly.
-        let step = (n / SAMPLE).max(1);
+        // Every `step`-th bucket holds about `about` components when they are spread evenly.
+        let step = (n / about.max(1)).max(1);
         let (mut seen, mut distinct) = (0, 0);
         let mut keys = Vec::new();
         for b in (0..self.heads.len()).step_by(step) {
@@ -530,15 +530,15 @@ mod tests {
             }
             s
         };
-        assert_eq!(store(&mut std::iter::empty()).sample_distinct(), (0, 0));
+        assert_eq!(store(&mut std::iter::empty()).sample_distinct(SAMPLE), (0, 0));
         // Few components: every bucket read, the count exact.
-        assert_eq!(store(&mut std::iter::repeat_n(77, 1000)).sample_distinct(), (1000, 1));
+        assert_eq!(store(&mut std::iter::repeat_n(77, 1000)).sample_distinct(SAMPLE), (1000, 1));
         let few = (0..3000u64).map(|i| (i % 1500) * 699);
-        assert_eq!(store(&mut few.into_iter()).sample_distinct(), (3000, 1500));
+        assert_eq!(store(&mut few.into_iter()).sample_distinct(SAMPLE), (3000, 1500));
         // Many: a sample of about `SAMPLE`, whose ratio is the whole's.
         for (distinct, copies) in [(20_000u64, 10u64), (200_000, 1), (3000, 100)] {
             let mut keys = (0..distinct * copies).map(|i| (i % distinct) * 52_361 % (1024 * 1024));
-            let (seen, found) = store(&mut keys).sample_distinct();
+            let (seen, found) = store(&mut keys).sample_distinct(SAMPLE);
             assert!(seen <= 2 * SAMPLE, "{distinct} × {copies}: read {seen}");
             let ratio = seen as f64 / found as f64;
             assert!((ratio - copies as f64).abs() < 0.05 * copies as f64, "{distinct} × {copies}: ratio {ratio}");

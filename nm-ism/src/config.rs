@@ -16,7 +16,8 @@ pub enum Policy {
     /// `bucket`, switching to a dense array (over the first coordinate × the rest's field)
     /// after its first flush — of the first eighth of [`Config::CAPACITY`] components — when
     /// they fall on at least [`Config::DENSE_AFTER`] per coordinate (their distinct
-    /// coordinates estimated, not combined) and the dense array fits
+    /// coordinates estimated, not combined; at least [`Config::DENSE_EARLY`] in the first
+    /// 128th turns it dense at once) and the dense array fits
     /// in a quarter of the memory available: decided on the data, since the lowering cannot
     /// count products (see [`Config::DENSE_AFTER`] for the measurements behind it).
     Auto,
@@ -104,6 +105,13 @@ impl Config {
     /// array won, and the threshold separates the two on those seven matrices (BENCHMARKS.md's
     /// history, "Prefetched buckets, buffered buckets, `auto` deciding early").
     pub const DENSE_AFTER: usize = 2;
+    /// Components per distinct coordinate in its early look (a sixteenth of the decision's
+    /// sample) from which `auto` turns dense at once. Coordinates repeat more as products
+    /// accumulate, so twice the decision's threshold this early says what the decision would;
+    /// on the shared matrices' outer products the early look turned dense exactly where the
+    /// decision did, only at the matrices that repeat most (BENCHMARKS.md, "Outer-product
+    /// SpGEMM").
+    pub const DENSE_EARLY: usize = 2 * Self::DENSE_AFTER;
 
     /// Most components buckets hold by default before they are combined: 256 Mi (4 GiB of
     /// f64 components).

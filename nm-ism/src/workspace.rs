@@ -7,7 +7,7 @@ use std::sync::mpsc::channel;
 use nm_format::{LevelKind, Value};
 use nm_runtime::memory::huge_vec;
 
-use crate::bucket::BucketStore;
+use crate::bucket::{BucketStore, SAMPLE};
 use crate::config::{Config, IsmError, Policy, Stats};
 use crate::ffi::{Slot, slot_flush, slot_grow};
 use crate::key::KeyLayout;
@@ -17,6 +17,8 @@ use crate::{Components, LevelArrays};
 
 /// `auto` decides on its first `Config::CAPACITY / AUTO_SAMPLE` components.
 const AUTO_SAMPLE: usize = 8;
+/// `auto` takes an early look at its first `Config::CAPACITY / AUTO_EARLY` components.
+const AUTO_EARLY: usize = 128;
 
 /// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
 pub struct Workspace<V: Value> {
@@ -29,6 +31,8 @@ pub struct Workspace<V: Value> {
     buckets: Option<BucketStore<V>>,
     /// Whether `auto` has made its choice in this use.
     decided: bool,
+    /// Whether `auto` has taken its early look in this use.
+    looked: bool,
     /// Whether inserts go to the dense arrays (always for `dense`; once turned, for `auto`).
     dense_on: bool,
     stats: Stats,
@@ -141,6 +145,7 @@ impl<V: Value> Workspace<V> {
             dense,
             buckets,
             decided: false,
+            looked: false,
             dense_on: config.policy == Policy::Dense,
             stats: Stats::default(),
             error: None,
@@ -180,22 +185,35 @@ impl<V: Value> Workspace<V> {
         }
     }
 
-    /// Components `auto` decides on: the first eighth of [`Config::CAPACITY`] (or of the
-    /// capacity when smaller).
+    /// Components `auto` looks at next: the first 128th of [`Config::CAPACITY`] (or of the
+    /// capacity when smaller) for its early look, the first eighth for its decision.
     fn auto_sample(&self) -> usize {
-        (self.config.capacity.min(Config::CAPACITY) / AUTO_SAMPLE).max(1)
+        let part = if self.looked { AUTO_SAMPLE } else { AUTO_EARLY };
+        (self.config.capacity.min(Config::CAPACITY) / part).max(1)
     }
 
     /// `auto` at its first flush: moves the components into a dense array when a sample of
     /// the buckets says they fall on few coordinates and the dense array fits (see
     /// [`Policy::Auto`]), else goes on with the buckets untouched, as `bucket` would — either
     /// way without a run that the end would merge again (which almost doubled an outer
-    /// product's time), nor a bucket combined twice.
+    /// product's time), nor a bucket combined twice. The early look turns dense only where
+    /// coordinates repeat [`Config::DENSE_EARLY`] times, and otherwise leaves the decision to
+    /// the full sample: the components buffered in buckets before a dense array takes over
+    /// cost several times a dense insert each, and emptying them into it a scattered write.
     fn decide(&mut self) {
-        self.decided = true;
-        let Some(b) = &mut self.buckets else { return };
-        let (seen, distinct) = b.sample_distinct();
-        if seen >= Config::DENSE_AFTER * distinct.max(1) && self.turn_dense() {
+        let early = !self.looked;
+        self.looked = true;
+        self.decided = !early;
+        let Some(b) = &mut self.buckets else {
+            self.decided = true;
+            return;
+        };
+        // The early look reads a quarter of the decision's sample, about one percent of a small
+        // product that stays sparse.
+        let (seen, distinct) = b.sample_distinct(if early { SAMPLE / 4 } else { SAMPLE });
+        let per_coordinate = if early { Config::DENSE_EARLY } else { Config::DENSE_AFTER };
+        if seen >= per_coordinate * distinct.max(1) && self.turn_dense() {
+            self.decided = true;
             let (vals, mark) = self.dense.as_mut().expect("turned dense");
             let b = self.buckets.as_mut().expect("checked");
             let layout = &self.layout;
@@ -314,11 +332,15 @@ impl<V: Value> Workspace<V> {
         if n == 0 {
             return Ok(());
         }
-        self.stats.flushes += 1;
         if self.config.policy == Policy::Auto && !self.decided {
+            // The early look sorts nothing; the decision counts as the first flush.
+            if self.looked {
+                self.stats.flushes += 1;
+            }
             self.decide();
             return Ok(());
         }
+        self.stats.flushes += 1;
         if let Some(b) = &mut self.buckets {
             match &mut self.stage {
                 Stage::Inline(state) => {
@@ -472,6 +494,7 @@ impl<V: Value> Workspace<V> {
         out.pos[0] = None;
         out.crd[0] = None;
         self.decided = false;
+        self.looked = false;
         self.sync_slot();
         self.stats.unique = out.vals.len() as u64;
         Ok(())
@@ -494,6 +517,7 @@ impl<V: Value> Workspace<V> {
 
     fn components(&mut self, run: Run<V>) -> Components<V> {
         self.decided = false;
+        self.looked = false;
         self.sync_slot();
         self.stats.unique = run.len() as u64;
         Components { layout: self.layout.clone(), keys: run.keys, vals: run.vals }

@@ -280,3 +280,30 @@ fn auto_turns_dense_when_duplicates_are_many() {
     assert!(unsafe { (*ws.slot()).dense }.is_null());
     assert_eq!(ws.finish().unwrap().len(), 20);
 }
+
+/// `auto` takes an early look at a sixteenth of its decision's sample (8 of 128 components at a
+/// capacity of 1024): coordinates repeated four times turn it dense right there; fewer leave
+/// the decision to the full sample, which turns dense at twice.
+#[test]
+fn auto_turns_dense_early_only_where_coordinates_repeat_often() {
+    let dense = |ws: &mut Workspace<f64>| {
+        // SAFETY: reading the live workspace's slot.
+        !unsafe { (*ws.slot()).dense }.is_null()
+    };
+    let config = Config { capacity: 1024, ..Config::new(Policy::Auto) };
+    for (early, coordinates) in [(true, 2), (false, 4)] {
+        let mut ws = Workspace::<f64>::new(&[8, 8], config).unwrap();
+        let mut want: BTreeMap<Vec<usize>, f64> = BTreeMap::new();
+        for n in 0..128 {
+            let c = [n % coordinates, 5];
+            ws.insert(&c, n as f64).unwrap();
+            *want.entry(c.to_vec()).or_insert(0.0) += n as f64;
+            // The early look after the eighth insert; the decision after the 128th.
+            let looked = if early { n >= 7 } else { n >= 127 };
+            assert_eq!(dense(&mut ws), looked, "{coordinates} coordinates, insert {n}");
+        }
+        let done = ws.finish().unwrap();
+        let got: BTreeMap<Vec<usize>, f64> = (0..done.len()).map(|i| (done.coords(i), done.values()[i])).collect();
+        assert_eq!(got, want, "{coordinates} coordinates");
+    }
+}
