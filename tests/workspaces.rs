@@ -28,7 +28,8 @@ fn configs() -> Vec<Option<Config>> {
         out.push(Some(Config { capacity: 5, pipelined: true, double_buffered: false, ..Config::new(policy) }));
     }
     // `auto` with a first flush late enough to see duplicates (an eighth of the capacity, 128
-    // components: it turns dense on dense-ish products).
+    // components: it turns dense on dense-ish products; its early look, at 8, on products
+    // that repeat four times per coordinate).
     out.push(Some(Config { capacity: 1024, ..Config::new(Policy::Auto) }));
     out
 }
@@ -201,6 +202,19 @@ fn auto_turns_dense_on_a_dense_ish_outer_product() {
         "reorder(k,i,j)",
         &[("A", &[5, 5], "csr", 1.0), ("B", &[5, 20], "csc", 1.0), ("C", &[20, 5], "csr", 1.0)],
         12,
+    );
+}
+
+#[test]
+fn auto_turns_dense_at_its_early_look() {
+    // Two result coordinates, two products on them per k: the early look (8 components at a
+    // capacity of 1024) sees four per coordinate and turns the workspace dense before its
+    // decision would.
+    check(
+        "A(i,j) = B(i,k) * C(k,j)",
+        "reorder(k,i,j)",
+        &[("A", &[1, 2], "csr", 1.0), ("B", &[1, 30], "csc", 1.0), ("C", &[30, 2], "csr", 1.0)],
+        13,
     );
 }
 
