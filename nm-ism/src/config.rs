@@ -108,9 +108,9 @@ impl Config {
     /// Components per distinct coordinate in its early look (a sixteenth of the decision's
     /// sample) from which `auto` turns dense at once. Coordinates repeat more as products
     /// accumulate, so twice the decision's threshold this early says what the decision would;
-    /// on the shared matrices' outer products the early look turned dense exactly where the
-    /// decision did, only at the matrices that repeat most (BENCHMARKS.md, "Outer-product
-    /// SpGEMM").
+    /// on the shared matrices' outer products the early look turned dense only where the
+    /// decision does too, at half of those (the ones that repeat most; BENCHMARKS.md,
+    /// "Outer-product SpGEMM").
     pub const DENSE_EARLY: usize = 2 * Self::DENSE_AFTER;
 
     /// Most components buckets hold by default before they are combined: 256 Mi (4 GiB of

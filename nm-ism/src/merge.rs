@@ -283,9 +283,9 @@ fn set_flags(flags: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
-    /// Every flag pattern a chunk can hold (any nonzero byte counts, not only 1), at every
-    /// length up to past two chunks: the bits name the set flags, and `take_marked` hands over
-    /// exactly those, in order, zeroing flags and values behind.
+    /// Random flags (any nonzero byte counts, not only 1) at four densities and every length
+    /// up to past two chunks: the bits name the set flags, and `take_marked` hands over exactly
+    /// those, in order, zeroing flags and values behind.
     #[test]
     fn marked_entries_are_taken_in_order_and_zeroed() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
