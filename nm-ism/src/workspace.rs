@@ -186,10 +186,12 @@ impl<V: Value> Workspace<V> {
     }
 
     /// Components `auto` looks at next: the first 128th of [`Config::CAPACITY`] (or of the
-    /// capacity when smaller) for its early look, the first eighth for its decision.
+    /// capacity when smaller) for its early look, the first eighth for its decision — at least
+    /// one more than the early look, or the count would have passed it already.
     fn auto_sample(&self) -> usize {
-        let part = if self.looked { AUTO_SAMPLE } else { AUTO_EARLY };
-        (self.config.capacity.min(Config::CAPACITY) / part).max(1)
+        let capacity = self.config.capacity.min(Config::CAPACITY);
+        let early = (capacity / AUTO_EARLY).max(1);
+        if self.looked { (capacity / AUTO_SAMPLE).max(early + 1) } else { early }
     }
 
     /// `auto` at its first flush: moves the components into a dense array when a sample of

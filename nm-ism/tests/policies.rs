@@ -307,3 +307,45 @@ fn auto_turns_dense_early_only_where_coordinates_repeat_often() {
         assert_eq!(got, want, "{coordinates} coordinates");
     }
 }
+
+/// With a capacity too small for an eighth and a 128th to differ (7: one component each),
+/// `auto` still decides after its early look — at the second component — and then flushes at
+/// its capacity: generated code flushes when its count reaches the slot's capacity exactly,
+/// so a sample the count has passed would never come.
+#[test]
+fn auto_decides_after_its_early_look_at_the_smallest_capacities() {
+    let mut ws = Workspace::<f64>::new(&[4, 4], Config { capacity: 7, ..Config::new(Policy::Auto) }).unwrap();
+    let slot = ws.slot();
+    let layout = ws.layout().clone();
+    for n in 0..30usize {
+        let key = layout.key(&[n % 4, (n / 4) % 4]).unwrap();
+        // SAFETY: `slot` is the live workspace's slot; nothing else touches it meanwhile. The
+        // appends are the generated code's (see `the_slot_appends_and_flushes_like_insert`).
+        unsafe {
+            if !(*slot).dense.is_null() {
+                let at = layout.dense_index(key);
+                *((*slot).dense as *mut f64).add(at) += 1.0;
+                *(*slot).mark.add(at) = 1;
+                continue;
+            }
+            let b = (key >> (*slot).shift) as i64;
+            let head = &mut *(*slot).buckets.add(b as usize);
+            if head.len == head.cap {
+                assert_eq!(((*slot).grow)(slot, b), 0);
+            }
+            let head = &mut *(*slot).buckets.add(b as usize);
+            *head.keys.add(head.len as usize) = key;
+            *(head.vals as *mut f64).add(head.len as usize) = 1.0;
+            head.len += 1;
+            (*slot).len += 1;
+            if (*slot).len == (*slot).cap {
+                assert_eq!(((*slot).flush)(slot), 0);
+            }
+        }
+    }
+    // The decision (sparse: every coordinate once) counts as the first flush; then one every 7.
+    assert!(ws.stats().flushes >= 4, "{:?}", ws.stats());
+    let done = ws.finish().unwrap();
+    assert_eq!(done.len(), 16);
+    assert_eq!(done.values().iter().sum::<f64>(), 30.0);
+}
