@@ -64,9 +64,7 @@ fn main() {
             nv24_sweep(&gpu, &a, &b, (m, n, k), reps);
         }
         if only.iter().any(|o| o == "bf16") {
-            for &l in &ls {
-                bf16_sweep(&gpu, &a, &b, (m, n, k), l, reps);
-            }
+            bf16_sweep(&gpu, &a, &b, (m, n, k), &ls, reps);
         }
     }
 }
@@ -145,7 +143,8 @@ fn nv24_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
     }
 }
 
-fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), l: usize, reps: usize) {
+/// The bf16 sweep at each group width of `ls`, against one dense baseline timed first.
+fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), ls: &[usize], reps: usize) {
     // The dense baseline in the same run: cuBLAS's bf16 GEMM.
     let blas = Cublas::new(gpu).unwrap_or_else(|e| fail(&e.to_string()));
     let a16: Vec<half::bf16> = a.iter().map(|&x| half::bf16::from_f32(x)).collect();
@@ -163,7 +162,7 @@ fn bf16_sweep(gpu: &Gpu, a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize),
     let a_bits: Vec<u16> = a.iter().map(|&x| to_bf16(x)).collect();
     let a_dev = gpu.upload(&a_bits).unwrap_or_else(|e| fail(&e.to_string()));
     let limits = gpu.limits();
-    for nm in [(4u32, 8u32), (2, 8), (1, 8)] {
+    for (l, nm) in ls.iter().flat_map(|&l| [(4u32, 8u32), (2, 8), (1, 8)].map(|nm| (l, nm))) {
         let whole = Tensor::from_dense(&[k, n], b, &Format::dense(2)).unwrap_or_else(|e| fail(&e.to_string()));
         let format = Format::nm(nm.0, nm.1, l).unwrap_or_else(|e| fail(&e.to_string()));
         let parts = whole.prune(&format).unwrap_or_else(|e| fail(&e.to_string())).0;
