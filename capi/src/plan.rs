@@ -26,7 +26,8 @@ pub const NMS_MEMORY_DEVICE: nms_memory = 1;
 /// Runs on one plan from several threads take turns (the plan's buffers are its own).
 pub struct nms_nm_plan {
     inner: Mutex<AnyPlan>,
-    /// `[m, k, n]`.
+    /// `[m, k, n]`, as the inner plan has it, kept beside the lock so that asking for the
+    /// shape never waits for a run.
     shape: [usize; 3],
 }
 
