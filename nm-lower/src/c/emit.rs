@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use nm_ir::id::Id;
+use nm_ism::Policy;
 
 use super::names::Names;
 use crate::ir::{ArrayId, BinOp, ElemType, Expr, Function, Role, ScalarType, Stmt, UnOp, VarId};
@@ -105,7 +106,7 @@ fn kernel(w: &mut String, f: &Function, library: &[&str]) {
         let t = c_elem(a.elem);
         let _ = writeln!(w, "  {qual}{t} *restrict {name} = ({qual}{t} *)args[{k}].data;");
     }
-    let mut e = Emitter { f, names: &names, out: String::new(), hoisted: Vec::new() };
+    let mut e = Emitter { f, names: &names, out: String::new(), hoisted: Vec::new(), inserting: Inserting::Either };
     e.block(&f.body, 1);
     w.push_str(&e.out);
     w.push_str("  return 0;\n}\n");
@@ -135,6 +136,21 @@ struct Emitter<'a> {
     /// Loads read once before a scatter loop, with the local holding each (see
     /// [`Emitter::scatter_loop`]); `expr` writes the local in their place.
     hoisted: Vec<(Expr, String)>,
+    /// Which of an `auto` workspace's two ways an insert is written for: inside a scatter
+    /// loop split by the workspace's state, only the one that loop runs in.
+    inserting: Inserting,
+}
+
+/// The code an insert into an `auto` workspace is written with.
+#[derive(Clone, PartialEq, Eq)]
+enum Inserting {
+    /// A test of the dense pointer, then either.
+    Either,
+    /// Into the buckets (the workspace is sparse); `leave` is the C that leaves the loop when a
+    /// flush turns the workspace dense.
+    Buckets { leave: String },
+    /// Into the dense array (the workspace has turned dense).
+    Dense,
 }
 
 impl Emitter<'_> {
@@ -230,23 +246,105 @@ impl Emitter<'_> {
         }
     }
 
+    /// The policy of workspace `w` (none for another array).
+    fn policy(&self, w: ArrayId) -> Option<Policy> {
+        match &self.f.arrays[w].role {
+            Role::Workspace { config, .. } => Some(config.policy),
+            _ => None,
+        }
+    }
+
+    /// The C of an insert of `value` at `key` into workspace `w`: by the workspace's policy,
+    /// into its dense array, its buckets, or its one buffer (`auto`: as [`Emitter::inserting`]
+    /// says).
+    fn insert(&mut self, w: ArrayId, key: &Expr, first: &Expr, value: &Expr, depth: usize) {
+        let t = c_elem(self.f.arrays[w].elem);
+        let slot = self.names.array(w).to_string();
+        let value = self.expr(value, self.f.arrays[w].elem.scalar());
+        let policy = self.policy(w);
+        let dense = self.names.dense(w).cloned();
+        let ways = match (policy, &dense) {
+            (Some(Policy::Auto), Some(_)) => self.inserting.clone(),
+            (Some(Policy::Auto | Policy::Bucket), _) => Inserting::Buckets { leave: String::new() },
+            (Some(Policy::Dense), Some(_)) => Inserting::Dense,
+            _ => Inserting::Either,
+        };
+        self.line(depth, "{");
+        let (at, reads_key) = self.dense_position(w, key, first);
+        if ways != Inserting::Dense || reads_key {
+            let text = format!("int64_t key = {};", self.expr(key, ScalarType::Index));
+            self.line(depth + 1, &text);
+        }
+        let inner = depth + 1 + (ways == Inserting::Either && policy == Some(Policy::Auto)) as usize;
+        if let (Inserting::Either | Inserting::Dense, Some((d, m))) = (&ways, &dense) {
+            if ways == Inserting::Either {
+                self.line(depth + 1, &format!("if ({d}) {{"));
+            }
+            self.line(inner, &format!("{d}[{at}] += {value};"));
+            self.line(inner, &format!("{m}[{at}] = 1;"));
+            if ways == Inserting::Either {
+                self.line(depth + 1, "} else {");
+            }
+        }
+        if matches!(policy, Some(Policy::Bucket | Policy::Auto)) && ways != Inserting::Dense {
+            // Straight into the bucket of the key's first coordinate. Growing the bucket and
+            // flushing are rare: said so, the compiler keeps the loop's values in registers
+            // and spills them around those calls only.
+            self.line(inner, &format!("int64_t row = {};", self.expr(first, ScalarType::Index)));
+            self.line(inner, &format!("nms_bucket *b = &{slot}->buckets[row];"));
+            self.line(
+                inner,
+                &format!("if (__builtin_expect(b->len == b->cap, 0) && {slot}->grow({slot}, row)) return 1;"),
+            );
+            self.line(inner, "b->keys[b->len] = (uint64_t)key;");
+            self.line(inner, &format!("(({t} *)b->vals)[b->len++] = {value};"));
+            let full = format!("__builtin_expect(++{slot}->len == {slot}->cap, 0)");
+            let text = match (self.reload_dense(w), &ways) {
+                // A flush may turn the workspace dense.
+                (Some(reload), Inserting::Buckets { leave }) if !leave.is_empty() => {
+                    format!("if ({full}) {{ if ({slot}->flush({slot})) return 1; {reload} {leave} }}")
+                }
+                (Some(reload), _) => format!("if ({full}) {{ if ({slot}->flush({slot})) return 1; {reload} }}"),
+                (None, _) => format!("if ({full} && {slot}->flush({slot})) return 1;"),
+            };
+            self.line(inner, &text);
+        } else if ways == Inserting::Either {
+            self.line(inner, &format!("if ({slot}->len == {slot}->cap && {slot}->flush({slot})) return 1;"));
+            self.line(inner, &format!("{slot}->keys[{slot}->len] = (uint64_t)key;"));
+            self.line(inner, &format!("(({t} *){slot}->vals)[{slot}->len++] = {value};"));
+        }
+        if inner > depth + 1 {
+            self.line(depth + 1, "}");
+        }
+        self.line(depth, "}");
+    }
+
+    /// Where workspace `w`'s dense array holds `key` (see `nm_ism::KeyLayout::dense_index`),
+    /// and whether that reads the local `key`: the key itself, or where packing leaves keys
+    /// past a row's last column, the key written again with its first coordinate's stride
+    /// less that gap (`first * width + ...`): subtracting the gap from the packed key (`key -
+    /// gap * first`, still the fallback) cost the scatter loop two more additions per product
+    /// (BENCHMARKS.md, "Outer-product SpGEMM").
+    fn dense_position(&self, w: ArrayId, key: &Expr, first: &Expr) -> (String, bool) {
+        let by_key = || ("key".to_string(), true);
+        let Role::Workspace { extents, config, .. } = &self.f.arrays[w].role else { return by_key() };
+        let Ok(layout) = nm_ism::KeyLayout::new(extents, config.policy) else { return by_key() };
+        let (gap, stride) = (layout.dense_gap(), layout.strides().first().copied().unwrap_or(1));
+        if gap == 0 {
+            return by_key();
+        }
+        match restride(key, first, stride as i64, (stride - gap) as i64) {
+            Some(index) => (self.expr(&index, ScalarType::Index), false),
+            None => (format!("key - INT64_C({gap}) * ({})", self.expr(first, ScalarType::Index)), true),
+        }
+    }
+
     /// The statement that loads workspace `w`'s dense pointers into their locals again (after
     /// a call that may change them), where it has them.
     fn reload_dense(&self, w: ArrayId) -> Option<String> {
         let t = c_elem(self.f.arrays[w].elem);
         let slot = self.names.array(w);
         self.names.dense(w).map(|(d, m)| format!("{d} = ({t} *){slot}->dense; {m} = {slot}->mark;"))
-    }
-
-    /// What workspace `w`'s dense array takes off a key per first coordinate (see
-    /// `nm_ism::KeyLayout::dense_index`); 0 where it indexes by the key itself.
-    fn dense_gap(&self, w: ArrayId) -> u64 {
-        match &self.f.arrays[w].role {
-            Role::Workspace { extents, config, .. } => {
-                nm_ism::KeyLayout::new(extents, config.policy).map_or(0, |layout| layout.dense_gap())
-            }
-            _ => 0,
-        }
     }
 
     fn line(&mut self, depth: usize, text: &str) {
@@ -313,64 +411,7 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::Break => self.line(depth, "break;"),
-            Stmt::Insert { workspace, key, first, value } => {
-                let a = &self.f.arrays[*workspace];
-                let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
-                let key = self.expr(key, ScalarType::Index);
-                let value = self.expr(value, a.elem.scalar());
-                let policy = match &a.role {
-                    Role::Workspace { config, .. } => Some(config.policy),
-                    _ => None,
-                };
-                self.line(depth, "{");
-                self.line(depth + 1, &format!("int64_t key = {key};"));
-                let dense = self.names.dense(*workspace);
-                let reload = self.reload_dense(*workspace);
-                if let (Some(nm_ism::Policy::Auto), Some((d, m))) = (policy, dense) {
-                    // Dense once the workspace has turned dense, else as `bucket`. The dense
-                    // array's rows leave out the keys packing puts past a row's last column
-                    // (`KeyLayout::dense_index`).
-                    let at = match self.dense_gap(*workspace) {
-                        0 => "key".to_string(),
-                        gap => format!("key - INT64_C({gap}) * ({})", self.expr(first, ScalarType::Index)),
-                    };
-                    self.line(depth + 1, &format!("if ({d}) {{"));
-                    self.line(depth + 2, &format!("{d}[{at}] += {value};"));
-                    self.line(depth + 2, &format!("{m}[{at}] = 1;"));
-                    self.line(depth + 1, "} else {");
-                }
-                let d = depth + (policy == Some(nm_ism::Policy::Auto)) as usize;
-                if matches!(policy, Some(nm_ism::Policy::Bucket | nm_ism::Policy::Auto)) {
-                    // Straight into the bucket of the key's first coordinate.
-                    let depth = d;
-                    self.line(depth + 1, &format!("int64_t row = {};", self.expr(first, ScalarType::Index)));
-                    self.line(depth + 1, &format!("nms_bucket *b = &{w}->buckets[row];"));
-                    self.line(depth + 1, &format!("if (b->len == b->cap && {w}->grow({w}, row)) return 1;"));
-                    self.line(depth + 1, "b->keys[b->len] = (uint64_t)key;");
-                    self.line(depth + 1, &format!("(({t} *)b->vals)[b->len++] = {value};"));
-                    match &reload {
-                        // A flush may turn the workspace dense.
-                        Some(reload) => self.line(
-                            depth + 1,
-                            &format!("if (++{w}->len == {w}->cap) {{ if ({w}->flush({w})) return 1; {reload} }}"),
-                        ),
-                        None => {
-                            self.line(depth + 1, &format!("if (++{w}->len == {w}->cap && {w}->flush({w})) return 1;"))
-                        }
-                    }
-                    if policy == Some(nm_ism::Policy::Auto) {
-                        self.line(depth, "}");
-                    }
-                } else if let (Some(nm_ism::Policy::Dense), Some((d, m))) = (policy, dense) {
-                    self.line(depth + 1, &format!("{d}[key] += {value};"));
-                    self.line(depth + 1, &format!("{m}[key] = 1;"));
-                } else {
-                    self.line(depth + 1, &format!("if ({w}->len == {w}->cap && {w}->flush({w})) return 1;"));
-                    self.line(depth + 1, &format!("{w}->keys[{w}->len] = (uint64_t)key;"));
-                    self.line(depth + 1, &format!("(({t} *){w}->vals)[{w}->len++] = {value};"));
-                }
-                self.line(depth, "}");
-            }
+            Stmt::Insert { workspace, key, first, value } => self.insert(*workspace, key, first, value, depth),
             Stmt::Finish { workspace } => {
                 let w = self.names.array(*workspace);
                 self.line(depth, &format!("if ({w}->finish({w}, args)) return 1;"));
@@ -383,6 +424,15 @@ impl Emitter<'_> {
                 let a = &self.f.arrays[*workspace];
                 let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
                 let bucket = self.expr(bucket, ScalarType::Index);
+                // A workspace that has turned dense no longer reads its buckets.
+                let dense = self.names.dense(*workspace).filter(|_| self.policy(*workspace) == Some(Policy::Auto));
+                let depth = match dense {
+                    Some((d, _)) => {
+                        self.line(depth, &format!("if (!{d}) {{"));
+                        depth + 1
+                    }
+                    None => depth,
+                };
                 match line {
                     crate::ir::BucketLine::Head => {
                         self.line(depth, &format!("__builtin_prefetch(&{w}->buckets[{bucket}], 1, 3);"))
@@ -403,6 +453,9 @@ impl Emitter<'_> {
                         );
                         self.line(depth, "}");
                     }
+                }
+                if dense.is_some() {
+                    self.line(depth - 1, "}");
                 }
             }
             Stmt::Prefetch { array, index } => {
@@ -471,24 +524,28 @@ impl Emitter<'_> {
     /// depend on the loop read once before it, into locals: the stores through the workspace's
     /// pointers, which may alias anything as far as C knows, made the compiler reload them at
     /// every insert (an outer product's value of A, once per product of its column). They are
-    /// read only where the loop runs at least once, as in the loop itself. Taking `auto`'s test
-    /// of its dense pointer out of the loop as well (a loop per state) measured barely faster
-    /// when dense and slower when sparse (the bucket loop's registers spilled at its entry):
-    /// BENCHMARKS.md, "Outer products". Returns whether it wrote the loop.
+    /// read only where the loop runs at least once, as in the loop itself.
+    ///
+    /// An `auto` workspace's loop is written twice in sequence: into the buckets while the
+    /// workspace is sparse, then, from the iteration after a flush turned it dense, into the
+    /// dense array: the dense loop keeps no bucket code (registers, the test per insert), the
+    /// bucket loop tests the state only after a flush. Two
+    /// loops side by side, one per state chosen on entry, spilled the bucket loop's registers
+    /// at its entry and measured slower on products that stay sparse (BENCHMARKS.md,
+    /// "Outer-product SpGEMM"). Returns whether it wrote the loop.
     fn scatter_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], depth: usize) -> bool {
         let Some((Stmt::Insert { workspace, value, .. }, decls)) = body.split_last() else { return false };
-        if self.names.dense(*workspace).is_none()
-            || !decls.iter().all(|s| matches!(s, Stmt::Decl(..)))
-            || !self.hoisted.is_empty()
-        {
+        let Some((dense, _)) = self.names.dense(*workspace) else { return false };
+        if !decls.iter().all(|s| matches!(s, Stmt::Decl(..))) || !self.hoisted.is_empty() {
             return false;
         }
+        let split = (self.policy(*workspace) == Some(Policy::Auto)).then(|| dense.clone());
         let mut variant = vec![var];
         variant.extend(decls.iter().filter_map(|s| if let Stmt::Decl(v, _) = s { Some(*v) } else { None }));
         let mut loads = invariant_loads(value, &variant);
         let locals = self.names.invariants(*workspace);
         loads.truncate(locals.len());
-        if loads.is_empty() {
+        if loads.is_empty() && split.is_none() {
             return false;
         }
         let (v, v_end) = (self.names.var(var).to_string(), self.names.end(var).to_string());
@@ -504,9 +561,24 @@ impl Emitter<'_> {
             self.line(depth + 2, &text);
         }
         self.hoisted = loads.into_iter().zip(locals.iter().cloned()).collect();
+        match &split {
+            Some(d) => {
+                // The bucket loop tests the state only after a flush, leaving past the
+                // iteration that turned it dense.
+                self.line(depth + 2, &format!("if (!{d}) {{"));
+                self.inserting = Inserting::Buckets { leave: format!("if ({d}) {{ {v}++; break; }}") };
+                self.line(depth + 3, &format!("for (; {v} < {v_end}; {v}++) {{"));
+                self.block(body, depth + 4);
+                self.line(depth + 3, "}");
+                self.line(depth + 2, "}");
+                self.inserting = Inserting::Dense;
+            }
+            None => self.inserting = Inserting::Either,
+        }
         self.line(depth + 2, &format!("for (; {v} < {v_end}; {v}++) {{"));
         self.block(body, depth + 3);
         self.line(depth + 2, "}");
+        self.inserting = Inserting::Either;
         self.hoisted.clear();
         self.line(depth + 1, "}");
         self.line(depth, "}");
@@ -525,6 +597,21 @@ impl Emitter<'_> {
         self.line(depth + 2, &format!("{name} = ({t} *)args[{k}].data;"));
         self.line(depth + 1, "}");
         self.line(depth, "}");
+    }
+}
+
+/// `key` (a sum of coordinate terms, as the lowering builds it) with the term `first * from`
+/// written `first * to`; none where no such term is found.
+fn restride(key: &Expr, first: &Expr, from: i64, to: i64) -> Option<Expr> {
+    use crate::ir::build::{bin, int};
+    match key {
+        Expr::Binary(BinOp::Mul, a, b) if **a == *first && **b == Expr::Int(from) => {
+            Some(bin(BinOp::Mul, (**a).clone(), int(to)))
+        }
+        Expr::Binary(BinOp::Add, a, b) => restride(a, first, from, to)
+            .map(|a| bin(BinOp::Add, a, (**b).clone()))
+            .or_else(|| restride(b, first, from, to).map(|b| bin(BinOp::Add, (**a).clone(), b))),
+        _ => None,
     }
 }
 
@@ -585,4 +672,31 @@ fn invariant_loads(e: &Expr, variant: &[VarId]) -> Vec<Expr> {
         }
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restride;
+    use crate::ir::build::{bin, int, var};
+    use crate::ir::{BinOp, VarId};
+    use nm_ir::id::Id;
+
+    #[test]
+    fn restride_rewrites_the_first_coordinates_term_only() {
+        let (i, j, k) = (var(VarId::new(0)), var(VarId::new(1)), var(VarId::new(2)));
+        let term = |v: &crate::ir::Expr, s| bin(BinOp::Mul, v.clone(), int(s));
+        // A matrix's key, `i * 1024 + j`, and the same sum the other way round.
+        let key = bin(BinOp::Add, term(&i, 1024), j.clone());
+        assert_eq!(restride(&key, &i, 1024, 900), Some(bin(BinOp::Add, term(&i, 900), j.clone())));
+        let key = bin(BinOp::Add, j.clone(), term(&i, 1024));
+        assert_eq!(restride(&key, &i, 1024, 900), Some(bin(BinOp::Add, j.clone(), term(&i, 900))));
+        // Three coordinates: the inner terms keep their strides.
+        let key = bin(BinOp::Add, bin(BinOp::Add, term(&i, 4096), term(&j, 64)), k.clone());
+        let want = bin(BinOp::Add, bin(BinOp::Add, term(&i, 3000), term(&j, 64)), k.clone());
+        assert_eq!(restride(&key, &i, 4096, 3000), Some(want));
+        // No term of the first coordinate at that stride: none (the caller falls back).
+        assert_eq!(restride(&key, &j, 4096, 3000), None);
+        assert_eq!(restride(&key, &i, 64, 60), None);
+        assert_eq!(restride(&k, &k, 1, 1), None);
+    }
 }
