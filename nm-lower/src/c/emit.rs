@@ -529,10 +529,10 @@ impl Emitter<'_> {
     /// An `auto` workspace's loop is written twice in sequence: into the buckets while the
     /// workspace is sparse, then, from the iteration after a flush turned it dense, into the
     /// dense array: the dense loop keeps no bucket code (registers, the test per insert), the
-    /// bucket loop tests the state only after a flush. Two
-    /// loops side by side, one per state chosen on entry, spilled the bucket loop's registers
-    /// at its entry and measured slower on products that stay sparse (BENCHMARKS.md,
-    /// "Outer-product SpGEMM"). Returns whether it wrote the loop.
+    /// bucket loop tests the state only after a flush. Two loops side by side, one per state
+    /// chosen on entry, spilled the bucket loop's registers at its entry and measured slower
+    /// on products that stay sparse (BENCHMARKS.md, "Outer-product SpGEMM"). Returns whether
+    /// it wrote the loop.
     fn scatter_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], depth: usize) -> bool {
         let Some((Stmt::Insert { workspace, value, .. }, decls)) = body.split_last() else { return false };
         let Some((dense, _)) = self.names.dense(*workspace) else { return false };
