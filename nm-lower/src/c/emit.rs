@@ -106,7 +106,14 @@ fn kernel(w: &mut String, f: &Function, library: &[&str]) {
         let t = c_elem(a.elem);
         let _ = writeln!(w, "  {qual}{t} *restrict {name} = ({qual}{t} *)args[{k}].data;");
     }
-    let mut e = Emitter { f, names: &names, out: String::new(), hoisted: Vec::new(), inserting: Inserting::Either };
+    let mut e = Emitter {
+        f,
+        names: &names,
+        out: String::new(),
+        hoisted: Vec::new(),
+        inserting: Inserting::Either,
+        prefetch_guarded: false,
+    };
     e.block(&f.body, 1);
     w.push_str(&e.out);
     w.push_str("  return 0;\n}\n");
@@ -139,6 +146,8 @@ struct Emitter<'a> {
     /// Which of an `auto` workspace's two ways an insert is written for: inside a scatter
     /// loop split by the workspace's state, only the one that loop runs in.
     inserting: Inserting,
+    /// Inside a block that runs only while its bucket prefetches' workspace is sparse.
+    prefetch_guarded: bool,
 }
 
 /// The code an insert into an `auto` workspace is written with.
@@ -252,6 +261,26 @@ impl Emitter<'_> {
             Role::Workspace { config, .. } => Some(config.policy),
             _ => None,
         }
+    }
+
+    /// The dense pointer's local of workspace `w` where it is `auto` (the one policy that
+    /// turns dense on its own).
+    fn auto_dense(&self, w: ArrayId) -> Option<&String> {
+        self.names.dense(w).filter(|_| self.policy(w) == Some(Policy::Auto)).map(|(d, _)| d)
+    }
+
+    /// Where `block` only declares variables and prefetches buckets of one `auto` workspace:
+    /// that workspace's dense pointer.
+    fn prefetch_only_dense(&self, block: &[Stmt]) -> Option<String> {
+        let mut workspace = None;
+        for s in block {
+            match s {
+                Stmt::Decl(..) => {}
+                Stmt::PrefetchBucket { workspace: w, .. } if workspace.is_none_or(|x| x == *w) => workspace = Some(*w),
+                _ => return None,
+            }
+        }
+        self.auto_dense(workspace?).cloned()
     }
 
     /// The C of an insert of `value` at `key` into workspace `w`: by the workspace's policy,
@@ -401,9 +430,21 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             Stmt::If { cond, then, otherwise } => {
-                let text = format!("if ({}) {{", self.expr(cond, ScalarType::Bool));
+                let cond = self.expr(cond, ScalarType::Bool);
+                // A bucket prefetch's block (the bucket's index, then the prefetch) skipped
+                // whole once its workspace has turned dense, the index's load included.
+                let dense = match otherwise.is_empty() && !self.prefetch_guarded {
+                    true => self.prefetch_only_dense(then),
+                    false => None,
+                };
+                let text = match &dense {
+                    Some(d) => format!("if (!{d} && {cond}) {{"),
+                    None => format!("if ({cond}) {{"),
+                };
                 self.line(depth, &text);
+                self.prefetch_guarded |= dense.is_some();
                 self.block(then, depth + 1);
+                self.prefetch_guarded &= dense.is_none();
                 if !otherwise.is_empty() {
                     self.line(depth, "} else {");
                     self.block(otherwise, depth + 1);
@@ -424,10 +465,11 @@ impl Emitter<'_> {
                 let a = &self.f.arrays[*workspace];
                 let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
                 let bucket = self.expr(bucket, ScalarType::Index);
-                // A workspace that has turned dense no longer reads its buckets.
-                let dense = self.names.dense(*workspace).filter(|_| self.policy(*workspace) == Some(Policy::Auto));
-                let depth = match dense {
-                    Some((d, _)) => {
+                // A workspace that has turned dense no longer reads its buckets (where the
+                // block around has not tested that already).
+                let dense = self.auto_dense(*workspace).filter(|_| !self.prefetch_guarded).cloned();
+                let depth = match &dense {
+                    Some(d) => {
                         self.line(depth, &format!("if (!{d}) {{"));
                         depth + 1
                     }
