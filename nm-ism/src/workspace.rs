@@ -20,6 +20,15 @@ const AUTO_SAMPLE: usize = 8;
 /// `auto` takes an early look at its first `Config::CAPACITY / AUTO_EARLY` components.
 const AUTO_EARLY: usize = 128;
 
+/// Where `auto` stands in one use: before its early look, after it, or decided (turned dense
+/// at either, or staying sparse).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Choice {
+    Open,
+    Looked,
+    Made,
+}
+
 /// An insert–sort–merge workspace over keys `0..prod(extents)` (see the crate docs).
 pub struct Workspace<V: Value> {
     slot: Slot,
@@ -29,10 +38,8 @@ pub struct Workspace<V: Value> {
     stage: Stage<V>,
     dense: Option<(Vec<V>, Vec<u8>)>,
     buckets: Option<BucketStore<V>>,
-    /// Whether `auto` has made its choice in this use.
-    decided: bool,
-    /// Whether `auto` has taken its early look in this use.
-    looked: bool,
+    /// How far `auto` is with its choice in this use.
+    choice: Choice,
     /// Whether inserts go to the dense arrays (always for `dense`; once turned, for `auto`).
     dense_on: bool,
     stats: Stats,
@@ -144,8 +151,7 @@ impl<V: Value> Workspace<V> {
             stage,
             dense,
             buckets,
-            decided: false,
-            looked: false,
+            choice: Choice::Open,
             dense_on: config.policy == Policy::Dense,
             stats: Stats::default(),
             error: None,
@@ -179,7 +185,7 @@ impl<V: Value> Workspace<V> {
             // decides after its first few: the products before a dense workspace takes over
             // cost twice as much (an outer product with many products per nonzero took almost
             // twice as long deciding late as all dense).
-            let sampling = self.config.policy == Policy::Auto && !self.decided;
+            let sampling = self.config.policy == Policy::Auto && self.choice != Choice::Made;
             let cap = if sampling { self.auto_sample() } else { self.config.capacity };
             self.slot.cap = cap.max(1) as i64;
         }
@@ -191,7 +197,7 @@ impl<V: Value> Workspace<V> {
     fn auto_sample(&self) -> usize {
         let capacity = self.config.capacity.min(Config::CAPACITY);
         let early = (capacity / AUTO_EARLY).max(1);
-        if self.looked { (capacity / AUTO_SAMPLE).max(early + 1) } else { early }
+        if self.choice == Choice::Looked { (capacity / AUTO_SAMPLE).max(early + 1) } else { early }
     }
 
     /// `auto` at its first flush: moves the components into a dense array when a sample of
@@ -203,11 +209,10 @@ impl<V: Value> Workspace<V> {
     /// the full sample: the components buffered in buckets before a dense array takes over
     /// cost several times a dense insert each, and emptying them into it a scattered write.
     fn decide(&mut self) {
-        let early = !self.looked;
-        self.looked = true;
-        self.decided = !early;
+        let early = self.choice == Choice::Open;
+        self.choice = if early { Choice::Looked } else { Choice::Made };
         let Some(b) = &mut self.buckets else {
-            self.decided = true;
+            self.choice = Choice::Made;
             return;
         };
         // The early look reads a quarter of the decision's sample, about one percent of a small
@@ -215,7 +220,7 @@ impl<V: Value> Workspace<V> {
         let (seen, distinct) = b.sample_distinct(if early { SAMPLE / 4 } else { SAMPLE });
         let per_coordinate = if early { Config::DENSE_EARLY } else { Config::DENSE_AFTER };
         if seen >= per_coordinate * distinct.max(1) && self.turn_dense() {
-            self.decided = true;
+            self.choice = Choice::Made;
             let (vals, mark) = self.dense.as_mut().expect("turned dense");
             let b = self.buckets.as_mut().expect("checked");
             let layout = &self.layout;
@@ -334,9 +339,9 @@ impl<V: Value> Workspace<V> {
         if n == 0 {
             return Ok(());
         }
-        if self.config.policy == Policy::Auto && !self.decided {
+        if self.config.policy == Policy::Auto && self.choice != Choice::Made {
             // The early look sorts nothing; the decision counts as the first flush.
-            if self.looked {
+            if self.choice == Choice::Looked {
                 self.stats.flushes += 1;
             }
             self.decide();
@@ -432,7 +437,7 @@ impl<V: Value> Workspace<V> {
         }
         // `auto` finished before its first flush stays sparse: fewer components than that
         // seldom pay for scanning a dense array, and deciding would combine them twice.
-        self.decided = true;
+        self.choice = Choice::Made;
         self.flush()?;
         let all = match &mut self.stage {
             Stage::Inline(state) => {
@@ -495,8 +500,7 @@ impl<V: Value> Workspace<V> {
         out.crd.truncate(2);
         out.pos[0] = None;
         out.crd[0] = None;
-        self.decided = false;
-        self.looked = false;
+        self.choice = Choice::Open;
         self.sync_slot();
         self.stats.unique = out.vals.len() as u64;
         Ok(())
@@ -518,8 +522,7 @@ impl<V: Value> Workspace<V> {
     }
 
     fn components(&mut self, run: Run<V>) -> Components<V> {
-        self.decided = false;
-        self.looked = false;
+        self.choice = Choice::Open;
         self.sync_slot();
         self.stats.unique = run.len() as u64;
         Components { layout: self.layout.clone(), keys: run.keys, vals: run.vals }
