@@ -106,14 +106,7 @@ fn kernel(w: &mut String, f: &Function, library: &[&str]) {
         let t = c_elem(a.elem);
         let _ = writeln!(w, "  {qual}{t} *restrict {name} = ({qual}{t} *)args[{k}].data;");
     }
-    let mut e = Emitter {
-        f,
-        names: &names,
-        out: String::new(),
-        hoisted: Vec::new(),
-        inserting: Inserting::Either,
-        prefetch_guarded: false,
-    };
+    let mut e = Emitter { f, names: &names, out: String::new(), hoisted: Vec::new(), inserting: Inserting::Either };
     e.block(&f.body, 1);
     w.push_str(&e.out);
     w.push_str("  return 0;\n}\n");
@@ -146,8 +139,6 @@ struct Emitter<'a> {
     /// Which of an `auto` workspace's two ways an insert is written for: inside a scatter
     /// loop split by the workspace's state, only the one that loop runs in.
     inserting: Inserting,
-    /// Inside a block that runs only while its bucket prefetches' workspace is sparse.
-    prefetch_guarded: bool,
 }
 
 /// The code an insert into an `auto` workspace is written with.
@@ -156,8 +147,8 @@ enum Inserting {
     /// A test of the dense pointer, then either.
     Either,
     /// Into the buckets (the workspace is sparse); `leave` is the C that leaves the loop when a
-    /// flush turns the workspace dense.
-    Buckets { leave: String },
+    /// flush turns the workspace dense, where a loop is split by the state.
+    Buckets { leave: Option<String> },
     /// Into the dense array (the workspace has turned dense).
     Dense,
 }
@@ -269,8 +260,10 @@ impl Emitter<'_> {
         self.names.dense(w).filter(|_| self.policy(w) == Some(Policy::Auto)).map(|(d, _)| d)
     }
 
-    /// Where `block` only declares variables and prefetches buckets of one `auto` workspace:
-    /// that workspace's dense pointer.
+    /// Where `block` only declares variables and prefetches buckets of one `auto` workspace
+    /// (the lowering puts every bucket prefetch in such a block, behind its bounds test): that
+    /// workspace's dense pointer, whose test skips the block once the buckets are no longer
+    /// written.
     fn prefetch_only_dense(&self, block: &[Stmt]) -> Option<String> {
         let mut workspace = None;
         for s in block {
@@ -294,7 +287,7 @@ impl Emitter<'_> {
         let dense = self.names.dense(w).cloned();
         let ways = match (policy, &dense) {
             (Some(Policy::Auto), Some(_)) => self.inserting.clone(),
-            (Some(Policy::Auto | Policy::Bucket), _) => Inserting::Buckets { leave: String::new() },
+            (Some(Policy::Auto | Policy::Bucket), _) => Inserting::Buckets { leave: None },
             (Some(Policy::Dense), Some(_)) => Inserting::Dense,
             _ => Inserting::Either,
         };
@@ -330,7 +323,7 @@ impl Emitter<'_> {
             let full = format!("__builtin_expect(++{slot}->len == {slot}->cap, 0)");
             let text = match (self.reload_dense(w), &ways) {
                 // A flush may turn the workspace dense.
-                (Some(reload), Inserting::Buckets { leave }) if !leave.is_empty() => {
+                (Some(reload), Inserting::Buckets { leave: Some(leave) }) => {
                     format!("if ({full}) {{ if ({slot}->flush({slot})) return 1; {reload} {leave} }}")
                 }
                 (Some(reload), _) => format!("if ({full}) {{ if ({slot}->flush({slot})) return 1; {reload} }}"),
@@ -433,18 +426,13 @@ impl Emitter<'_> {
                 let cond = self.expr(cond, ScalarType::Bool);
                 // A bucket prefetch's block (the bucket's index, then the prefetch) skipped
                 // whole once its workspace has turned dense, the index's load included.
-                let dense = match otherwise.is_empty() && !self.prefetch_guarded {
-                    true => self.prefetch_only_dense(then),
-                    false => None,
-                };
+                let dense = if otherwise.is_empty() { self.prefetch_only_dense(then) } else { None };
                 let text = match &dense {
                     Some(d) => format!("if (!{d} && {cond}) {{"),
                     None => format!("if ({cond}) {{"),
                 };
                 self.line(depth, &text);
-                self.prefetch_guarded |= dense.is_some();
                 self.block(then, depth + 1);
-                self.prefetch_guarded &= dense.is_none();
                 if !otherwise.is_empty() {
                     self.line(depth, "} else {");
                     self.block(otherwise, depth + 1);
@@ -465,16 +453,6 @@ impl Emitter<'_> {
                 let a = &self.f.arrays[*workspace];
                 let (w, t) = (self.names.array(*workspace), c_elem(a.elem));
                 let bucket = self.expr(bucket, ScalarType::Index);
-                // A workspace that has turned dense no longer reads its buckets (where the
-                // block around has not tested that already).
-                let dense = self.auto_dense(*workspace).filter(|_| !self.prefetch_guarded).cloned();
-                let depth = match &dense {
-                    Some(d) => {
-                        self.line(depth, &format!("if (!{d}) {{"));
-                        depth + 1
-                    }
-                    None => depth,
-                };
                 match line {
                     crate::ir::BucketLine::Head => {
                         self.line(depth, &format!("__builtin_prefetch(&{w}->buckets[{bucket}], 1, 3);"))
@@ -495,9 +473,6 @@ impl Emitter<'_> {
                         );
                         self.line(depth, "}");
                     }
-                }
-                if dense.is_some() {
-                    self.line(depth - 1, "}");
                 }
             }
             Stmt::Prefetch { array, index } => {
@@ -577,11 +552,13 @@ impl Emitter<'_> {
     /// it wrote the loop.
     fn scatter_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], depth: usize) -> bool {
         let Some((Stmt::Insert { workspace, value, .. }, decls)) = body.split_last() else { return false };
-        let Some((dense, _)) = self.names.dense(*workspace) else { return false };
-        if !decls.iter().all(|s| matches!(s, Stmt::Decl(..))) || !self.hoisted.is_empty() {
+        if self.names.dense(*workspace).is_none()
+            || !decls.iter().all(|s| matches!(s, Stmt::Decl(..)))
+            || !self.hoisted.is_empty()
+        {
             return false;
         }
-        let split = (self.policy(*workspace) == Some(Policy::Auto)).then(|| dense.clone());
+        let split = self.auto_dense(*workspace).cloned();
         let mut variant = vec![var];
         variant.extend(decls.iter().filter_map(|s| if let Stmt::Decl(v, _) = s { Some(*v) } else { None }));
         let mut loads = invariant_loads(value, &variant);
@@ -608,7 +585,7 @@ impl Emitter<'_> {
                 // The bucket loop tests the state only after a flush, leaving past the
                 // iteration that turned it dense.
                 self.line(depth + 2, &format!("if (!{d}) {{"));
-                self.inserting = Inserting::Buckets { leave: format!("if ({d}) {{ {v}++; break; }}") };
+                self.inserting = Inserting::Buckets { leave: Some(format!("if ({d}) {{ {v}++; break; }}")) };
                 self.line(depth + 3, &format!("for (; {v} < {v_end}; {v}++) {{"));
                 self.block(body, depth + 4);
                 self.line(depth + 3, "}");
