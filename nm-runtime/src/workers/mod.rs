@@ -3,6 +3,9 @@
 //! started on first use and kept, so that a call does not pay for starting its threads
 //! (spawned per call, two threads made a short SpMV take twice as long as one).
 
+mod pool;
+
+use pool::Pool;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The most threads a kernel runs on; asking for more is an error at the command line and in
@@ -19,37 +22,40 @@ pub fn cores() -> usize {
 
 /// Runs `work` on up to `threads` threads (at most [`MAX_THREADS`]) and returns when every
 /// run has: once on the calling thread and once on each thread of a kept pool of one fewer,
-/// or, where no pool can be started, on the calling thread and as many threads as could be
-/// spawned for this call. So `work` takes its tasks from shared state (an atomic counter, say)
-/// until none are left, and must not count on how many runs there are. One thread or none:
-/// `work` runs on the calling thread.
+/// or, where that pool is in use (a call from inside one of its runs, or from another thread
+/// at the same time) or cannot be started, on the calling thread and as many threads as could
+/// be spawned for this call. So `work` takes its tasks from shared state (an atomic counter,
+/// say) until none are left, and must not count on how many runs there are. One thread or
+/// none: `work` runs on the calling thread. A panic in any run is resumed here once every
+/// run is done.
 ///
 /// The calling thread works rather than waiting for a pool of `threads`: one thread fewer to
-/// wake, and the one that starts at once (waking a pool thread takes tens of microseconds,
-/// after an OpenBLAS call at times milliseconds). The sparsest N:M products on two threads
-/// were a few percent faster for it, the others and short SpMVs level.
+/// wake, and the one that starts at once. The sparsest N:M products on two threads were a few
+/// percent faster for it, the others and short SpMVs level.
 pub fn run_on(threads: usize, work: impl Fn() + Sync) {
     let threads = threads.min(MAX_THREADS);
     if threads <= 1 {
         work();
         return;
     }
-    match pool(threads - 1) {
-        // `work` on each of the pool's threads and here; the scope returns once all are done.
-        Some(pool) => pool.in_place_scope(|scope| {
-            scope.spawn_broadcast(|_, _| work());
-            work();
-        }),
-        None => std::thread::scope(|s| {
-            for _ in 1..threads {
-                // A thread the system refuses leaves its share to the others.
-                if std::thread::Builder::new().spawn_scoped(s, &work).is_err() {
-                    break;
-                }
-            }
-            work();
-        }),
+    if !pool(threads - 1).is_some_and(|pool| pool.run(&work)) {
+        run_spawned(threads, &work);
     }
+}
+
+/// [`run_on`] on threads spawned for this call: `work` here and on up to `threads - 1` more
+/// (a thread the system refuses leaves its share to the others); the first panic, here or on
+/// one of them, resumed once all are done.
+fn run_spawned(threads: usize, work: &(dyn Fn() + Sync)) {
+    std::thread::scope(|s| {
+        let spawned: Vec<_> =
+            (1..threads).map_while(|_| std::thread::Builder::new().spawn_scoped(s, work).ok()).collect();
+        let here = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        let there: Vec<_> = spawned.into_iter().map(|t| t.join()).collect();
+        if let Some(Err(payload)) = std::iter::once(here).chain(there).find(Result::is_err) {
+            std::panic::resume_unwind(payload);
+        }
+    });
 }
 
 /// Pools kept at most: asking for many thread counts one after another (2, 3, …, 100) must
@@ -58,7 +64,7 @@ pub fn run_on(threads: usize, work: impl Fn() + Sync) {
 const KEPT_POOLS: usize = 4;
 
 /// The pools started so far with their thread counts, the most recently used last.
-type Pools = Vec<(usize, Arc<rayon::ThreadPool>)>;
+type Pools = Vec<(usize, Arc<Pool>)>;
 
 fn pools() -> std::sync::MutexGuard<'static, Pools> {
     static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
@@ -67,17 +73,11 @@ fn pools() -> std::sync::MutexGuard<'static, Pools> {
 
 /// The kept pool of `threads` threads (besides the caller, [`run_on`]), started now if there
 /// is none; `None` where the threads could not be started.
-fn pool(threads: usize) -> Option<Arc<rayon::ThreadPool>> {
+fn pool(threads: usize) -> Option<Arc<Pool>> {
     let mut pools = pools();
     let pool = match pools.iter().position(|(n, _)| *n == threads) {
         Some(at) => pools.remove(at).1,
-        None => Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(move |i| format!("nmsparse-{threads}-{i}"))
-                .build()
-                .ok()?,
-        ),
+        None => Arc::new(Pool::start(threads)?),
     };
     pools.push((threads, pool.clone()));
     if pools.len() > KEPT_POOLS {
@@ -169,5 +169,47 @@ mod tests {
             }
         });
         assert!(done.iter().all(|d| d.load(Ordering::Relaxed) == 1));
+    }
+
+    #[test]
+    fn spawned_threads_run_everywhere_and_hand_back_a_panic() {
+        let names = Mutex::new(HashSet::new());
+        run_spawned(3, &|| {
+            names.lock().unwrap().insert(std::thread::current().id());
+        });
+        assert_eq!(names.into_inner().unwrap().len(), 3);
+        let here = std::thread::current().id();
+        for panicking_here in [false, true] {
+            let finished = AtomicUsize::new(0);
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_spawned(3, &|| {
+                    if (std::thread::current().id() == here) == panicking_here {
+                        panic!("a run failed");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    finished.fetch_add(1, Ordering::SeqCst);
+                })
+            }));
+            let payload = caught.expect_err("the panic is resumed on the caller");
+            assert_eq!(payload.downcast_ref::<&str>(), Some(&"a run failed"));
+            assert_eq!(finished.into_inner(), if panicking_here { 2 } else { 1 });
+        }
+    }
+
+    #[test]
+    fn calls_from_many_threads_at_once_each_run_on_all_their_threads() {
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        let names = Mutex::new(HashSet::new());
+                        run_on(2, || {
+                            names.lock().unwrap().insert(std::thread::current().id());
+                        });
+                        assert_eq!(names.into_inner().unwrap().len(), 2);
+                    }
+                });
+            }
+        });
     }
 }
