@@ -75,6 +75,13 @@ fn pools() -> std::sync::MutexGuard<'static, Pools> {
 /// is none; `None` where the threads could not be started.
 fn pool(threads: usize) -> Option<Arc<Pool>> {
     let mut pools = pools();
+    // A child forked after pools started has their records but none of their threads: it
+    // starts its own. The parent's are forgotten, not dropped (a lock of theirs may have
+    // been held by one of the parent's threads at the fork).
+    let process = std::process::id();
+    if pools.first().is_some_and(|(_, p)| p.process != process) {
+        pools.drain(..).for_each(std::mem::forget);
+    }
     let pool = match pools.iter().position(|(n, _)| *n == threads) {
         Some(at) => pools.remove(at).1,
         None => Arc::new(Pool::start(threads)?),

@@ -26,6 +26,8 @@ pub(super) struct Pool {
     /// Taken for the length of a call: a second caller, or a call from inside a run, finds it
     /// taken and runs elsewhere.
     busy: AtomicBool,
+    /// The process that started the threads: a child forked from it has none of them.
+    pub(super) process: u32,
 }
 
 /// What the pool's threads and the caller share.
@@ -71,7 +73,7 @@ impl Pool {
             caller_asleep: AtomicBool::new(false),
             watch,
         });
-        let pool = Pool { shared, threads, busy: AtomicBool::new(false) };
+        let pool = Pool { shared, threads, busy: AtomicBool::new(false), process: std::process::id() };
         for i in 0..threads {
             let shared = pool.shared.clone();
             let spawned =
