@@ -214,6 +214,15 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// How many runs one call of `pool` makes (the caller's and one per pool thread).
+    fn runs_per_call(pool: &Pool) -> usize {
+        let runs = AtomicUsize::new(0);
+        assert!(pool.run(&|| {
+            runs.fetch_add(1, SeqCst);
+        }));
+        runs.into_inner()
+    }
+
     fn on_pool() -> bool {
         std::thread::current().name().is_some_and(|n| n.starts_with("nmsparse-"))
     }
@@ -257,11 +266,7 @@ mod tests {
             assert_eq!(payload.downcast_ref::<&str>(), Some(&"a run failed"));
             assert_eq!(finished.into_inner(), if panicking_on_pool { 1 } else { 2 });
             // And the pool serves the next call.
-            let runs = AtomicUsize::new(0);
-            assert!(pool.run(&|| {
-                runs.fetch_add(1, SeqCst);
-            }));
-            assert_eq!(runs.into_inner(), 3);
+            assert_eq!(runs_per_call(&pool), 3);
         }
     }
 
@@ -278,11 +283,7 @@ mod tests {
             }
         }));
         assert_eq!((outer.into_inner(), inner.into_inner()), (2, 200));
-        let runs = AtomicUsize::new(0);
-        assert!(pool.run(&|| {
-            runs.fetch_add(1, SeqCst);
-        }));
-        assert_eq!(runs.into_inner(), 2);
+        assert_eq!(runs_per_call(&pool), 2);
     }
 
     #[test]
