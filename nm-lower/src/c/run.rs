@@ -424,9 +424,10 @@ impl CKernel {
                 let Some(scratch) = thread_arrays.get(t) else { return };
                 let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
                 scratch[k].resize(result_len);
+                let mut descriptors = Vec::new();
                 for r in (t..ranges).step_by(threads) {
                     let mut own = take(&range_arrays[r]);
-                    let ran = run.range(r, &mut scratch, &mut own, 0).map(|()| own);
+                    let ran = run.range(r, &mut scratch, &mut own, 0, &mut descriptors).map(|()| own);
                     *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(ran);
                 }
             },
@@ -437,6 +438,7 @@ impl CKernel {
                 let Some(scratch) = thread_arrays.get(t) else { return };
                 let mut scratch = scratch.lock().unwrap_or_else(|e| e.into_inner());
                 let mut front = (t == 0).then(|| front.lock().unwrap_or_else(|e| e.into_inner()));
+                let mut descriptors = Vec::new();
                 loop {
                     // Claimed, and the lock let go before the range runs.
                     let claimed = claims.lock().unwrap_or_else(|e| e.into_inner()).take(front.is_some());
@@ -445,9 +447,9 @@ impl CKernel {
                     let ran = match front.as_deref_mut() {
                         Some(front) => {
                             let first = appended.first().map_or(0, |&k| front[k].len());
-                            run.range(r, &mut scratch, front, first)
+                            run.range(r, &mut scratch, front, first, &mut descriptors)
                         }
-                        None => run.range(r, &mut scratch, &mut own, 0),
+                        None => run.range(r, &mut scratch, &mut own, 0, &mut descriptors),
                     };
                     *outcomes[r].lock().unwrap_or_else(|e| e.into_inner()) = Some(ran.map(|()| own));
                 }
@@ -513,20 +515,23 @@ struct RangeRun<'a> {
 impl RangeRun<'_> {
     /// Runs range `r` on the thread's `scratch` arrays and the range's `own` (its bounds, and
     /// a sparse result's `crd` and values, appended to from position `first`); each array the
-    /// kernel wrote takes the length it says.
+    /// kernel wrote takes the length it says. `descriptors` is the thread's memory for the
+    /// kernel's arguments, and its bounds are written into the range's own array in place:
+    /// a short kernel's ranges are a few microseconds each.
     fn range(
         &self,
         r: usize,
         scratch: &mut [ArrayData<'static>],
         own: &mut [ArrayData<'static>],
         first: usize,
+        descriptors: &mut Vec<NmsArray>,
     ) -> Result<(), String> {
         let (lo, hi) = (self.cuts[r], self.cuts[r + 1]);
         let per_range = self.sharing.iter().zip(own.iter()).enumerate().filter(|(_, (s, _))| **s == Sharing::PerRange);
         self.kernel
             .check_first_entry(per_range.map(|(k, (_, data))| (k, data)), first as i64)
             .map_err(|e| e.to_string())?;
-        let mut descriptors = Vec::with_capacity(self.sharing.len());
+        descriptors.clear();
         for (k, sharing) in self.sharing.iter().enumerate() {
             let owner: *mut ArrayData<'static> = match sharing {
                 Sharing::Shared => {
@@ -537,7 +542,14 @@ impl RangeRun<'_> {
                 Sharing::PerThread => &mut scratch[k],
                 // Not a whole run: the caller prepared a reduction's result.
                 Sharing::PerRange if self.kernel.bounds == Some(k) => {
-                    own[k] = ArrayData::I64(vec![lo as i64, hi as i64, 0, first as i64]);
+                    let bounds = [lo as i64, hi as i64, 0, first as i64];
+                    match &mut own[k] {
+                        ArrayData::I64(kept) => {
+                            kept.clear();
+                            kept.extend_from_slice(&bounds);
+                        }
+                        other => *other = ArrayData::I64(bounds.to_vec()),
+                    }
                     &mut own[k]
                 }
                 Sharing::PerRange => &mut own[k],
@@ -557,7 +569,7 @@ impl RangeRun<'_> {
         // SAFETY: as in `run`: one descriptor per parameter; shared inputs are only read, shared
         // outputs written at the rows of `lo..hi` only (the outer loop's range names disjoint
         // result elements), everything else is this thread's own.
-        let status = unsafe { self.kernel.call(self.entry, &mut descriptors) };
+        let status = unsafe { self.kernel.call(self.entry, descriptors) };
         if status != 0 {
             return Err(GROW_FAILURE.with(|g| g.take()).unwrap_or_else(|| "an allocation failed".into()));
         }
