@@ -184,7 +184,13 @@ impl Shared {
     }
 }
 
-/// Whether `done` turned true within `window`, checked in a busy loop.
+/// How long a watch spins before it yields the core between its checks.
+const SPIN: Duration = Duration::from_micros(5);
+
+/// Whether `done` turned true within `window`: checked in a busy loop at first, then with the
+/// core offered between checks to any other thread ready to run on it, so that a watching
+/// thread does not hold a core that other threads of the process (another library's, say)
+/// want right after a call (BENCHMARKS.md, "Two threads").
 fn watch(window: Duration, done: impl Fn() -> bool) -> bool {
     if window.is_zero() {
         return done();
@@ -197,8 +203,12 @@ fn watch(window: Duration, done: impl Fn() -> bool) -> bool {
             }
             std::hint::spin_loop();
         }
-        if start.elapsed() >= window {
+        let waited = start.elapsed();
+        if waited >= window {
             return done();
+        }
+        if waited >= SPIN {
+            std::thread::yield_now();
         }
     }
 }
