@@ -78,8 +78,8 @@ fn pool(threads: usize) -> Option<Arc<Pool>> {
     // A child forked after pools started has their records but none of their threads: it
     // starts its own. The parent's are forgotten, not dropped (a lock of theirs may have
     // been held by one of the parent's threads at the fork).
-    let process = std::process::id();
-    if pools.first().is_some_and(|(_, p)| p.process != process) {
+    let forks = pool::forks();
+    if pools.first().is_some_and(|(_, p)| p.forks != forks) {
         pools.drain(..).for_each(std::mem::forget);
     }
     let pool = match pools.iter().position(|(n, _)| *n == threads) {
