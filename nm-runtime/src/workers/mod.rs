@@ -68,7 +68,7 @@ type Pools = Vec<(usize, Arc<Pool>)>;
 
 fn pools() -> std::sync::MutexGuard<'static, Pools> {
     static POOLS: OnceLock<Mutex<Pools>> = OnceLock::new();
-    POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner())
+    pool::lock(POOLS.get_or_init(Default::default))
 }
 
 /// The kept pool of `threads` threads (besides the caller, [`run_on`]), started now if there

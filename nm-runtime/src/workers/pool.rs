@@ -235,7 +235,7 @@ fn watch(window: Duration, done: impl Fn() -> bool) -> bool {
 
 /// A lock whose data stays usable after a panic while it was held (the data here are plain
 /// values a panic cannot leave half-written).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
